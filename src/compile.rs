@@ -1,0 +1,112 @@
+//! Stage 3 of the pipeline: compile. One NVRTC program for the whole matrix, built to a
+//! CUBIN for the device's own architecture, with the ptxas verbose report kept and parsed
+//! per kernel.
+//!
+//! Only [`compile`] and [`nvrtc_version`] touch NVRTC; the source and options are plain
+//! functions, tested everywhere.
+
+use crate::error::{Error, Result};
+use crate::ptxas::{self, PtxasReport};
+use crate::variant::Variant;
+use cudarc::nvrtc::{result as nvrtc, sys};
+use std::collections::BTreeMap;
+use std::ffi::{CStr, CString};
+
+/// The probe kernel, built into the binary so that it runs without the source tree.
+pub const KERNEL_SOURCE: &str = include_str!("../kernels/probe.cu");
+
+/// The kernel source plus one instantiation per variant.
+pub fn source(variants: &[Variant]) -> String {
+    let mut s = String::from(KERNEL_SOURCE);
+    s.push_str("\n// Instantiations appended by accprobe's compile stage.\n");
+    for v in variants {
+        s.push_str(&format!("ACCPROBE_VARIANT({}, {}, {})\n", v.chain, v.accumulators, v.effective()));
+    }
+    s
+}
+
+/// NVRTC options for compute capability `major.minor`: real architecture (so NVRTC
+/// produces a CUBIN and runs ptxas), verbose ptxas report.
+pub fn options(major: i32, minor: i32) -> Vec<String> {
+    vec![
+        format!("--gpu-architecture=sm_{major}{minor}"),
+        "--ptxas-options=--verbose".to_string(),
+        "--std=c++17".to_string(),
+    ]
+}
+
+/// A compiled matrix.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    pub cubin: Vec<u8>,
+    /// The whole NVRTC program log, ptxas report included.
+    pub log: String,
+    pub reports: BTreeMap<String, PtxasReport>,
+    pub options: Vec<String>,
+}
+
+/// NVRTC's version as `major.minor`. Call only after checking that libnvrtc is present.
+pub fn nvrtc_version() -> Result<String> {
+    let (mut major, mut minor) = (0, 0);
+    unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .map_err(|e| Error::msg(format!("nvrtcVersion failed: {e:?}")))?;
+    Ok(format!("{major}.{minor}"))
+}
+
+fn log_of(prog: sys::nvrtcProgram) -> String {
+    match unsafe { nvrtc::get_program_log(prog) } {
+        Ok(raw) => {
+            let bytes: Vec<u8> = raw.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+        Err(e) => format!("(no program log: {e:?})"),
+    }
+}
+
+/// Compiles the variants into one CUBIN. Call only after checking that libnvrtc is present.
+pub fn compile(variants: &[Variant], options: &[String]) -> Result<Compiled> {
+    let src = CString::new(source(variants)).map_err(|_| Error::msg("kernel source contains a NUL byte"))?;
+    let name = c"accprobe_probe.cu";
+    let prog = nvrtc::create_program(&src, Some(name as &CStr))
+        .map_err(|e| Error::msg(format!("nvrtcCreateProgram failed: {e:?}")))?;
+    let compiled = unsafe { nvrtc::compile_program(prog, options) };
+    let log = log_of(prog);
+    let out = compiled
+        .map_err(|e| Error::msg(format!("NVRTC could not compile the probe ({e:?}) with {options:?}:\n{log}")))
+        .and_then(|()| {
+            let mut size = 0usize;
+            unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) }
+                .result()
+                .map_err(|e| Error::msg(format!("nvrtcGetCUBINSize failed: {e:?} (is the architecture a real sm_XY?)")))?;
+            let mut cubin = vec![0u8; size];
+            unsafe { sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()) }
+                .result()
+                .map_err(|e| Error::msg(format!("nvrtcGetCUBIN failed: {e:?}")))?;
+            let reports = ptxas::parse(&log).map_err(|e| Error::msg(format!("{e}\n{log}")))?;
+            Ok(Compiled { cubin, log, reports, options: options.to_vec() })
+        });
+    let _ = unsafe { nvrtc::destroy_program(prog) };
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_instantiates_each_variant_once_with_its_effective_count() {
+        let s = source(&[Variant::new(7, 8), Variant::new(29, 2)]);
+        assert!(s.contains("ACCPROBE_VARIANT(7, 8, 7)\n"));
+        assert!(s.contains("ACCPROBE_VARIANT(29, 2, 2)\n"));
+        let in_kernel = KERNEL_SOURCE.matches("ACCPROBE_VARIANT(").count();
+        assert_eq!(s.matches("ACCPROBE_VARIANT(").count(), in_kernel + 2);
+    }
+
+    #[test]
+    fn options_target_the_real_architecture_with_verbose_ptxas() {
+        let o = options(9, 0);
+        assert!(o.contains(&"--gpu-architecture=sm_90".to_string()));
+        assert!(o.contains(&"--ptxas-options=--verbose".to_string()));
+    }
+}

@@ -1,0 +1,120 @@
+//! The GPU found at run time: whether there is one (and if not, why), its identity and
+//! the environment recorded with every measurement.
+//!
+//! Architecture invariant: this module and `measure` are the only ones that call the CUDA
+//! driver, and nothing calls it before [`detect`] has checked that libcuda and libnvrtc
+//! can be loaded (cudarc panics otherwise).
+
+use crate::profile::GpuIdentity;
+use crate::results::Environment;
+use cudarc::driver::{sys, CudaContext};
+use std::sync::Arc;
+
+/// Environment variable choosing the device ordinal (default 0).
+pub const DEVICE_ENV: &str = "ACCPROBE_DEVICE";
+
+/// A usable GPU, with a context on it.
+pub struct Device {
+    pub ordinal: usize,
+    pub ctx: Arc<CudaContext>,
+    pub identity: GpuIdentity,
+    pub capability: (i32, i32),
+    pub sm_count: u32,
+    pub sm_clock_rated_mhz: Option<f64>,
+    pub cuda_driver_api: String,
+    pub nvrtc_version: String,
+}
+
+/// Finds the GPU, or says why there is none: the reason GPU cases are ignored with.
+pub fn detect() -> Result<Device, String> {
+    if !unsafe { sys::is_culib_present() } {
+        return Err("no CUDA driver: libcuda.so not found".into());
+    }
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err("no NVRTC: libnvrtc.so not found (install the CUDA toolkit's NVRTC or add it to LD_LIBRARY_PATH)".into());
+    }
+    cudarc::driver::result::init().map_err(|e| format!("CUDA driver found but cuInit failed: {e}"))?;
+    let count = CudaContext::device_count().map_err(|e| format!("cannot count CUDA devices: {e}"))?;
+    if count <= 0 {
+        return Err("no CUDA device found".into());
+    }
+    let ordinal = match std::env::var(DEVICE_ENV) {
+        Ok(s) => s
+            .parse::<usize>()
+            .ok()
+            .filter(|&o| o < count as usize)
+            .ok_or_else(|| format!("{DEVICE_ENV}={s:?} is not a device ordinal below {count}"))?,
+        Err(_) => 0,
+    };
+    let ctx = CudaContext::new(ordinal).map_err(|e| format!("cannot create a context on device {ordinal}: {e}"))?;
+    let err = |what: &str, e: cudarc::driver::DriverError| format!("cannot read {what} of device {ordinal}: {e}");
+    let name = ctx.name().map_err(|e| err("the name", e))?;
+    let capability = ctx.compute_capability().map_err(|e| err("the compute capability", e))?;
+    let sm_count = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(|e| err("the SM count", e))? as u32;
+    let sm_clock_rated_mhz = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+        .ok()
+        .filter(|&khz| khz > 0)
+        .map(|khz| khz as f64 / 1000.0);
+    let mut api = 0;
+    unsafe { sys::cuDriverGetVersion(&mut api) }.result().map_err(|e| format!("cuDriverGetVersion failed: {e}"))?;
+    let nvrtc_version = crate::compile::nvrtc_version().map_err(|e| e.to_string())?;
+    Ok(Device {
+        ordinal,
+        identity: GpuIdentity { name, compute_capability: format!("{}.{}", capability.0, capability.1) },
+        ctx,
+        capability,
+        sm_count,
+        sm_clock_rated_mhz,
+        cuda_driver_api: format!("{}.{}", api / 1000, (api % 1000) / 10),
+        nvrtc_version,
+    })
+}
+
+/// The kernel driver's version from `/proc/driver/nvidia/version`
+/// (`NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ...`), or `unknown`.
+pub fn kernel_driver_version() -> String {
+    std::fs::read_to_string("/proc/driver/nvidia/version")
+        .ok()
+        .and_then(|t| parse_driver_version(&t))
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+fn parse_driver_version(text: &str) -> Option<String> {
+    let line = text.lines().find(|l| l.starts_with("NVRM version"))?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let i = words.iter().position(|w| *w == "Module")?;
+    words.get(i + 1).map(|s| s.to_string())
+}
+
+impl Device {
+    pub fn environment(&self, compile_options: &[String], measured_clock_mhz: Option<f64>) -> Environment {
+        Environment {
+            gpu_name: self.identity.name.clone(),
+            compute_capability: self.identity.compute_capability.clone(),
+            sm_count: self.sm_count,
+            driver_version: kernel_driver_version(),
+            cuda_driver_api: self.cuda_driver_api.clone(),
+            nvrtc_version: self.nvrtc_version.clone(),
+            sm_clock_rated_mhz: self.sm_clock_rated_mhz,
+            sm_clock_measured_mhz: measured_clock_mhz,
+            date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            compile_options: compile_options.to_vec(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_version_is_read_from_the_nvrm_line() {
+        let t = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu Oct  2 2025\nGCC version: gcc 12\n";
+        assert_eq!(parse_driver_version(t).as_deref(), Some("580.159.04"));
+        assert_eq!(parse_driver_version("garbage"), None);
+        assert_eq!(parse_driver_version("NVRM version: Module"), None);
+    }
+}

@@ -1,0 +1,19 @@
+//! accprobe: the accumulator-count probe as a GPU regression gate.
+//!
+//! The pipeline, one module per stage, data flowing one way (see ARCHITECTURE.md):
+//! profile -> variant -> compile -> measure -> results -> verdict -> report,
+//! with `device` finding the GPU and `suite` driving the generated test cases.
+
+pub mod compile;
+pub mod device;
+pub mod error;
+pub mod measure;
+pub mod profile;
+pub mod ptxas;
+pub mod report;
+pub mod results;
+pub mod suite;
+pub mod variant;
+pub mod verdict;
+
+pub use error::{Error, Result};

@@ -1,0 +1,160 @@
+//! Part of stage 3 (compile): the ptxas verbose report, parsed per kernel.
+//!
+//! NVRTC with `--ptxas-options=--verbose` leaves lines like these in the program log:
+//!
+//! ```text
+//! ptxas info    : Compiling entry function 'chain7_acc1_effective1' for 'sm_90'
+//! ptxas info    : Function properties for chain7_acc1_effective1
+//!     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+//! ptxas info    : Used 10 registers, used 0 barriers, 392 bytes cmem[0]
+//! ```
+
+use std::collections::BTreeMap;
+
+/// What ptxas reported for one entry function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PtxasReport {
+    pub registers: u32,
+    pub stack_frame_bytes: u32,
+    pub spill_store_bytes: u32,
+    pub spill_load_bytes: u32,
+}
+
+/// A line of the log that could not be read; `line` is 1-based.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    pub line: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ptxas log line {}: {}", self.line, self.message)
+    }
+}
+
+#[derive(Default)]
+struct Partial {
+    properties: Option<(u32, u32, u32)>,
+    registers: Option<u32>,
+}
+
+/// Parses every entry function's report. Each function must have both its properties line
+/// and its `Used N registers` line; anything else in the log is passed over.
+pub fn parse(log: &str) -> Result<BTreeMap<String, PtxasReport>, ParseError> {
+    let mut found: BTreeMap<String, (usize, Partial)> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for (i, line) in log.lines().enumerate() {
+        let n = i + 1;
+        let err = |message: String| ParseError { line: n, message };
+        let text = line.trim();
+        if let Some(rest) = text.strip_prefix("ptxas info").map(|r| r.trim_start_matches([' ', ':'])) {
+            if let Some(r) = rest.strip_prefix("Compiling entry function '") {
+                let name = r.split('\'').next().unwrap_or_default();
+                if name.is_empty() || !r[name.len()..].starts_with('\'') {
+                    return Err(err(format!("unterminated function name in {text:?}")));
+                }
+                current = Some(name.to_string());
+                found.entry(name.to_string()).or_insert((n, Partial::default()));
+            } else if let Some(name) = rest.strip_prefix("Function properties for ") {
+                let name = name.trim();
+                current = Some(name.to_string());
+                found.entry(name.to_string()).or_insert((n, Partial::default()));
+            } else if let Some(r) = rest.strip_prefix("Used ") {
+                let regs = r
+                    .split_whitespace()
+                    .next()
+                    .and_then(|w| w.parse::<u32>().ok())
+                    .filter(|_| r.contains(" registers"))
+                    .ok_or_else(|| err(format!("expected `Used N registers`, found {text:?}")))?;
+                let name = current.as_ref().ok_or_else(|| err("register count before any function name".into()))?;
+                if let Some((_, p)) = found.get_mut(name) {
+                    p.registers = Some(regs);
+                }
+            }
+        } else if text.contains("bytes stack frame") {
+            let name = current.as_ref().ok_or_else(|| err("function properties before any function name".into()))?;
+            let nums = properties(text).ok_or_else(|| {
+                err(format!("expected `N bytes stack frame, N bytes spill stores, N bytes spill loads`, found {text:?}"))
+            })?;
+            if let Some((_, p)) = found.get_mut(name) {
+                p.properties = Some(nums);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (name, (line, p)) in found {
+        let missing = |what: &str| ParseError { line, message: format!("function {name}: no {what} line (truncated log?)") };
+        let (stack, stores, loads) = p.properties.ok_or_else(|| missing("`bytes stack frame`"))?;
+        let registers = p.registers.ok_or_else(|| missing("`Used N registers`"))?;
+        out.insert(name, PtxasReport { registers, stack_frame_bytes: stack, spill_store_bytes: stores, spill_load_bytes: loads });
+    }
+    Ok(out)
+}
+
+/// `0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads` -> (0, 8, 8).
+fn properties(text: &str) -> Option<(u32, u32, u32)> {
+    let mut stack = None;
+    let mut stores = None;
+    let mut loads = None;
+    for part in text.split(',') {
+        let part = part.trim();
+        let (num, what) = part.split_once(" bytes ")?;
+        let num: u32 = num.trim().parse().ok()?;
+        match what.trim() {
+            "stack frame" => stack = Some(num),
+            "spill stores" => stores = Some(num),
+            "spill loads" => loads = Some(num),
+            _ => {}
+        }
+    }
+    Some((stack?, stores?, loads?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = "\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'chain7_acc1_effective1' for 'sm_90'
+ptxas info    : Function properties for chain7_acc1_effective1
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 10 registers, used 0 barriers, 392 bytes cmem[0]
+ptxas info    : Compiling entry function 'chain29_acc16_effective16' for 'sm_90'
+ptxas info    : Function properties for chain29_acc16_effective16
+    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 40 registers, used 0 barriers, 392 bytes cmem[0]
+";
+
+    #[test]
+    fn reads_each_function() {
+        let r = parse(LOG).unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(r["chain7_acc1_effective1"], PtxasReport { registers: 10, ..Default::default() });
+        assert_eq!(
+            r["chain29_acc16_effective16"],
+            PtxasReport { registers: 40, stack_frame_bytes: 16, spill_store_bytes: 8, spill_load_bytes: 4 }
+        );
+    }
+
+    #[test]
+    fn truncated_log_names_the_function_and_line() {
+        let cut: String = LOG.lines().take(7).collect::<Vec<_>>().join("\n");
+        let e = parse(&cut).unwrap_err();
+        assert_eq!(e.line, 6, "{e}");
+        assert!(e.message.contains("chain29_acc16_effective16"), "{e}");
+    }
+
+    #[test]
+    fn malformed_numbers_are_errors_not_panics() {
+        let bad = LOG.replace("Used 40 registers", "Used forty registers");
+        assert_eq!(parse(&bad).unwrap_err().line, 9);
+        let bad = LOG.replace("16 bytes stack frame", "-16 bytes stack frame");
+        assert_eq!(parse(&bad).unwrap_err().line, 8);
+        let bad = LOG.replace("'chain7_acc1_effective1' for", "'chain7_acc1_effective1 for");
+        assert!(parse(&bad).is_err());
+        assert_eq!(parse("").unwrap(), BTreeMap::new());
+        assert!(parse("    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads").is_err());
+    }
+}

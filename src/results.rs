@@ -1,0 +1,281 @@
+//! Stage 5 of the pipeline: results, as plain data.
+//!
+//! What the measure stage produced (or what a study recorded), with the environment it
+//! came from. Everything downstream (verdicts, tables, JUnit, baselines) reads this and
+//! never a GPU. Stored as versioned JSON.
+
+use crate::error::{Error, Result};
+use crate::variant::Variant;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Bumped whenever a field changes meaning; readers refuse other versions.
+pub const SCHEMA: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunResults {
+    pub schema: u32,
+    /// The profile the run was made under.
+    pub profile: String,
+    /// `measured` (this tool on a GPU) or where a recorded table came from.
+    pub source: String,
+    pub environment: Option<Environment>,
+    pub variants: Vec<VariantResult>,
+}
+
+/// Where a measurement was taken: enough to tell a GPU, driver or toolchain change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Environment {
+    pub gpu_name: String,
+    /// `major.minor`, e.g. `9.0`.
+    pub compute_capability: String,
+    pub sm_count: u32,
+    /// The kernel driver's version (e.g. `580.159.04`), or `unknown`.
+    pub driver_version: String,
+    /// The CUDA version the driver supports (cuDriverGetVersion), e.g. `13.0`.
+    pub cuda_driver_api: String,
+    pub nvrtc_version: String,
+    /// The device's rated SM clock (CU_DEVICE_ATTRIBUTE_CLOCK_RATE), MHz.
+    pub sm_clock_rated_mhz: Option<f64>,
+    /// The SM clock seen during the probe: clock64 budget over %globaltimer time, MHz.
+    pub sm_clock_measured_mhz: Option<f64>,
+    /// RFC 3339, UTC.
+    pub date: String,
+    /// The NVRTC options the kernels were compiled with.
+    pub compile_options: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantResult {
+    pub name: String,
+    pub chain: u32,
+    pub accumulators: u32,
+    pub effective: u32,
+    /// Average progress (loop iterations per warp) over warps and repeats: the study's figure.
+    pub mean_progress: f64,
+    /// Present when per-warp samples exist (measured, not a recorded table).
+    pub summary: Option<Summary>,
+    /// Every warp's progress of every counted repeat: `samples[repeat][warp]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<Vec<u64>>,
+    pub resources: Option<Resources>,
+    /// Problems found in the kernel's outputs (unwritten or non-finite elements); empty when valid.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_problems: Vec<String>,
+    /// SM clock over the counted launches: budget cycles / elapsed %globaltimer time, MHz.
+    pub sm_clock_mhz: Option<f64>,
+}
+
+impl VariantResult {
+    pub fn variant(&self) -> Variant {
+        Variant::new(self.chain, self.accumulators)
+    }
+
+    /// A result carrying only the study's averaged figure.
+    pub fn recorded(variant: Variant, mean_progress: f64, resources: Option<Resources>) -> Self {
+        VariantResult {
+            name: variant.name(),
+            chain: variant.chain,
+            accumulators: variant.accumulators,
+            effective: variant.effective(),
+            mean_progress,
+            summary: None,
+            samples: Vec::new(),
+            resources,
+            output_problems: Vec::new(),
+            sm_clock_mhz: None,
+        }
+    }
+
+    /// A measured result: the mean and summary come from the samples.
+    pub fn measured(variant: Variant, samples: Vec<Vec<u64>>) -> Self {
+        let summary = Summary::of(samples.iter().flatten().copied());
+        let mut r = Self::recorded(variant, summary.map_or(0.0, |s| s.mean), None);
+        r.summary = summary;
+        r.samples = samples;
+        r
+    }
+}
+
+/// Registers and local memory of one compiled variant, from the ptxas report and the
+/// loaded function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resources {
+    pub registers: u32,
+    pub stack_frame_bytes: u32,
+    pub spill_store_bytes: u32,
+    pub spill_load_bytes: u32,
+    /// CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES of the loaded function.
+    pub local_bytes: u32,
+}
+
+impl Resources {
+    /// Everything that says registers went to local memory, as text; `None` when clean.
+    pub fn spill_report(&self) -> Option<String> {
+        let mut found = Vec::new();
+        if self.spill_store_bytes > 0 {
+            found.push(format!("{} bytes spill stores", self.spill_store_bytes));
+        }
+        if self.spill_load_bytes > 0 {
+            found.push(format!("{} bytes spill loads", self.spill_load_bytes));
+        }
+        if self.local_bytes > 0 {
+            found.push(format!("{} bytes local memory", self.local_bytes));
+        }
+        (!found.is_empty()).then(|| found.join(", "))
+    }
+}
+
+/// Mean, median, extremes and relative spread of a set of progress samples.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Summary {
+    pub count: u64,
+    pub mean: f64,
+    /// The middle sample, or the mean of the two middle ones for an even count.
+    pub median: f64,
+    pub min: u64,
+    pub max: u64,
+    /// (max - min) / mean.
+    pub relative_spread: f64,
+}
+
+impl Summary {
+    /// `None` for no samples.
+    pub fn of(samples: impl IntoIterator<Item = u64>) -> Option<Summary> {
+        let mut v: Vec<u64> = samples.into_iter().collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_unstable();
+        let n = v.len();
+        let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
+        let median = if n % 2 == 1 {
+            v[n / 2] as f64
+        } else {
+            (v[n / 2 - 1] as f64 + v[n / 2] as f64) / 2.0
+        };
+        let (min, max) = (v[0], v[n - 1]);
+        let relative_spread = if mean > 0.0 {
+            (max - min) as f64 / mean
+        } else {
+            0.0
+        };
+        Some(Summary {
+            count: n as u64,
+            mean,
+            median,
+            min,
+            max,
+            relative_spread,
+        })
+    }
+}
+
+impl RunResults {
+    pub fn get(&self, v: Variant) -> Option<&VariantResult> {
+        self.variants
+            .iter()
+            .find(|r| r.chain == v.chain && r.accumulators == v.accumulators)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("results serialise")
+    }
+
+    pub fn from_json(text: &str, file: &Path) -> Result<RunResults> {
+        let r: RunResults = serde_json::from_str(text).map_err(|e| {
+            Error::at(
+                file,
+                e.line() as u64,
+                e.column() as u64,
+                format!("not a results file: {e}"),
+            )
+        })?;
+        if r.schema != SCHEMA {
+            return Err(Error::in_file(
+                file,
+                format!(
+                    "results schema {} is not the one this accprobe reads ({SCHEMA})",
+                    r.schema
+                ),
+            ));
+        }
+        Ok(r)
+    }
+
+    pub fn load(file: &Path) -> Result<RunResults> {
+        let text =
+            std::fs::read_to_string(file).map_err(|e| Error::io(file, "read results", e))?;
+        Self::from_json(&text, file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use approx::assert_relative_eq;
+
+    #[test]
+    fn median_is_the_mean_of_the_middle_pair_for_even_counts() {
+        let s = Summary::of([4, 1, 3, 2]).unwrap();
+        assert_relative_eq!(s.median, 2.5);
+        assert_relative_eq!(s.mean, 2.5);
+        let s = Summary::of([5, 1, 3]).unwrap();
+        assert_relative_eq!(s.median, 3.0);
+        assert_eq!((s.min, s.max, s.count), (1, 5, 3));
+    }
+
+    #[test]
+    fn spread_is_range_over_mean() {
+        let s = Summary::of([90, 100, 110]).unwrap();
+        assert_relative_eq!(s.relative_spread, 0.2);
+        assert!(Summary::of([]).is_none());
+        assert_relative_eq!(Summary::of([7, 7]).unwrap().relative_spread, 0.0);
+    }
+
+    #[test]
+    fn measured_result_takes_its_mean_from_every_warp_of_every_repeat() {
+        let r = VariantResult::measured(Variant::new(7, 2), vec![vec![10, 20], vec![30, 40]]);
+        assert_relative_eq!(r.mean_progress, 25.0);
+        assert_eq!(r.summary.unwrap().count, 4);
+        assert_eq!(r.name, "chain7_acc2_effective2");
+    }
+
+    #[test]
+    fn json_round_trips_and_rejects_other_schemas_with_position() {
+        let r = RunResults {
+            schema: SCHEMA,
+            profile: "p".into(),
+            source: "measured".into(),
+            environment: None,
+            variants: vec![VariantResult::measured(Variant::new(7, 1), vec![vec![3]])],
+        };
+        let path = Path::new("r.json");
+        assert_eq!(RunResults::from_json(&r.to_json(), path).unwrap(), r);
+        let other = r.to_json().replace("\"schema\": 1", "\"schema\": 99");
+        let e = RunResults::from_json(&other, path).unwrap_err();
+        assert!(e.to_string().contains("schema 99"), "{e}");
+        let e = RunResults::from_json("{\n  \"schema\": 1,\n  \"bogus\": 2\n}", path).unwrap_err();
+        assert_eq!(e.position.map(|p| p.0), Some(3), "{e}");
+        assert!(e.to_string().starts_with("r.json:3:"), "{e}");
+    }
+
+    #[test]
+    fn spill_report_names_each_source() {
+        assert_eq!(Resources::default().spill_report(), None);
+        let r = Resources {
+            spill_store_bytes: 8,
+            local_bytes: 16,
+            ..Default::default()
+        };
+        assert_eq!(
+            r.spill_report().unwrap(),
+            "8 bytes spill stores, 16 bytes local memory"
+        );
+    }
+}

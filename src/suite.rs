@@ -1,0 +1,368 @@
+//! The generated test suite (`tests/probe.rs`): turns profiles into libtest-mimic trials,
+//! measures lazily on the GPU, and writes the table, the results file and the JUnit file.
+//!
+//! Contract:
+//! - `--list`, name filters, `--exact`, `--skip`, `--ignored`, `--include-ignored` and
+//!   `--test-threads` are libtest's, through libtest-mimic. `--list` measures nothing.
+//! - Each variant is measured at most once per process, and only when a case that runs
+//!   needs it. The GPU is used by one case at a time.
+//! - Without a GPU every GPU case is ignored with the reason; replay cases still run.
+//! - A profile that fails to load becomes a failing case naming file, line and column; the
+//!   other profiles' cases still run.
+//! - The JUnit file is written atomically after the run, also when a case panicked.
+
+use crate::compile;
+use crate::device::{self, Device};
+use crate::error::Error;
+use crate::measure::Probe;
+use crate::profile::{self, Case, Profile};
+use crate::report::{self, CaseRecord, Status, SuiteInfo};
+use crate::results::{RunResults, VariantResult, SCHEMA};
+use crate::variant::Variant;
+use crate::verdict::{self, Outcome};
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+/// Where the suite reads and writes, from the environment.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub expectations: PathBuf,
+    pub junit: PathBuf,
+    pub results: PathBuf,
+}
+
+impl Paths {
+    /// `ACCPROBE_EXPECTATIONS`, `ACCPROBE_JUNIT` and `ACCPROBE_RESULTS` override; otherwise
+    /// the source tree's `expectations/` and `target/accprobe/` when the source tree is
+    /// there (a cargo run), else the same paths under the working directory (a binary
+    /// copied to a GPU runner).
+    pub fn from_env() -> Paths {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = if manifest.join("expectations").is_dir() { manifest.to_path_buf() } else { PathBuf::from(".") };
+        let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let target = var("CARGO_TARGET_DIR").unwrap_or_else(|| root.join("target")).join("accprobe");
+        Paths {
+            expectations: var("ACCPROBE_EXPECTATIONS").unwrap_or_else(|| root.join("expectations")),
+            junit: var("ACCPROBE_JUNIT").unwrap_or_else(|| target.join("junit.xml")),
+            results: var("ACCPROBE_RESULTS").unwrap_or_else(|| target.join("results.json")),
+        }
+    }
+}
+
+/// Collects how each case ended, for the JUnit file.
+#[derive(Default)]
+struct Recorder {
+    cases: Mutex<Vec<CaseRecord>>,
+}
+
+impl Recorder {
+    fn push(&self, r: CaseRecord) {
+        self.cases.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+    }
+}
+
+/// Why a GPU case could not reach a verdict.
+enum NotMeasured {
+    /// No usable GPU: the case is ignored with this reason.
+    NoGpu(String),
+    /// The GPU is there but compiling or measuring failed: the case fails.
+    Broken(String),
+}
+
+/// The GPU side of one run: a device (or the reason there is none), the matrix compiled
+/// at first use, and each variant measured at first use.
+pub struct GpuSession {
+    pub profile: Profile,
+    pub selection_note: String,
+    device: Result<Device, String>,
+    probe: OnceLock<Result<Probe, String>>,
+    measured: Mutex<BTreeMap<Variant, Result<VariantResult, String>>>,
+}
+
+impl GpuSession {
+    fn device_label(&self) -> String {
+        match &self.device {
+            Ok(d) => format!("gpu{} {}", d.ordinal, d.identity.name),
+            Err(_) => "no gpu".to_string(),
+        }
+    }
+
+    /// Results for `needs`, measuring what has not been measured yet. Holds the GPU lock
+    /// for the whole time, so GPU work is one case at a time.
+    fn results_for(&self, needs: &[Variant]) -> Result<RunResults, NotMeasured> {
+        let device = self.device.as_ref().map_err(|r| NotMeasured::NoGpu(r.clone()))?;
+        let mut measured = self.measured.lock().unwrap_or_else(|e| e.into_inner());
+        let probe = self.probe.get_or_init(|| {
+            let (major, minor) = device.capability;
+            let options = compile::options(major, minor);
+            let compiled = compile::compile(&self.profile.probe.variants(), &options).map_err(|e| e.to_string())?;
+            Probe::load(device, compiled)
+        });
+        let probe = probe.as_ref().map_err(|e| NotMeasured::Broken(format!("could not compile or load the probe: {e}")))?;
+        let mut variants = Vec::new();
+        let mut broken = Vec::new();
+        for &v in needs {
+            let r = measured.entry(v).or_insert_with(|| probe.measure(v, &self.profile.probe));
+            match r {
+                Ok(r) => variants.push(r.clone()),
+                Err(e) => broken.push(format!("{v}: {e}")),
+            }
+        }
+        if !broken.is_empty() {
+            return Err(NotMeasured::Broken(broken.join("; ")));
+        }
+        Ok(RunResults {
+            schema: SCHEMA,
+            profile: self.profile.name.clone(),
+            source: "measured".into(),
+            environment: None,
+            variants,
+        })
+    }
+
+    /// Everything measured so far, with the environment, or `None` when nothing was.
+    pub fn measured_results(&self) -> Option<RunResults> {
+        let device = self.device.as_ref().ok()?;
+        let measured = self.measured.lock().unwrap_or_else(|e| e.into_inner());
+        let variants: Vec<VariantResult> = self
+            .profile
+            .probe
+            .variants()
+            .iter()
+            .filter_map(|v| measured.get(v).and_then(|r| r.as_ref().ok()).cloned())
+            .collect();
+        if variants.is_empty() {
+            return None;
+        }
+        let mut clocks: Vec<f64> = variants.iter().filter_map(|r| r.sm_clock_mhz).collect();
+        clocks.sort_by(f64::total_cmp);
+        let options = self.probe.get().and_then(|p| p.as_ref().ok()).map(|p| p.compiled().options.clone()).unwrap_or_default();
+        Some(RunResults {
+            schema: SCHEMA,
+            profile: self.profile.name.clone(),
+            source: "measured".into(),
+            environment: Some(device.environment(&options, clocks.get(clocks.len() / 2).copied())),
+            variants,
+        })
+    }
+
+    /// The compiled matrix (CUBIN and ptxas log), when it was compiled.
+    pub fn compiled(&self) -> Option<&compile::Compiled> {
+        self.probe.get()?.as_ref().ok().map(|p| p.compiled())
+    }
+}
+
+/// Turns a verdict into libtest's terms, keeping the message for JUnit.
+fn completion(outcome: Outcome) -> (Status, String) {
+    match outcome {
+        Outcome::Pass(d) => (Status::Passed, d),
+        Outcome::Fail(m) => (Status::Failed, m),
+        Outcome::KnownDeviation { reason, detail } => {
+            (Status::Ignored, format!("known deviation: {reason} (measured now: {detail})"))
+        }
+    }
+}
+
+/// A trial whose body returns (status, message); panics become failures, and every end is
+/// recorded for JUnit.
+fn trial(
+    recorder: &Arc<Recorder>,
+    suite: String,
+    name: String,
+    body: impl FnOnce() -> (Status, String) + Send + 'static,
+) -> Trial {
+    let recorder = recorder.clone();
+    Trial::ignorable_test(name.clone(), move || {
+        let start = Instant::now();
+        let (status, message) = catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|p| {
+            let text = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "non-string panic payload".into());
+            (Status::Failed, format!("panicked: {text}"))
+        });
+        recorder.push(CaseRecord { suite, name, status: status.clone(), message: message.clone(), duration: start.elapsed() });
+        match status {
+            Status::Passed => Ok(Completion::Completed),
+            Status::Ignored => Ok(Completion::ignored_with(message)),
+            Status::Failed => Err(Failed::from(message)),
+        }
+    })
+}
+
+/// Replay cases: a profile's cases evaluated on its recorded results.
+fn replay_trials(recorder: &Arc<Recorder>, profile: &Profile, results: &RunResults) -> Vec<Trial> {
+    let suite = replay_suite_name(profile);
+    let results = Arc::new(results.clone());
+    let profile = Arc::new(profile.clone());
+    profile
+        .cases()
+        .into_iter()
+        .map(|case| {
+            let (p, r) = (profile.clone(), results.clone());
+            trial(recorder, suite.clone(), format!("replay::{}::{}", profile.name, case.name), move || {
+                completion(verdict::evaluate(&case, &p, &r))
+            })
+        })
+        .collect()
+}
+
+fn replay_suite_name(profile: &Profile) -> String {
+    format!("replay {}", profile.name)
+}
+
+fn gpu_trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>) -> Vec<Trial> {
+    let suite = gpu_suite_name(session);
+    session
+        .profile
+        .cases()
+        .into_iter()
+        .map(|case: Case| {
+            let s = session.clone();
+            trial(recorder, suite.clone(), case.name.clone(), move || match s.results_for(&case.needs) {
+                Err(NotMeasured::NoGpu(reason)) => (Status::Ignored, reason),
+                Err(NotMeasured::Broken(e)) => (Status::Failed, e),
+                Ok(results) => completion(verdict::evaluate(&case, &s.profile, &results)),
+            })
+        })
+        .collect()
+}
+
+fn gpu_suite_name(s: &GpuSession) -> String {
+    format!("{} / profile {}", s.device_label(), s.profile.name)
+}
+
+fn environment_properties(r: &RunResults) -> Vec<(String, String)> {
+    let Some(e) = &r.environment else { return Vec::new() };
+    let opt = |x: Option<f64>| x.map_or("unknown".to_string(), |v| format!("{v:.0}"));
+    vec![
+        ("gpu_name".into(), e.gpu_name.clone()),
+        ("compute_capability".into(), e.compute_capability.clone()),
+        ("sm_count".into(), e.sm_count.to_string()),
+        ("driver_version".into(), e.driver_version.clone()),
+        ("cuda_driver_api".into(), e.cuda_driver_api.clone()),
+        ("nvrtc_version".into(), e.nvrtc_version.clone()),
+        ("sm_clock_rated_mhz".into(), opt(e.sm_clock_rated_mhz)),
+        ("sm_clock_measured_mhz".into(), opt(e.sm_clock_measured_mhz)),
+        ("date".into(), e.date.clone()),
+        ("compile_options".into(), e.compile_options.join(" ")),
+    ]
+}
+
+/// The entry point of `tests/probe.rs`.
+pub fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let paths = Paths::from_env();
+    let recorder = Arc::new(Recorder::default());
+    let mut trials = Vec::new();
+    let mut suites = Vec::new();
+
+    let (profiles, load_errors) = profile::load_dir(&paths.expectations);
+    if !load_errors.is_empty() {
+        suites.push(SuiteInfo { name: "expectations".into(), ..Default::default() });
+    }
+    for e in load_errors {
+        let name = match &e.file {
+            Some(f) => format!("expectations::{}", f.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()),
+            None => "expectations::load".to_string(),
+        };
+        let message = e.to_string();
+        trials.push(trial(&recorder, "expectations".into(), name, move || (Status::Failed, message)));
+    }
+    for p in &profiles {
+        if let Some(r) = &p.recorded {
+            let suite = replay_suite_name(p);
+            let mut system_out = report::table(r, &p.probe.chains, &p.probe.accumulators);
+            system_out.insert_str(0, &format!("replay of {} ({})\n", p.file.display(), r.source));
+            suites.push(SuiteInfo { name: suite, properties: environment_properties(r), system_out });
+            trials.extend(replay_trials(&recorder, p, r));
+        }
+    }
+
+    let device = device::detect();
+    let forced = std::env::var(profile::PROFILE_ENV).ok();
+    let identity = device.as_ref().ok().map(|d| d.identity.clone());
+    let session = match profile::select(&profiles, identity.as_ref(), forced.as_deref()) {
+        Ok(sel) => Some(Arc::new(GpuSession {
+            profile: sel.profile,
+            selection_note: sel.why,
+            device,
+            probe: OnceLock::new(),
+            measured: Mutex::new(BTreeMap::new()),
+        })),
+        Err(e) => {
+            let message = e.to_string();
+            suites.push(SuiteInfo { name: "profile selection".into(), ..Default::default() });
+            trials.push(trial(&recorder, "profile selection".into(), "profile::select".into(), move || {
+                (Status::Failed, message)
+            }));
+            None
+        }
+    };
+    if let Some(s) = &session {
+        trials.extend(gpu_trials(&recorder, s));
+        if !args.list {
+            eprintln!("accprobe: {}", s.selection_note);
+            if let Err(reason) = &s.device {
+                eprintln!("accprobe: GPU cases are ignored: {reason}");
+            }
+        }
+    }
+    if args.list {
+        let _ = libtest_mimic::run(&args, trials);
+        return ExitCode::SUCCESS;
+    }
+
+    let conclusion = libtest_mimic::run(&args, trials);
+
+    if let Some(s) = &session {
+        let mut info = SuiteInfo {
+            name: gpu_suite_name(s),
+            properties: vec![
+                ("profile".into(), s.profile.name.clone()),
+                ("profile_file".into(), s.profile.file.display().to_string()),
+                ("profile_selection".into(), s.selection_note.clone()),
+            ],
+            system_out: String::new(),
+        };
+        if let Err(reason) = &s.device {
+            info.properties.push(("no_gpu_reason".into(), reason.clone()));
+        }
+        if let Some(r) = s.measured_results() {
+            info.properties.extend(environment_properties(&r));
+            let table = report::table(&r, &s.profile.probe.chains, &s.profile.probe.accumulators);
+            println!("\n{}\n{table}", s.selection_note);
+            info.system_out = format!("{}\n{table}", s.selection_note);
+            match report::write_atomic(&paths.results, &r.to_json()) {
+                Ok(()) => println!("results: {}", paths.results.display()),
+                Err(e) => eprintln!("{}", Error::io(&paths.results, "write results", e)),
+            }
+            if let Some(c) = s.compiled() {
+                let log_path = paths.results.with_extension("ptxas.log");
+                if let Err(e) = report::write_atomic(&log_path, &c.log) {
+                    eprintln!("{}", Error::io(&log_path, "write the ptxas log", e));
+                }
+                let cubin_path = paths.results.with_extension("cubin");
+                if let Err(e) = std::fs::write(&cubin_path, &c.cubin) {
+                    eprintln!("{}", Error::io(&cubin_path, "write the CUBIN", e));
+                }
+            }
+        }
+        suites.push(info);
+    }
+    let cases = recorder.cases.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    match report::write_atomic(&paths.junit, &report::junit(&suites, &cases)) {
+        Ok(()) => println!("junit: {}", paths.junit.display()),
+        Err(e) => {
+            eprintln!("{}", Error::io(&paths.junit, "write the JUnit report", e));
+            return ExitCode::FAILURE;
+        }
+    }
+    conclusion.exit_code()
+}
