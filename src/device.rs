@@ -33,8 +33,10 @@ pub fn detect() -> Result<Device, String> {
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         return Err("no NVRTC: libnvrtc.so not found (install the CUDA toolkit's NVRTC or add it to LD_LIBRARY_PATH)".into());
     }
-    cudarc::driver::result::init().map_err(|e| format!("CUDA driver found but cuInit failed: {e}"))?;
-    let count = CudaContext::device_count().map_err(|e| format!("cannot count CUDA devices: {e}"))?;
+    cudarc::driver::result::init()
+        .map_err(|e| format!("CUDA driver found but cuInit failed: {e}"))?;
+    let count =
+        CudaContext::device_count().map_err(|e| format!("cannot count CUDA devices: {e}"))?;
     if count <= 0 {
         return Err("no CUDA device found".into());
     }
@@ -46,10 +48,15 @@ pub fn detect() -> Result<Device, String> {
             .ok_or_else(|| format!("{DEVICE_ENV}={s:?} is not a device ordinal below {count}"))?,
         Err(_) => 0,
     };
-    let ctx = CudaContext::new(ordinal).map_err(|e| format!("cannot create a context on device {ordinal}: {e}"))?;
-    let err = |what: &str, e: cudarc::driver::DriverError| format!("cannot read {what} of device {ordinal}: {e}");
+    let ctx = CudaContext::new(ordinal)
+        .map_err(|e| format!("cannot create a context on device {ordinal}: {e}"))?;
+    let err = |what: &str, e: cudarc::driver::DriverError| {
+        format!("cannot read {what} of device {ordinal}: {e}")
+    };
     let name = ctx.name().map_err(|e| err("the name", e))?;
-    let capability = ctx.compute_capability().map_err(|e| err("the compute capability", e))?;
+    let capability = ctx
+        .compute_capability()
+        .map_err(|e| err("the compute capability", e))?;
     let sm_count = ctx
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(|e| err("the SM count", e))? as u32;
@@ -59,11 +66,16 @@ pub fn detect() -> Result<Device, String> {
         .filter(|&khz| khz > 0)
         .map(|khz| khz as f64 / 1000.0);
     let mut api = 0;
-    unsafe { sys::cuDriverGetVersion(&mut api) }.result().map_err(|e| format!("cuDriverGetVersion failed: {e}"))?;
+    unsafe { sys::cuDriverGetVersion(&mut api) }
+        .result()
+        .map_err(|e| format!("cuDriverGetVersion failed: {e}"))?;
     let nvrtc_version = crate::compile::nvrtc_version().map_err(|e| e.to_string())?;
     Ok(Device {
         ordinal,
-        identity: GpuIdentity { name, compute_capability: format!("{}.{}", capability.0, capability.1) },
+        identity: GpuIdentity {
+            name,
+            compute_capability: format!("{}.{}", capability.0, capability.1),
+        },
         ctx,
         capability,
         sm_count,
@@ -84,13 +96,25 @@ pub fn kernel_driver_version() -> String {
 
 fn parse_driver_version(text: &str) -> Option<String> {
     let line = text.lines().find(|l| l.starts_with("NVRM version"))?;
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let i = words.iter().position(|w| *w == "Module")?;
-    words.get(i + 1).map(|s| s.to_string())
+    // "... Kernel Module  580.159.04 ..." or "... Open Kernel Module for x86_64  580.159.04 ...":
+    // the first dotted number after "Module".
+    let after = line.split_once("Module")?.1;
+    after
+        .split_whitespace()
+        .find(|w| {
+            w.contains('.')
+                && w.split('.')
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(str::to_string)
 }
 
 impl Device {
-    pub fn environment(&self, compile_options: &[String], measured_clock_mhz: Option<f64>) -> Environment {
+    pub fn environment(
+        &self,
+        compile_options: &[String],
+        measured_clock_mhz: Option<f64>,
+    ) -> Environment {
         Environment {
             gpu_name: self.identity.name.clone(),
             compute_capability: self.identity.compute_capability.clone(),
@@ -114,6 +138,9 @@ mod tests {
     fn driver_version_is_read_from_the_nvrm_line() {
         let t = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu Oct  2 2025\nGCC version: gcc 12\n";
         assert_eq!(parse_driver_version(t).as_deref(), Some("580.159.04"));
+        // As read on the H200 of 2026-11-29 (open kernel module).
+        let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \n";
+        assert_eq!(parse_driver_version(open).as_deref(), Some("580.159.04"));
         assert_eq!(parse_driver_version("garbage"), None);
         assert_eq!(parse_driver_version("NVRM version: Module"), None);
     }

@@ -4,6 +4,7 @@
 //! profile -> variant -> compile -> measure -> results -> verdict -> report,
 //! with `device` finding the GPU and `suite` driving the generated test cases.
 
+pub mod bless;
 pub mod compile;
 pub mod device;
 pub mod error;

@@ -326,17 +326,34 @@ fn read_text(file: &Path, what: &str) -> Result<String> {
 }
 
 /// Checks a list of positive, distinct counts.
-fn counts(file: &Path, what: &str, list: &[Spanned<u32>], whole: &Spanned<String>) -> Result<Vec<u32>> {
+fn counts(
+    file: &Path,
+    what: &str,
+    list: &[Spanned<u32>],
+    whole: &Spanned<String>,
+) -> Result<Vec<u32>> {
     if list.is_empty() {
-        return Err(at(file, whole, format!("probe.{what} is empty: expected at least one count")));
+        return Err(at(
+            file,
+            whole,
+            format!("probe.{what} is empty: expected at least one count"),
+        ));
     }
     let mut out = Vec::new();
     for s in list {
         if s.value == 0 {
-            return Err(at(file, s, format!("probe.{what}: 0 is not a count: expected a whole number >= 1")));
+            return Err(at(
+                file,
+                s,
+                format!("probe.{what}: 0 is not a count: expected a whole number >= 1"),
+            ));
         }
         if out.contains(&s.value) {
-            return Err(at(file, s, format!("probe.{what}: {} is listed twice", s.value)));
+            return Err(at(
+                file,
+                s,
+                format!("probe.{what}: {} is listed twice", s.value),
+            ));
         }
         out.push(s.value);
     }
@@ -348,7 +365,10 @@ fn tolerance(file: &Path, what: &str, t: &Spanned<f64>) -> Result<f64> {
         return Err(at(
             file,
             t,
-            format!("{what} {} is out of range: expected a fraction in [0, 1), e.g. 0.02 for 2%", t.value),
+            format!(
+                "{what} {} is out of range: expected a fraction in [0, 1), e.g. 0.02 for 2%",
+                t.value
+            ),
         ));
     }
     Ok(t.value)
@@ -364,18 +384,33 @@ impl Profile {
     /// Checks a profile given as text; `file` names it in errors and anchors relative paths.
     pub fn parse(text: &str, file: &Path) -> Result<Profile> {
         if text.trim().is_empty() {
-            return Err(Error::in_file(file, "profile is empty: expected a mapping with name, description, probe and invariants"));
+            return Err(Error::in_file(
+                file,
+                "profile is empty: expected a mapping with name, description, probe and invariants",
+            ));
         }
         let raw: ProfileFile = parse_yaml(text, file)?;
         let dir = file.parent().unwrap_or(Path::new("."));
         let name = raw.name.value.clone();
-        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-            return Err(at(file, &raw.name, format!("profile name {name:?}: expected letters, digits, '_' or '-'")));
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(at(
+                file,
+                &raw.name,
+                format!("profile name {name:?}: expected letters, digits, '_' or '-'"),
+            ));
         }
         let p = &raw.probe;
         let positive = |s: &Spanned<u32>, what: &str| -> Result<u32> {
             if s.value == 0 {
-                Err(at(file, s, format!("probe.{what} is 0: expected a whole number >= 1")))
+                Err(at(
+                    file,
+                    s,
+                    format!("probe.{what} is 0: expected a whole number >= 1"),
+                ))
             } else {
                 Ok(s.value)
             }
@@ -385,7 +420,11 @@ impl Profile {
             return Err(at(file, &p.block_threads, format!("probe.block_threads {block_threads}: expected a multiple of 32 (whole warps) up to 1024")));
         }
         if p.budget_cycles.value == 0 {
-            return Err(at(file, &p.budget_cycles, "probe.budget_cycles is 0: expected a clock64 budget >= 1 cycle"));
+            return Err(at(
+                file,
+                &p.budget_cycles,
+                "probe.budget_cycles is 0: expected a clock64 budget >= 1 cycle",
+            ));
         }
         let probe = ProbeSettings {
             blocks: positive(&p.blocks, "blocks")?,
@@ -400,22 +439,44 @@ impl Profile {
             if probe.accumulators.contains(&s.value) {
                 Ok(s.value)
             } else {
-                Err(at(file, s, format!("{what}: accumulator count {} is not in probe.accumulators {:?}", s.value, probe.accumulators)))
+                Err(at(
+                    file,
+                    s,
+                    format!(
+                        "{what}: accumulator count {} is not in probe.accumulators {:?}",
+                        s.value, probe.accumulators
+                    ),
+                ))
             }
         };
         let mut invariants = Vec::new();
         for inv in &raw.invariants {
             invariants.push(match inv {
-                InvariantFile::Peak { accumulators, tolerance: t } => Invariant::Peak {
+                InvariantFile::Peak {
+                    accumulators,
+                    tolerance: t,
+                } => Invariant::Peak {
                     accumulators: known_k(accumulators, "peak.accumulators")?,
                     tolerance: tolerance(file, "peak.tolerance", t)?,
                 },
-                InvariantFile::GainGrows { accumulators, over, min_increase } => {
+                InvariantFile::GainGrows {
+                    accumulators,
+                    over,
+                    min_increase,
+                } => {
                     if probe.chains.len() < 2 {
-                        return Err(at(file, accumulators, "gain_grows needs at least two chain lengths in probe.chains"));
+                        return Err(at(
+                            file,
+                            accumulators,
+                            "gain_grows needs at least two chain lengths in probe.chains",
+                        ));
                     }
                     if !(min_increase.value.is_finite() && min_increase.value >= 0.0) {
-                        return Err(at(file, min_increase, "gain_grows.min_increase: expected a ratio step >= 0"));
+                        return Err(at(
+                            file,
+                            min_increase,
+                            "gain_grows.min_increase: expected a ratio step >= 0",
+                        ));
                     }
                     Invariant::GainGrows {
                         accumulators: known_k(accumulators, "gain_grows.accumulators")?,
@@ -443,19 +504,41 @@ impl Profile {
                 return Err(at(file, &d.case, format!("known deviation names case {:?}, which this profile does not generate (cases look like {:?})", d.case.value, case_names.iter().find(|n| n.starts_with("invariant::")).unwrap_or(&case_names[0]))));
             }
             if d.reason.value.trim().is_empty() {
-                return Err(at(file, &d.reason, "known deviation without a reason: give the measured numbers"));
+                return Err(at(
+                    file,
+                    &d.reason,
+                    "known deviation without a reason: give the measured numbers",
+                ));
             }
-            if profile.known_deviations.insert(d.case.value.clone(), d.reason.value.clone()).is_some() {
-                return Err(at(file, &d.case, format!("case {:?} is listed twice as a known deviation", d.case.value)));
+            if profile
+                .known_deviations
+                .insert(d.case.value.clone(), d.reason.value.clone())
+                .is_some()
+            {
+                return Err(at(
+                    file,
+                    &d.case,
+                    format!(
+                        "case {:?} is listed twice as a known deviation",
+                        d.case.value
+                    ),
+                ));
             }
         }
         if let Some(b) = &raw.baselines {
             let tolerance = tolerance(file, "baselines.tolerance", &b.tolerance)?;
             let path = dir.join(&b.file.value);
-            if !path.is_file() {
-                return Err(at(file, &b.file, format!("baselines file {} does not exist (bless one with `cargo xtask bless`)", path.display())));
-            }
-            profile.baselines = Some(load_baselines(&path, &profile, tolerance)?);
+            // A missing file is not a load error: every variant case then fails saying to
+            // bless one, and `cargo xtask bless` can load the profile to write it.
+            profile.baselines = Some(if path.exists() {
+                load_baselines(&path, &profile, tolerance)?
+            } else {
+                Baselines {
+                    tolerance,
+                    file: path,
+                    progress: BTreeMap::new(),
+                }
+            });
         }
         if let Some(r) = &raw.recorded {
             profile.recorded = Some(recorded(file, dir, r, &profile)?);
@@ -467,21 +550,48 @@ impl Profile {
 fn load_baselines(path: &Path, profile: &Profile, tolerance: f64) -> Result<Baselines> {
     let raw: BaselinesFile = parse_yaml(&read_text(path, "baselines")?, path)?;
     if raw.profile.value != profile.name {
-        return Err(at(path, &raw.profile, format!("baselines are for profile {:?}, but {} is profile {:?}", raw.profile.value, profile.file.display(), profile.name)));
+        return Err(at(
+            path,
+            &raw.profile,
+            format!(
+                "baselines are for profile {:?}, but {} is profile {:?}",
+                raw.profile.value,
+                profile.file.display(),
+                profile.name
+            ),
+        ));
     }
     let _ = raw.measured;
     let variants = profile.probe.variants();
     let mut progress = BTreeMap::new();
     for (k, v) in &raw.progress {
         if !variants.iter().any(|x| x.name() == k.value) {
-            return Err(at(path, k, format!("baseline for {:?}, which is not a variant of profile {:?}", k.value, profile.name)));
+            return Err(at(
+                path,
+                k,
+                format!(
+                    "baseline for {:?}, which is not a variant of profile {:?}",
+                    k.value, profile.name
+                ),
+            ));
         }
         if !(v.value.is_finite() && v.value > 0.0) {
-            return Err(at(path, v, format!("baseline progress {} for {}: expected a positive number", v.value, k.value)));
+            return Err(at(
+                path,
+                v,
+                format!(
+                    "baseline progress {} for {}: expected a positive number",
+                    v.value, k.value
+                ),
+            ));
         }
         progress.insert(k.value.clone(), v.value);
     }
-    Ok(Baselines { tolerance, file: path.to_path_buf(), progress })
+    Ok(Baselines {
+        tolerance,
+        file: path.to_path_buf(),
+        progress,
+    })
 }
 
 fn recorded(file: &Path, dir: &Path, r: &RecordedFile, profile: &Profile) -> Result<RunResults> {
@@ -495,12 +605,27 @@ fn recorded(file: &Path, dir: &Path, r: &RecordedFile, profile: &Profile) -> Res
             });
             let mut out = Vec::new();
             for v in &variants {
-                let Some(p) = table.value.get(&v.chain).and_then(|row| row.get(&v.accumulators)) else {
-                    return Err(at(file, table, format!("recorded.progress has no figure for chain {} acc {} ({v})", v.chain, v.accumulators)));
+                let Some(p) = table
+                    .value
+                    .get(&v.chain)
+                    .and_then(|row| row.get(&v.accumulators))
+                else {
+                    return Err(at(
+                        file,
+                        table,
+                        format!(
+                            "recorded.progress has no figure for chain {} acc {} ({v})",
+                            v.chain, v.accumulators
+                        ),
+                    ));
                 };
                 out.push(VariantResult::recorded(*v, *p, resources));
             }
-            let extra = table.value.iter().flat_map(|(n, row)| row.keys().map(move |k| Variant::new(*n, *k))).find(|v| !variants.contains(v));
+            let extra = table
+                .value
+                .iter()
+                .flat_map(|(n, row)| row.keys().map(move |k| Variant::new(*n, *k)))
+                .find(|v| !variants.contains(v));
             if let Some(v) = extra {
                 return Err(at(file, table, format!("recorded.progress has chain {} acc {}, which is outside probe.chains x probe.accumulators", v.chain, v.accumulators)));
             }
@@ -515,11 +640,21 @@ fn recorded(file: &Path, dir: &Path, r: &RecordedFile, profile: &Profile) -> Res
         (None, Some(path)) => {
             let results_file = dir.join(&path.value);
             if !results_file.is_file() {
-                return Err(at(file, path, format!("recorded results file {} does not exist", results_file.display())));
+                return Err(at(
+                    file,
+                    path,
+                    format!(
+                        "recorded results file {} does not exist",
+                        results_file.display()
+                    ),
+                ));
             }
             RunResults::load(&results_file)
         }
-        _ => Err(Error::in_file(file, "recorded: expected exactly one of `progress` (a table) or `results` (a results file)")),
+        _ => Err(Error::in_file(
+            file,
+            "recorded: expected exactly one of `progress` (a table) or `results` (a results file)",
+        )),
     }
 }
 
@@ -539,7 +674,14 @@ pub fn load_dir(dir: &Path) -> (Vec<Profile>, Vec<Error>) {
         match Profile::load(&f) {
             Ok(p) => {
                 if let Some(first) = ok.iter().find(|q: &&Profile| q.name == p.name) {
-                    bad.push(Error::in_file(&f, format!("profile name {:?} is already used by {}", p.name, first.file.display())));
+                    bad.push(Error::in_file(
+                        &f,
+                        format!(
+                            "profile name {:?} is already used by {}",
+                            p.name,
+                            first.file.display()
+                        ),
+                    ));
                 } else {
                     ok.push(p);
                 }
@@ -567,34 +709,71 @@ pub struct Selection {
 /// Chooses the profile: the one `forced` names (a profile name or a YAML path), else the
 /// first whose GPU names match, else the first whose compute capability matches, else the
 /// documented one.
-pub fn select(profiles: &[Profile], gpu: Option<&GpuIdentity>, forced: Option<&str>) -> Result<Selection> {
+pub fn select(
+    profiles: &[Profile],
+    gpu: Option<&GpuIdentity>,
+    forced: Option<&str>,
+) -> Result<Selection> {
     if let Some(f) = forced.filter(|f| !f.is_empty()) {
         if let Some(p) = profiles.iter().find(|p| p.name == f) {
-            return Ok(Selection { profile: p.clone(), why: format!("profile {:?} forced by {PROFILE_ENV}", p.name) });
+            return Ok(Selection {
+                profile: p.clone(),
+                why: format!("profile {:?} forced by {PROFILE_ENV}", p.name),
+            });
         }
         let path = Path::new(f);
         if path.is_file() {
             let p = Profile::load(path)?;
-            return Ok(Selection { why: format!("profile {:?} forced by {PROFILE_ENV}={f}", p.name), profile: p });
+            return Ok(Selection {
+                why: format!("profile {:?} forced by {PROFILE_ENV}={f}", p.name),
+                profile: p,
+            });
         }
         let names: Vec<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
-        return Err(Error::msg(format!("{PROFILE_ENV}={f:?} names no profile (known: {names:?}) and no file")));
+        return Err(Error::msg(format!(
+            "{PROFILE_ENV}={f:?} names no profile (known: {names:?}) and no file"
+        )));
     }
     if let Some(g) = gpu {
-        if let Some(p) = profiles.iter().find(|p| p.matches.gpu_names.iter().any(|n| n.eq_ignore_ascii_case(&g.name))) {
-            return Ok(Selection { profile: p.clone(), why: format!("profile {:?} matches GPU name {:?}", p.name, g.name) });
+        if let Some(p) = profiles.iter().find(|p| {
+            p.matches
+                .gpu_names
+                .iter()
+                .any(|n| n.eq_ignore_ascii_case(&g.name))
+        }) {
+            return Ok(Selection {
+                profile: p.clone(),
+                why: format!("profile {:?} matches GPU name {:?}", p.name, g.name),
+            });
         }
-        if let Some(p) = profiles.iter().find(|p| p.matches.compute_capabilities.contains(&g.compute_capability)) {
-            return Ok(Selection { profile: p.clone(), why: format!("profile {:?} matches compute capability {} of {:?}", p.name, g.compute_capability, g.name) });
+        if let Some(p) = profiles.iter().find(|p| {
+            p.matches
+                .compute_capabilities
+                .contains(&g.compute_capability)
+        }) {
+            return Ok(Selection {
+                profile: p.clone(),
+                why: format!(
+                    "profile {:?} matches compute capability {} of {:?}",
+                    p.name, g.compute_capability, g.name
+                ),
+            });
         }
     }
     let doc = profiles
         .iter()
         .find(|p| p.name == DOCUMENTED)
-        .ok_or_else(|| Error::msg(format!("no profile matches and the fallback profile {DOCUMENTED:?} is missing")))?;
+        .ok_or_else(|| {
+            Error::msg(format!(
+                "no profile matches and the fallback profile {DOCUMENTED:?} is missing"
+            ))
+        })?;
     let why = match gpu {
         Some(g) => format!("no profile matches GPU {:?} (compute capability {}): the documented profile applies, and its invariants are the study's, not this GPU's", g.name, g.compute_capability),
         None => "no GPU: the documented profile names the cases".to_string(),
     };
-    Ok(Selection { profile: doc.clone(), why })
+    Ok(Selection {
+        profile: doc.clone(),
+        why,
+    })
 }

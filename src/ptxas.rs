@@ -48,18 +48,25 @@ pub fn parse(log: &str) -> Result<BTreeMap<String, PtxasReport>, ParseError> {
         let n = i + 1;
         let err = |message: String| ParseError { line: n, message };
         let text = line.trim();
-        if let Some(rest) = text.strip_prefix("ptxas info").map(|r| r.trim_start_matches([' ', ':'])) {
+        if let Some(rest) = text
+            .strip_prefix("ptxas info")
+            .map(|r| r.trim_start_matches([' ', ':']))
+        {
             if let Some(r) = rest.strip_prefix("Compiling entry function '") {
                 let name = r.split('\'').next().unwrap_or_default();
                 if name.is_empty() || !r[name.len()..].starts_with('\'') {
                     return Err(err(format!("unterminated function name in {text:?}")));
                 }
                 current = Some(name.to_string());
-                found.entry(name.to_string()).or_insert((n, Partial::default()));
+                found
+                    .entry(name.to_string())
+                    .or_insert((n, Partial::default()));
             } else if let Some(name) = rest.strip_prefix("Function properties for ") {
                 let name = name.trim();
                 current = Some(name.to_string());
-                found.entry(name.to_string()).or_insert((n, Partial::default()));
+                found
+                    .entry(name.to_string())
+                    .or_insert((n, Partial::default()));
             } else if let Some(r) = rest.strip_prefix("Used ") {
                 let regs = r
                     .split_whitespace()
@@ -67,13 +74,17 @@ pub fn parse(log: &str) -> Result<BTreeMap<String, PtxasReport>, ParseError> {
                     .and_then(|w| w.parse::<u32>().ok())
                     .filter(|_| r.contains(" registers"))
                     .ok_or_else(|| err(format!("expected `Used N registers`, found {text:?}")))?;
-                let name = current.as_ref().ok_or_else(|| err("register count before any function name".into()))?;
+                let name = current
+                    .as_ref()
+                    .ok_or_else(|| err("register count before any function name".into()))?;
                 if let Some((_, p)) = found.get_mut(name) {
                     p.registers = Some(regs);
                 }
             }
         } else if text.contains("bytes stack frame") {
-            let name = current.as_ref().ok_or_else(|| err("function properties before any function name".into()))?;
+            let name = current
+                .as_ref()
+                .ok_or_else(|| err("function properties before any function name".into()))?;
             let nums = properties(text).ok_or_else(|| {
                 err(format!("expected `N bytes stack frame, N bytes spill stores, N bytes spill loads`, found {text:?}"))
             })?;
@@ -84,10 +95,21 @@ pub fn parse(log: &str) -> Result<BTreeMap<String, PtxasReport>, ParseError> {
     }
     let mut out = BTreeMap::new();
     for (name, (line, p)) in found {
-        let missing = |what: &str| ParseError { line, message: format!("function {name}: no {what} line (truncated log?)") };
+        let missing = |what: &str| ParseError {
+            line,
+            message: format!("function {name}: no {what} line (truncated log?)"),
+        };
         let (stack, stores, loads) = p.properties.ok_or_else(|| missing("`bytes stack frame`"))?;
         let registers = p.registers.ok_or_else(|| missing("`Used N registers`"))?;
-        out.insert(name, PtxasReport { registers, stack_frame_bytes: stack, spill_store_bytes: stores, spill_load_bytes: loads });
+        out.insert(
+            name,
+            PtxasReport {
+                registers,
+                stack_frame_bytes: stack,
+                spill_store_bytes: stores,
+                spill_load_bytes: loads,
+            },
+        );
     }
     Ok(out)
 }
@@ -100,7 +122,8 @@ fn properties(text: &str) -> Option<(u32, u32, u32)> {
     for part in text.split(',') {
         let part = part.trim();
         let (num, what) = part.split_once(" bytes ")?;
-        let num: u32 = num.trim().parse().ok()?;
+        // NVRTC prefixes the line with `ptxas         .`; the count is the last word.
+        let num: u32 = num.split_whitespace().last()?.parse().ok()?;
         match what.trim() {
             "stack frame" => stack = Some(num),
             "spill stores" => stores = Some(num),
@@ -119,7 +142,7 @@ mod tests {
 ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'chain7_acc1_effective1' for 'sm_90'
 ptxas info    : Function properties for chain7_acc1_effective1
-    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 10 registers, used 0 barriers, 392 bytes cmem[0]
 ptxas info    : Compiling entry function 'chain29_acc16_effective16' for 'sm_90'
 ptxas info    : Function properties for chain29_acc16_effective16
@@ -131,10 +154,21 @@ ptxas info    : Used 40 registers, used 0 barriers, 392 bytes cmem[0]
     fn reads_each_function() {
         let r = parse(LOG).unwrap();
         assert_eq!(r.len(), 2);
-        assert_eq!(r["chain7_acc1_effective1"], PtxasReport { registers: 10, ..Default::default() });
+        assert_eq!(
+            r["chain7_acc1_effective1"],
+            PtxasReport {
+                registers: 10,
+                ..Default::default()
+            }
+        );
         assert_eq!(
             r["chain29_acc16_effective16"],
-            PtxasReport { registers: 40, stack_frame_bytes: 16, spill_store_bytes: 8, spill_load_bytes: 4 }
+            PtxasReport {
+                registers: 40,
+                stack_frame_bytes: 16,
+                spill_store_bytes: 8,
+                spill_load_bytes: 4
+            }
         );
     }
 
@@ -152,9 +186,27 @@ ptxas info    : Used 40 registers, used 0 barriers, 392 bytes cmem[0]
         assert_eq!(parse(&bad).unwrap_err().line, 9);
         let bad = LOG.replace("16 bytes stack frame", "-16 bytes stack frame");
         assert_eq!(parse(&bad).unwrap_err().line, 8);
-        let bad = LOG.replace("'chain7_acc1_effective1' for", "'chain7_acc1_effective1 for");
+        let bad = LOG.replace(
+            "'chain7_acc1_effective1' for",
+            "'chain7_acc1_effective1 for",
+        );
         assert!(parse(&bad).is_err());
         assert_eq!(parse("").unwrap(), BTreeMap::new());
-        assert!(parse("    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads").is_err());
+        assert!(
+            parse("    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads").is_err()
+        );
+    }
+}
+
+#[cfg(test)]
+mod recorded {
+    /// The ptxas report NVRTC 13.0 gave for the default matrix on an H200 (2026-11-29).
+    const H200: &str = include_str!("../tests/data/h200/ptxas.log");
+
+    #[test]
+    fn reads_every_variant_of_the_h200_log() {
+        let r = super::parse(H200).unwrap();
+        eprintln!("{:?}", r.keys().collect::<Vec<_>>());
+        assert_eq!(r.len(), 24);
     }
 }

@@ -27,12 +27,20 @@ pub fn thousands(x: f64) -> String {
 /// Cells without a result are `-`.
 pub fn table(results: &RunResults, chains: &[u32], accumulators: &[u32]) -> String {
     let mut t = String::new();
-    let header: String = accumulators.iter().map(|k| format!(" | {:>11}", format!("acc{k}"))).collect();
-    t.push_str(&format!("progress (mean loop iterations per warp; * = best of its chain) [{}]\n", results.source));
+    let header: String = accumulators
+        .iter()
+        .map(|k| format!(" | {:>11}", format!("acc{k}")))
+        .collect();
+    t.push_str(&format!(
+        "progress (mean loop iterations per warp; * = best of its chain) [{}]\n",
+        results.source
+    ));
     t.push_str(&format!("chain{header}\n"));
     for &n in chains {
-        let row: Vec<Option<f64>> =
-            accumulators.iter().map(|&k| results.get(Variant::new(n, k)).map(|r| r.mean_progress)).collect();
+        let row: Vec<Option<f64>> = accumulators
+            .iter()
+            .map(|&k| results.get(Variant::new(n, k)).map(|r| r.mean_progress))
+            .collect();
         let best = row.iter().flatten().copied().fold(f64::NAN, f64::max);
         t.push_str(&format!("{n:>5}"));
         for p in &row {
@@ -51,7 +59,9 @@ pub fn table(results: &RunResults, chains: &[u32], accumulators: &[u32]) -> Stri
         t.push_str(&format!("{n:>5}"));
         for &k in accumulators {
             let cell = match (base, results.get(Variant::new(n, k))) {
-                (Some(b), Some(r)) if b > 0.0 => format!("{:+.1}%", (r.mean_progress / b - 1.0) * 100.0),
+                (Some(b), Some(r)) if b > 0.0 => {
+                    format!("{:+.1}%", (r.mean_progress / b - 1.0) * 100.0)
+                }
                 _ => "-".to_string(),
             };
             t.push_str(&format!(" | {cell:>11}"));
@@ -64,7 +74,10 @@ pub fn table(results: &RunResults, chains: &[u32], accumulators: &[u32]) -> Stri
         .filter_map(|r| r.summary.map(|s| (s.relative_spread, &r.name)))
         .max_by(|a, b| a.0.total_cmp(&b.0));
     if let Some((s, name)) = spread {
-        t.push_str(&format!("\nlargest relative spread (max-min)/mean over warps and repeats: {:.4}% ({name})\n", s * 100.0));
+        t.push_str(&format!(
+            "\nlargest relative spread (max-min)/mean over warps and repeats: {:.4}% ({name})\n",
+            s * 100.0
+        ));
     }
     t
 }
@@ -140,7 +153,10 @@ pub fn write_atomic(path: &Path, contents: &str) -> std::io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
     let mut f = std::fs::File::create(&tmp)?;
     f.write_all(contents.as_bytes())?;

@@ -209,8 +209,7 @@ impl RunResults {
     }
 
     pub fn load(file: &Path) -> Result<RunResults> {
-        let text =
-            std::fs::read_to_string(file).map_err(|e| Error::io(file, "read results", e))?;
+        let text = std::fs::read_to_string(file).map_err(|e| Error::io(file, "read results", e))?;
         Self::from_json(&text, file)
     }
 }

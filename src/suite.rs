@@ -43,9 +43,19 @@ impl Paths {
     /// copied to a GPU runner).
     pub fn from_env() -> Paths {
         let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let root = if manifest.join("expectations").is_dir() { manifest.to_path_buf() } else { PathBuf::from(".") };
-        let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-        let target = var("CARGO_TARGET_DIR").unwrap_or_else(|| root.join("target")).join("accprobe");
+        let root = if manifest.join("expectations").is_dir() {
+            manifest.to_path_buf()
+        } else {
+            PathBuf::from(".")
+        };
+        let var = |k: &str| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let target = var("CARGO_TARGET_DIR")
+            .unwrap_or_else(|| root.join("target"))
+            .join("accprobe");
         Paths {
             expectations: var("ACCPROBE_EXPECTATIONS").unwrap_or_else(|| root.join("expectations")),
             junit: var("ACCPROBE_JUNIT").unwrap_or_else(|| target.join("junit.xml")),
@@ -95,19 +105,27 @@ impl GpuSession {
     /// Results for `needs`, measuring what has not been measured yet. Holds the GPU lock
     /// for the whole time, so GPU work is one case at a time.
     fn results_for(&self, needs: &[Variant]) -> Result<RunResults, NotMeasured> {
-        let device = self.device.as_ref().map_err(|r| NotMeasured::NoGpu(r.clone()))?;
+        let device = self
+            .device
+            .as_ref()
+            .map_err(|r| NotMeasured::NoGpu(r.clone()))?;
         let mut measured = self.measured.lock().unwrap_or_else(|e| e.into_inner());
         let probe = self.probe.get_or_init(|| {
             let (major, minor) = device.capability;
             let options = compile::options(major, minor);
-            let compiled = compile::compile(&self.profile.probe.variants(), &options).map_err(|e| e.to_string())?;
+            let compiled = compile::compile(&self.profile.probe.variants(), &options)
+                .map_err(|e| e.to_string())?;
             Probe::load(device, compiled)
         });
-        let probe = probe.as_ref().map_err(|e| NotMeasured::Broken(format!("could not compile or load the probe: {e}")))?;
+        let probe = probe.as_ref().map_err(|e| {
+            NotMeasured::Broken(format!("could not compile or load the probe: {e}"))
+        })?;
         let mut variants = Vec::new();
         let mut broken = Vec::new();
         for &v in needs {
-            let r = measured.entry(v).or_insert_with(|| probe.measure(v, &self.profile.probe));
+            let r = measured
+                .entry(v)
+                .or_insert_with(|| probe.measure(v, &self.profile.probe));
             match r {
                 Ok(r) => variants.push(r.clone()),
                 Err(e) => broken.push(format!("{v}: {e}")),
@@ -141,7 +159,12 @@ impl GpuSession {
         }
         let mut clocks: Vec<f64> = variants.iter().filter_map(|r| r.sm_clock_mhz).collect();
         clocks.sort_by(f64::total_cmp);
-        let options = self.probe.get().and_then(|p| p.as_ref().ok()).map(|p| p.compiled().options.clone()).unwrap_or_default();
+        let options = self
+            .probe
+            .get()
+            .and_then(|p| p.as_ref().ok())
+            .map(|p| p.compiled().options.clone())
+            .unwrap_or_default();
         Some(RunResults {
             schema: SCHEMA,
             profile: self.profile.name.clone(),
@@ -162,9 +185,10 @@ fn completion(outcome: Outcome) -> (Status, String) {
     match outcome {
         Outcome::Pass(d) => (Status::Passed, d),
         Outcome::Fail(m) => (Status::Failed, m),
-        Outcome::KnownDeviation { reason, detail } => {
-            (Status::Ignored, format!("known deviation: {reason} (measured now: {detail})"))
-        }
+        Outcome::KnownDeviation { reason, detail } => (
+            Status::Ignored,
+            format!("known deviation: {reason} (measured now: {detail})"),
+        ),
     }
 }
 
@@ -187,7 +211,13 @@ fn trial(
                 .unwrap_or_else(|| "non-string panic payload".into());
             (Status::Failed, format!("panicked: {text}"))
         });
-        recorder.push(CaseRecord { suite, name, status: status.clone(), message: message.clone(), duration: start.elapsed() });
+        recorder.push(CaseRecord {
+            suite,
+            name,
+            status: status.clone(),
+            message: message.clone(),
+            duration: start.elapsed(),
+        });
         match status {
             Status::Passed => Ok(Completion::Completed),
             Status::Ignored => Ok(Completion::ignored_with(message)),
@@ -206,9 +236,12 @@ fn replay_trials(recorder: &Arc<Recorder>, profile: &Profile, results: &RunResul
         .into_iter()
         .map(|case| {
             let (p, r) = (profile.clone(), results.clone());
-            trial(recorder, suite.clone(), format!("replay::{}::{}", profile.name, case.name), move || {
-                completion(verdict::evaluate(&case, &p, &r))
-            })
+            trial(
+                recorder,
+                suite.clone(),
+                format!("replay::{}::{}", profile.name, case.name),
+                move || completion(verdict::evaluate(&case, &p, &r)),
+            )
         })
         .collect()
 }
@@ -225,7 +258,9 @@ fn gpu_trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>) -> Vec<Trial>
         .into_iter()
         .map(|case: Case| {
             let s = session.clone();
-            trial(recorder, suite.clone(), case.name.clone(), move || match s.results_for(&case.needs) {
+            trial(recorder, suite.clone(), case.name.clone(), move || match s
+                .results_for(&case.needs)
+            {
                 Err(NotMeasured::NoGpu(reason)) => (Status::Ignored, reason),
                 Err(NotMeasured::Broken(e)) => (Status::Failed, e),
                 Ok(results) => completion(verdict::evaluate(&case, &s.profile, &results)),
@@ -239,7 +274,9 @@ fn gpu_suite_name(s: &GpuSession) -> String {
 }
 
 fn environment_properties(r: &RunResults) -> Vec<(String, String)> {
-    let Some(e) = &r.environment else { return Vec::new() };
+    let Some(e) = &r.environment else {
+        return Vec::new();
+    };
     let opt = |x: Option<f64>| x.map_or("unknown".to_string(), |v| format!("{v:.0}"));
     vec![
         ("gpu_name".into(), e.gpu_name.clone()),
@@ -258,6 +295,7 @@ fn environment_properties(r: &RunResults) -> Vec<(String, String)> {
 /// The entry point of `tests/probe.rs`.
 pub fn main() -> ExitCode {
     let args = Arguments::from_args();
+    compile::disable_compute_cache();
     let paths = Paths::from_env();
     let recorder = Arc::new(Recorder::default());
     let mut trials = Vec::new();
@@ -265,22 +303,39 @@ pub fn main() -> ExitCode {
 
     let (profiles, load_errors) = profile::load_dir(&paths.expectations);
     if !load_errors.is_empty() {
-        suites.push(SuiteInfo { name: "expectations".into(), ..Default::default() });
+        suites.push(SuiteInfo {
+            name: "expectations".into(),
+            ..Default::default()
+        });
     }
     for e in load_errors {
         let name = match &e.file {
-            Some(f) => format!("expectations::{}", f.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()),
+            Some(f) => format!(
+                "expectations::{}",
+                f.file_name()
+                    .map(|n| n.to_string_lossy())
+                    .unwrap_or_default()
+            ),
             None => "expectations::load".to_string(),
         };
         let message = e.to_string();
-        trials.push(trial(&recorder, "expectations".into(), name, move || (Status::Failed, message)));
+        trials.push(trial(&recorder, "expectations".into(), name, move || {
+            (Status::Failed, message)
+        }));
     }
     for p in &profiles {
         if let Some(r) = &p.recorded {
             let suite = replay_suite_name(p);
             let mut system_out = report::table(r, &p.probe.chains, &p.probe.accumulators);
-            system_out.insert_str(0, &format!("replay of {} ({})\n", p.file.display(), r.source));
-            suites.push(SuiteInfo { name: suite, properties: environment_properties(r), system_out });
+            system_out.insert_str(
+                0,
+                &format!("replay of {} ({})\n", p.file.display(), r.source),
+            );
+            suites.push(SuiteInfo {
+                name: suite,
+                properties: environment_properties(r),
+                system_out,
+            });
             trials.extend(replay_trials(&recorder, p, r));
         }
     }
@@ -298,10 +353,16 @@ pub fn main() -> ExitCode {
         })),
         Err(e) => {
             let message = e.to_string();
-            suites.push(SuiteInfo { name: "profile selection".into(), ..Default::default() });
-            trials.push(trial(&recorder, "profile selection".into(), "profile::select".into(), move || {
-                (Status::Failed, message)
-            }));
+            suites.push(SuiteInfo {
+                name: "profile selection".into(),
+                ..Default::default()
+            });
+            trials.push(trial(
+                &recorder,
+                "profile selection".into(),
+                "profile::select".into(),
+                move || (Status::Failed, message),
+            ));
             None
         }
     };
@@ -332,7 +393,8 @@ pub fn main() -> ExitCode {
             system_out: String::new(),
         };
         if let Err(reason) = &s.device {
-            info.properties.push(("no_gpu_reason".into(), reason.clone()));
+            info.properties
+                .push(("no_gpu_reason".into(), reason.clone()));
         }
         if let Some(r) = s.measured_results() {
             info.properties.extend(environment_properties(&r));
@@ -343,20 +405,24 @@ pub fn main() -> ExitCode {
                 Ok(()) => println!("results: {}", paths.results.display()),
                 Err(e) => eprintln!("{}", Error::io(&paths.results, "write results", e)),
             }
-            if let Some(c) = s.compiled() {
-                let log_path = paths.results.with_extension("ptxas.log");
-                if let Err(e) = report::write_atomic(&log_path, &c.log) {
-                    eprintln!("{}", Error::io(&log_path, "write the ptxas log", e));
-                }
-                let cubin_path = paths.results.with_extension("cubin");
-                if let Err(e) = std::fs::write(&cubin_path, &c.cubin) {
-                    eprintln!("{}", Error::io(&cubin_path, "write the CUBIN", e));
-                }
+        }
+        if let Some(c) = s.compiled() {
+            let log_path = paths.results.with_extension("ptxas.log");
+            if let Err(e) = report::write_atomic(&log_path, &c.log) {
+                eprintln!("{}", Error::io(&log_path, "write the ptxas log", e));
+            }
+            let cubin_path = paths.results.with_extension("cubin");
+            if let Err(e) = std::fs::write(&cubin_path, &c.cubin) {
+                eprintln!("{}", Error::io(&cubin_path, "write the CUBIN", e));
             }
         }
         suites.push(info);
     }
-    let cases = recorder.cases.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let cases = recorder
+        .cases
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     match report::write_atomic(&paths.junit, &report::junit(&suites, &cases)) {
         Ok(()) => println!("junit: {}", paths.junit.display()),
         Err(e) => {

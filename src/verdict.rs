@@ -55,14 +55,30 @@ fn evaluate_raw(case: &Case, profile: &Profile, results: &RunResults) -> Outcome
         })
         .collect();
     if !missing.is_empty() {
-        return Outcome::Fail(format!("no result for {} in the results (source: {})", missing.join(", "), results.source));
+        return Outcome::Fail(format!(
+            "no result for {} in the results (source: {})",
+            missing.join(", "),
+            results.source
+        ));
     }
     match case.check {
         Check::Variant(v) => variant(v, found[0], profile),
-        Check::Peak { chain, accumulators, tolerance } => peak(chain, accumulators, tolerance, &found),
-        Check::GainGrows { accumulators, over, min_increase } => {
-            gain_grows(&profile.probe.chains, accumulators, over, min_increase, results)
-        }
+        Check::Peak {
+            chain,
+            accumulators,
+            tolerance,
+        } => peak(chain, accumulators, tolerance, &found),
+        Check::GainGrows {
+            accumulators,
+            over,
+            min_increase,
+        } => gain_grows(
+            &profile.probe.chains,
+            accumulators,
+            over,
+            min_increase,
+            results,
+        ),
         Check::NoSpills => no_spills(&found),
     }
 }
@@ -74,20 +90,33 @@ fn pct(x: f64) -> String {
 fn variant(v: Variant, r: &VariantResult, profile: &Profile) -> Outcome {
     let mut problems = Vec::new();
     if !(r.mean_progress.is_finite() && r.mean_progress > 0.0) {
-        problems.push(format!("progress {} is not a positive number: the probe loop did not run", r.mean_progress));
+        problems.push(format!(
+            "progress {} is not a positive number: the probe loop did not run",
+            r.mean_progress
+        ));
     }
     if let Some(z) = r.samples.iter().flatten().position(|&p| p == 0) {
         let warps = r.samples.first().map_or(1, |w| w.len().max(1));
-        problems.push(format!("warp {} of repeat {} made no progress", z % warps, z / warps));
+        problems.push(format!(
+            "warp {} of repeat {} made no progress",
+            z % warps,
+            z / warps
+        ));
     }
-    problems.extend(r.output_problems.iter().map(|p| format!("invalid output: {p}")));
+    problems.extend(
+        r.output_problems
+            .iter()
+            .map(|p| format!("invalid output: {p}")),
+    );
     problems.extend(spill_problem(r));
     let mut detail = format!("progress {:.1}", r.mean_progress);
     if let Some(b) = &profile.baselines {
         match b.progress.get(&v.name()) {
             None => problems.push(format!(
-                "no baseline for {v} in {} (bless one with `cargo xtask bless`)",
-                b.file.display()
+                "no baseline for {v} in {}{} (bless one with `cargo xtask bless --profile {} --from RESULTS`)",
+                b.file.display(),
+                if b.file.exists() { "" } else { ", which does not exist" },
+                profile.name
             )),
             Some(&base) => {
                 let rel = (r.mean_progress - base) / base;
@@ -144,27 +173,52 @@ fn peak(chain: u32, k: u32, tolerance: f64, found: &[&VariantResult]) -> Outcome
     }
 }
 
-fn gain_grows(chains: &[u32], k: u32, over: u32, min_increase: f64, results: &RunResults) -> Outcome {
+fn gain_grows(
+    chains: &[u32],
+    k: u32,
+    over: u32,
+    min_increase: f64,
+    results: &RunResults,
+) -> Outcome {
     let mut sorted = chains.to_vec();
     sorted.sort_unstable();
     let mut gains = Vec::new();
     for &n in &sorted {
-        let (Some(a), Some(b)) = (results.get(Variant::new(n, k)), results.get(Variant::new(n, over))) else {
+        let (Some(a), Some(b)) = (
+            results.get(Variant::new(n, k)),
+            results.get(Variant::new(n, over)),
+        ) else {
             return Outcome::Fail(format!("chain {n}: acc{k} or acc{over} missing"));
         };
         gains.push((n, a.mean_progress / b.mean_progress));
     }
-    let listing = gains.iter().map(|(n, g)| format!("N={n}: {g:.4}")).collect::<Vec<_>>().join(", ");
-    let text = format!("acc{k}/acc{over} {listing} (each step must rise by more than {min_increase})");
+    let listing = gains
+        .iter()
+        .map(|(n, g)| format!("N={n}: {g:.4}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let text =
+        format!("acc{k}/acc{over} {listing} (each step must rise by more than {min_increase})");
     let bad: Vec<String> = gains
         .windows(2)
-        .filter(|w| !(w[1].1 - w[0].1 > min_increase))
-        .map(|w| format!("N={} -> N={}: {:.4} -> {:.4}", w[0].0, w[1].0, w[0].1, w[1].1))
+        // NaN gains count as not rising.
+        .filter(|w| {
+            (w[1].1 - w[0].1).partial_cmp(&min_increase) != Some(std::cmp::Ordering::Greater)
+        })
+        .map(|w| {
+            format!(
+                "N={} -> N={}: {:.4} -> {:.4}",
+                w[0].0, w[1].0, w[0].1, w[1].1
+            )
+        })
         .collect();
     if bad.is_empty() {
         Outcome::Pass(text)
     } else {
-        Outcome::Fail(format!("acc{k}/acc{over} gain does not grow with chain length at {}: {text}", bad.join(", ")))
+        Outcome::Fail(format!(
+            "acc{k}/acc{over} gain does not grow with chain length at {}: {text}",
+            bad.join(", ")
+        ))
     }
 }
 

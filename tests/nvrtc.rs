@@ -1,0 +1,79 @@
+//! The compile stage for real, wherever libnvrtc can be loaded (no GPU needed): the whole
+//! default matrix in one NVRTC program for sm_90, with its ptxas report parsed per kernel.
+//! Ignored with the reason where libnvrtc is absent. `.ci/run` installs NVRTC from PyPI so
+//! that CI runs it.
+
+use accprobe::compile;
+use accprobe::profile::Profile;
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use std::path::Path;
+
+fn nvrtc_reason() -> Option<String> {
+    (!unsafe { cudarc::nvrtc::sys::is_culib_present() }).then(|| {
+        "no NVRTC: libnvrtc.so not found (set LD_LIBRARY_PATH to a CUDA 13 NVRTC)".to_string()
+    })
+}
+
+fn documented_variants() -> Vec<accprobe::variant::Variant> {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("expectations/documented.yaml");
+    Profile::load(&file)
+        .expect("documented profile loads")
+        .probe
+        .variants()
+}
+
+fn compile_matrix() -> Result<Completion, Failed> {
+    if let Some(reason) = nvrtc_reason() {
+        return Ok(Completion::ignored_with(reason));
+    }
+    compile::disable_compute_cache();
+    let variants = documented_variants();
+    let c = compile::compile(&variants, &compile::options(9, 0)).map_err(|e| e.to_string())?;
+    if c.cubin.len() < 1024 || &c.cubin[..4] != b"\x7fELF" {
+        return Err(format!("CUBIN of {} bytes is not an ELF image", c.cubin.len()).into());
+    }
+    for v in &variants {
+        let r = c
+            .reports
+            .get(&v.name())
+            .ok_or_else(|| format!("no ptxas report for {v}"))?;
+        if r.registers == 0 || r.spill_store_bytes + r.spill_load_bytes > 0 {
+            return Err(format!("{v}: implausible ptxas report {r:?}").into());
+        }
+    }
+    // A second compilation in the same process must report again (compute cache off).
+    let again =
+        compile::compile(&variants[..1], &compile::options(9, 0)).map_err(|e| e.to_string())?;
+    if again.reports.len() != 1 {
+        return Err(format!(
+            "second compilation reported {} kernels",
+            again.reports.len()
+        )
+        .into());
+    }
+    Ok(Completion::Completed)
+}
+
+fn compile_error_is_reported() -> Result<Completion, Failed> {
+    if let Some(reason) = nvrtc_reason() {
+        return Ok(Completion::ignored_with(reason));
+    }
+    let bad = compile::compile(
+        &documented_variants()[..1],
+        &["--gpu-architecture=sm_1".to_string()],
+    );
+    match bad {
+        Err(e) if e.to_string().contains("sm_1") => Ok(Completion::Completed),
+        Err(e) => Err(format!("error does not name the options: {e}").into()),
+        Ok(_) => Err("compiling for sm_1 succeeded".into()),
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Arguments::from_args();
+    let trials = vec![
+        Trial::ignorable_test("compile::default_matrix_sm_90", compile_matrix),
+        Trial::ignorable_test("compile::bad_option_is_reported", compile_error_is_reported),
+    ];
+    libtest_mimic::run(&args, trials).exit_code()
+}
