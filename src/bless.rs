@@ -137,8 +137,13 @@ pub fn prepare(
 
 /// Refuses under CI: baselines change only in a reviewed commit made by a person.
 pub fn refuse_under_ci() -> Result<()> {
-    match std::env::var("CI") {
-        Ok(v) if !v.is_empty() && v != "0" && v != "false" => Err(Error::msg(
+    refuse_if_ci(std::env::var("CI").ok().as_deref())
+}
+
+/// [`refuse_under_ci`] for a given value of `CI`.
+pub fn refuse_if_ci(ci: Option<&str>) -> Result<()> {
+    match ci {
+        Some(v) if !v.is_empty() && v != "0" && v != "false" => Err(Error::msg(
             "CI is set: bless never writes baselines in CI. Run it on your machine and commit the diff for review.",
         )),
         _ => Ok(()),

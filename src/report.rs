@@ -26,6 +26,17 @@ pub fn thousands(x: f64) -> String {
 /// marked `*`, then the gain of each count over acc1, then the largest spread seen.
 /// Cells without a result are `-`.
 pub fn table(results: &RunResults, chains: &[u32], accumulators: &[u32]) -> String {
+    // Only the chains something was measured for (a filtered run measures fewer).
+    let chains: Vec<u32> = chains
+        .iter()
+        .copied()
+        .filter(|&n| {
+            accumulators
+                .iter()
+                .any(|&k| results.get(Variant::new(n, k)).is_some())
+        })
+        .collect();
+    let chains = chains.as_slice();
     let mut t = String::new();
     let header: String = accumulators
         .iter()
@@ -190,7 +201,11 @@ mod tests {
                 VariantResult::recorded(Variant::new(7, 2), 150.0, None),
             ],
         };
-        let t = table(&r, &[7], &[1, 2, 4]);
+        let t = table(&r, &[7, 13], &[1, 2, 4]);
+        assert!(
+            !t.contains("   13 |"),
+            "chains without results are left out: {t}"
+        );
         assert!(t.contains("150.0*"), "{t}");
         assert!(t.contains("100.0 "), "{t}");
         assert!(t.contains("+50.0%"), "{t}");

@@ -296,7 +296,23 @@ fn environment_properties(r: &RunResults) -> Vec<(String, String)> {
 pub fn main() -> ExitCode {
     let args = Arguments::from_args();
     compile::disable_compute_cache();
-    let paths = Paths::from_env();
+    let forced = std::env::var(profile::PROFILE_ENV).ok();
+    run(
+        &args,
+        &Paths::from_env(),
+        device::detect(),
+        forced.as_deref(),
+    )
+}
+
+/// Runs the suite with `args` (libtest's flags) on `device` (or the reason there is none),
+/// with the profile `forced` names if any.
+pub fn run(
+    args: &Arguments,
+    paths: &Paths,
+    device: Result<Device, String>,
+    forced: Option<&str>,
+) -> ExitCode {
     let recorder = Arc::new(Recorder::default());
     let mut trials = Vec::new();
     let mut suites = Vec::new();
@@ -340,10 +356,8 @@ pub fn main() -> ExitCode {
         }
     }
 
-    let device = device::detect();
-    let forced = std::env::var(profile::PROFILE_ENV).ok();
     let identity = device.as_ref().ok().map(|d| d.identity.clone());
-    let session = match profile::select(&profiles, identity.as_ref(), forced.as_deref()) {
+    let session = match profile::select(&profiles, identity.as_ref(), forced) {
         Ok(sel) => Some(Arc::new(GpuSession {
             profile: sel.profile,
             selection_note: sel.why,
@@ -376,11 +390,11 @@ pub fn main() -> ExitCode {
         }
     }
     if args.list {
-        let _ = libtest_mimic::run(&args, trials);
+        let _ = libtest_mimic::run(args, trials);
         return ExitCode::SUCCESS;
     }
 
-    let conclusion = libtest_mimic::run(&args, trials);
+    let conclusion = libtest_mimic::run(args, trials);
 
     if let Some(s) = &session {
         let mut info = SuiteInfo {

@@ -26,8 +26,14 @@ impl Outcome {
 
 /// Evaluates one case, then applies the profile's known deviations strictly: a known
 /// deviation that holds again fails, so that a change in either direction is seen.
+/// Missing or unusable results fail whatever the profile expects: a deviation excuses a
+/// measured difference, never the absence of a measurement.
 pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome {
-    let raw = evaluate_raw(case, profile, results);
+    let found = match usable(case, results) {
+        Ok(found) => found,
+        Err(e) => return Outcome::Fail(e),
+    };
+    let raw = evaluate_raw(case, profile, results, &found);
     match (profile.known_deviations.get(&case.name), raw) {
         (None, raw) => raw,
         (Some(reason), Outcome::Fail(detail)) => Outcome::KnownDeviation { reason: reason.clone(), detail },
@@ -41,33 +47,49 @@ pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome
     }
 }
 
-fn evaluate_raw(case: &Case, profile: &Profile, results: &RunResults) -> Outcome {
+/// The results a case needs, each present with a positive, finite progress.
+fn usable<'a>(case: &Case, results: &'a RunResults) -> Result<Vec<&'a VariantResult>, String> {
     let mut missing = Vec::new();
-    let found: Vec<&VariantResult> = case
-        .needs
-        .iter()
-        .filter_map(|v| {
-            let r = results.get(*v);
-            if r.is_none() {
-                missing.push(v.name());
+    let mut unusable = Vec::new();
+    let mut found = Vec::new();
+    for v in &case.needs {
+        match results.get(*v) {
+            None => missing.push(v.name()),
+            Some(r) if !(r.mean_progress.is_finite() && r.mean_progress > 0.0) => {
+                unusable.push(format!(
+                    "{v} has progress {}: the probe loop did not run",
+                    r.mean_progress
+                ))
             }
-            r
-        })
-        .collect();
+            Some(r) => found.push(r),
+        }
+    }
     if !missing.is_empty() {
-        return Outcome::Fail(format!(
+        return Err(format!(
             "no result for {} in the results (source: {})",
             missing.join(", "),
             results.source
         ));
     }
+    if !unusable.is_empty() {
+        return Err(unusable.join("; "));
+    }
+    Ok(found)
+}
+
+fn evaluate_raw(
+    case: &Case,
+    profile: &Profile,
+    results: &RunResults,
+    found: &[&VariantResult],
+) -> Outcome {
     match case.check {
         Check::Variant(v) => variant(v, found[0], profile),
         Check::Peak {
             chain,
             accumulators,
             tolerance,
-        } => peak(chain, accumulators, tolerance, &found),
+        } => peak(chain, accumulators, tolerance, found),
         Check::GainGrows {
             accumulators,
             over,
@@ -79,7 +101,7 @@ fn evaluate_raw(case: &Case, profile: &Profile, results: &RunResults) -> Outcome
             min_increase,
             results,
         ),
-        Check::NoSpills => no_spills(&found),
+        Check::NoSpills => no_spills(found),
     }
 }
 
@@ -89,12 +111,6 @@ fn pct(x: f64) -> String {
 
 fn variant(v: Variant, r: &VariantResult, profile: &Profile) -> Outcome {
     let mut problems = Vec::new();
-    if !(r.mean_progress.is_finite() && r.mean_progress > 0.0) {
-        problems.push(format!(
-            "progress {} is not a positive number: the probe loop did not run",
-            r.mean_progress
-        ));
-    }
     if let Some(z) = r.samples.iter().flatten().position(|&p| p == 0) {
         let warps = r.samples.first().map_or(1, |w| w.len().max(1));
         problems.push(format!(

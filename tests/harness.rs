@@ -1,0 +1,214 @@
+//! The harness contract of the generated suite (src/suite.rs), run in-process with no GPU:
+//! what `--list` does, what a filter runs, how a broken profile is reported, and what the
+//! JUnit file holds. The JUnit file is read back with quick-junit's own deserializer.
+
+use accprobe::suite::{self, Paths};
+use libtest_mimic::Arguments;
+use quick_junit::{Report, TestCaseStatus};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+const NO_GPU: &str = "no CUDA driver: libcuda.so not found (test)";
+
+struct Sandbox {
+    dir: PathBuf,
+}
+
+impl Sandbox {
+    /// A folder with copies of the given committed profiles (and what they reference).
+    fn new(tag: &str, profiles: &[&str]) -> Sandbox {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dir =
+            std::env::temp_dir().join(format!("accprobe-harness-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("expectations/baselines")).unwrap();
+        std::fs::create_dir_all(dir.join("docs/results")).unwrap();
+        for p in profiles {
+            std::fs::copy(
+                root.join(format!("expectations/{p}.yaml")),
+                dir.join(format!("expectations/{p}.yaml")),
+            )
+            .unwrap();
+        }
+        std::fs::copy(
+            root.join("expectations/baselines/h200.yaml"),
+            dir.join("expectations/baselines/h200.yaml"),
+        )
+        .unwrap();
+        std::fs::copy(
+            root.join("docs/results/h200-2026-11-29.json"),
+            dir.join("docs/results/h200-2026-11-29.json"),
+        )
+        .unwrap();
+        Sandbox { dir }
+    }
+
+    fn paths(&self) -> Paths {
+        Paths {
+            expectations: self.dir.join("expectations"),
+            junit: self.dir.join("out/junit.xml"),
+            results: self.dir.join("out/results.json"),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> (ExitCode, Option<Report>) {
+        // libtest-mimic's own report goes to a log file, so that the inner runs' summary
+        // lines do not mix with this test binary's.
+        std::fs::create_dir_all(self.dir.join("out")).unwrap();
+        let log = self.dir.join("out/libtest.log").display().to_string();
+        let args = Arguments::from_iter(
+            ["probe", "--logfile", &log]
+                .into_iter()
+                .chain(args.iter().copied()),
+        );
+        let code = suite::run(&args, &self.paths(), Err(NO_GPU.to_string()), None);
+        let junit = std::fs::read_to_string(self.paths().junit).ok();
+        (
+            code,
+            junit.map(|x| Report::deserialize_from_str(&x).expect("well-formed JUnit")),
+        )
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn counts(r: &Report, suite: &str) -> (usize, usize, usize) {
+    let s = r
+        .test_suites
+        .iter()
+        .find(|s| s.name.as_str() == suite)
+        .unwrap_or_else(|| {
+            panic!(
+                "no suite {suite}: {:?}",
+                r.test_suites
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+            )
+        });
+    (
+        s.tests,
+        s.failures,
+        s.test_cases
+            .iter()
+            .filter(|c| matches!(c.status, TestCaseStatus::Skipped { .. }))
+            .count(),
+    )
+}
+
+#[test]
+fn without_a_gpu_every_gpu_case_is_skipped_with_the_reason_and_replays_pass() {
+    let sb = Sandbox::new("nogpu", &["documented", "h200"]);
+    let (code, junit) = sb.run(&["--test-threads", "2"]);
+    assert_eq!(code, ExitCode::SUCCESS);
+    let r = junit.expect("JUnit written");
+    assert_eq!(counts(&r, "replay documented"), (29, 0, 0));
+    assert_eq!(
+        counts(&r, "replay h200"),
+        (29, 0, 3),
+        "the three known deviations are skipped"
+    );
+    assert_eq!(counts(&r, "no gpu / profile documented"), (29, 0, 29));
+    let gpu = r
+        .test_suites
+        .iter()
+        .find(|s| s.name.as_str() == "no gpu / profile documented")
+        .unwrap();
+    for c in &gpu.test_cases {
+        match &c.status {
+            TestCaseStatus::Skipped { message, .. } => {
+                assert_eq!(message.as_ref().map(|m| m.as_str()), Some(NO_GPU))
+            }
+            other => panic!("{} was not skipped: {other:?}", c.name.as_str()),
+        }
+    }
+    assert!(gpu
+        .properties
+        .iter()
+        .any(|p| p.name.as_str() == "no_gpu_reason" && p.value.as_str() == NO_GPU));
+    assert!(
+        !sb.paths().results.exists(),
+        "nothing was measured, so no results file"
+    );
+}
+
+#[test]
+fn list_runs_nothing_and_writes_no_junit() {
+    let sb = Sandbox::new("list", &["documented"]);
+    let (code, junit) = sb.run(&["--list"]);
+    assert_eq!(code, ExitCode::SUCCESS);
+    assert!(junit.is_none());
+}
+
+#[test]
+fn a_filter_runs_only_matching_cases() {
+    let sb = Sandbox::new("filter", &["documented"]);
+    let (_, junit) = sb.run(&["acc2_is_peak::chain13"]);
+    let r = junit.unwrap();
+    let names: Vec<&str> = r
+        .test_suites
+        .iter()
+        .flat_map(|s| s.test_cases.iter().map(|c| c.name.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            "replay::documented::invariant::acc2_is_peak::chain13",
+            "invariant::acc2_is_peak::chain13"
+        ]
+    );
+    let (_, junit) = sb.run(&["--exact", "probe::chain7_acc1_effective1"]);
+    let names: Vec<String> = junit
+        .unwrap()
+        .test_suites
+        .iter()
+        .flat_map(|s| s.test_cases.iter().map(|c| c.name.to_string()))
+        .collect();
+    assert_eq!(names, vec!["probe::chain7_acc1_effective1"]);
+}
+
+#[test]
+fn a_broken_profile_fails_its_own_case_and_the_others_still_run() {
+    let sb = Sandbox::new("broken", &["documented"]);
+    std::fs::write(
+        sb.dir.join("expectations/broken.yaml"),
+        "name: broken\ndescription: x\nprobe: 3\n",
+    )
+    .unwrap();
+    let (code, junit) = sb.run(&[]);
+    assert_eq!(code, ExitCode::from(101));
+    let r = junit.unwrap();
+    assert_eq!(counts(&r, "expectations"), (1, 1, 0));
+    let case = &r
+        .test_suites
+        .iter()
+        .find(|s| s.name.as_str() == "expectations")
+        .unwrap()
+        .test_cases[0];
+    assert_eq!(case.name.as_str(), "expectations::broken.yaml");
+    match &case.status {
+        TestCaseStatus::NonSuccess { message, .. } => {
+            let m = message.as_ref().unwrap().as_str();
+            assert!(m.contains("broken.yaml:3:8:"), "{m}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(counts(&r, "replay documented"), (29, 0, 0));
+}
+
+#[test]
+fn a_profile_forced_by_name_that_does_not_exist_fails_loudly() {
+    let sb = Sandbox::new("forced", &["documented"]);
+    std::fs::create_dir_all(sb.dir.join("out")).unwrap();
+    let log = sb.dir.join("out/libtest.log").display().to_string();
+    let args = Arguments::from_iter(["probe", "--logfile", &log]);
+    let code = suite::run(&args, &sb.paths(), Err(NO_GPU.into()), Some("nonesuch"));
+    assert_eq!(code, ExitCode::from(101));
+    let r =
+        Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap();
+    assert_eq!(counts(&r, "profile selection"), (1, 1, 0));
+}

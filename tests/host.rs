@@ -1,0 +1,426 @@
+//! Host tests: everything that needs no GPU, on the committed profiles and on the data
+//! recorded on the H200 (tests/data/h200/, docs/results/). Each mutation test changes
+//! recorded data the way a regression would and checks that the right case fails with a
+//! message that gives measured against expected.
+
+use accprobe::profile::{self, Case, GpuIdentity, Profile};
+use accprobe::ptxas;
+use accprobe::results::{Resources, RunResults};
+use accprobe::variant::Variant;
+use accprobe::verdict::{evaluate, Outcome};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn load(name: &str) -> Profile {
+    Profile::load(&root().join("expectations").join(format!("{name}.yaml"))).unwrap()
+}
+
+fn case<'a>(cases: &'a [Case], name: &str) -> &'a Case {
+    cases
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no case {name}"))
+}
+
+fn set(results: &mut RunResults, v: Variant, progress: f64) {
+    results
+        .variants
+        .iter_mut()
+        .find(|r| r.variant() == v)
+        .unwrap()
+        .mean_progress = progress;
+}
+
+fn outcome(p: &Profile, r: &RunResults, name: &str) -> Outcome {
+    evaluate(case(&p.cases(), name), p, r)
+}
+
+fn fail_text(o: Outcome) -> String {
+    match o {
+        Outcome::Fail(m) => m,
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+#[test]
+fn documented_profile_passes_on_its_recorded_table() {
+    let p = load("documented");
+    let r = p.recorded.clone().unwrap();
+    let cases = p.cases();
+    assert_eq!(cases.len(), 24 + 3 + 1 + 1);
+    for c in &cases {
+        let o = evaluate(c, &p, &r);
+        assert!(matches!(o, Outcome::Pass(_)), "{}: {o:?}", c.name);
+    }
+}
+
+#[test]
+fn acc3_above_acc2_at_chain13_fails_the_peak_case_with_both_figures() {
+    let p = load("documented");
+    let mut r = p.recorded.clone().unwrap();
+    set(&mut r, Variant::new(13, 3), 44_000.0);
+    let m = fail_text(outcome(&p, &r, "invariant::acc2_is_peak::chain13"));
+    assert!(m.contains("acc2 is not the peak"), "{m}");
+    assert!(
+        m.contains("acc2 43579.5") && m.contains("acc3 44000.0"),
+        "{m}"
+    );
+    assert!(
+        m.contains("+0.96%") && m.contains("tolerance +0.00%"),
+        "{m}"
+    );
+    // The other chains are untouched.
+    assert!(matches!(
+        outcome(&p, &r, "invariant::acc2_is_peak::chain7"),
+        Outcome::Pass(_)
+    ));
+}
+
+#[test]
+fn a_flat_gain_trend_fails_the_trend_case() {
+    let p = load("documented");
+    let mut r = p.recorded.clone().unwrap();
+    // acc2/acc1 at N=13 made equal to N=7's 52404.9/49078.0.
+    let ratio = 52_404.9 / 49_078.0;
+    set(&mut r, Variant::new(13, 2), 38_814.2 * ratio);
+    let m = fail_text(outcome(&p, &r, "invariant::acc2_gain_grows"));
+    assert!(m.contains("does not grow"), "{m}");
+    assert!(m.contains("N=7 -> N=13: 1.0678 -> 1.0678"), "{m}");
+}
+
+#[test]
+fn a_spill_in_the_ptxas_log_fails_the_variant_and_no_spills() {
+    let log = std::fs::read_to_string(root().join("tests/data/h200/ptxas.log")).unwrap();
+    let clean = ptxas::parse(&log).unwrap();
+    assert_eq!(clean.len(), 24);
+    assert!(clean
+        .values()
+        .all(|r| r.spill_store_bytes == 0 && r.spill_load_bytes == 0));
+    // ptxas reporting spills for chain29_acc16 after a register cap, say.
+    let spilled = log.replacen(
+        "Function properties for chain29_acc16_effective16\nptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads",
+        "Function properties for chain29_acc16_effective16\nptxas         .     24 bytes stack frame, 24 bytes spill stores, 24 bytes spill loads",
+        1,
+    );
+    assert_ne!(spilled, log, "the recorded log has the expected shape");
+    let reports = ptxas::parse(&spilled).unwrap();
+    let p = load("h200");
+    let mut r = p.recorded.clone().unwrap();
+    for v in r.variants.iter_mut() {
+        let rep = reports[&v.name];
+        let local = v.resources.unwrap().local_bytes;
+        v.resources = Some(Resources {
+            registers: rep.registers,
+            stack_frame_bytes: rep.stack_frame_bytes,
+            spill_store_bytes: rep.spill_store_bytes,
+            spill_load_bytes: rep.spill_load_bytes,
+            local_bytes: local,
+        });
+    }
+    let m = fail_text(outcome(&p, &r, "invariant::no_spills"));
+    assert!(
+        m.contains(
+            "chain29_acc16_effective16: spills: 24 bytes spill stores, 24 bytes spill loads"
+        ),
+        "{m}"
+    );
+    let m = fail_text(outcome(&p, &r, "probe::chain29_acc16_effective16"));
+    assert!(m.contains("spills"), "{m}");
+    assert!(matches!(
+        outcome(&p, &r, "probe::chain29_acc8_effective8"),
+        Outcome::Pass(_)
+    ));
+}
+
+#[test]
+fn h200_profile_is_green_on_its_recorded_run_with_three_known_deviations() {
+    let p = load("h200");
+    let r = p.recorded.clone().unwrap();
+    let env = r.environment.as_ref().unwrap();
+    assert_eq!(
+        (
+            env.gpu_name.as_str(),
+            env.driver_version.as_str(),
+            env.nvrtc_version.as_str()
+        ),
+        ("NVIDIA H200", "580.159.04", "13.0")
+    );
+    let mut deviations = 0;
+    for c in p.cases() {
+        match evaluate(&c, &p, &r) {
+            Outcome::Pass(_) => {}
+            Outcome::KnownDeviation { .. } => deviations += 1,
+            Outcome::Fail(m) => panic!("{}: {m}", c.name),
+        }
+    }
+    assert_eq!(deviations, 3);
+}
+
+#[test]
+fn a_known_deviation_that_holds_again_fails() {
+    let p = load("h200");
+    let mut r = p.recorded.clone().unwrap();
+    // acc2 at N=13 back on top.
+    set(&mut r, Variant::new(13, 2), 150_000.0);
+    let m = fail_text(outcome(&p, &r, "invariant::acc2_is_peak::chain13"));
+    assert!(m.contains("known deviation no longer present"), "{m}");
+    assert!(m.contains("remove it from known_deviations"), "{m}");
+}
+
+#[test]
+fn baselines_are_two_sided_and_say_how_to_bless() {
+    let p = load("h200");
+    let v = Variant::new(29, 4);
+    for (factor, word) in [(0.97, "slower"), (1.03, "faster")] {
+        let mut r = p.recorded.clone().unwrap();
+        set(&mut r, v, 101_010.0 * factor);
+        let m = fail_text(outcome(&p, &r, "probe::chain29_acc4_effective4"));
+        assert!(m.contains(word), "{m}");
+        assert!(
+            m.contains("vs baseline 101010.0") && m.contains("tolerance ±0.50%"),
+            "{m}"
+        );
+        assert!(m.contains("re-bless"), "{m}");
+    }
+    let mut r = p.recorded.clone().unwrap();
+    set(&mut r, v, 101_010.0 * 1.004);
+    assert!(matches!(
+        outcome(&p, &r, "probe::chain29_acc4_effective4"),
+        Outcome::Pass(_)
+    ));
+}
+
+#[test]
+fn invalid_outputs_and_missing_variants_fail() {
+    let p = load("h200");
+    let mut r = p.recorded.clone().unwrap();
+    r.variants[0]
+        .output_problems
+        .push("repeat 3: 5 of 256 output elements never written".into());
+    let m = fail_text(outcome(&p, &r, "probe::chain7_acc1_effective1"));
+    assert!(
+        m.contains("invalid output: repeat 3: 5 of 256 output elements never written"),
+        "{m}"
+    );
+    r.variants.retain(|v| v.name != "chain13_acc2_effective2");
+    let m = fail_text(outcome(&p, &r, "invariant::acc2_is_peak::chain13"));
+    assert!(m.contains("no result for chain13_acc2_effective2"), "{m}");
+}
+
+// --- bad input: each error names file, line and column -------------------------------
+
+const GOOD: &str = "\
+name: t
+description: d
+probe:
+  blocks: 1
+  block_threads: 256
+  warmup_launches: 1
+  repeats: 10
+  budget_cycles: 1000
+  chains: [7, 13]
+  accumulators: [1, 2]
+invariants:
+  - peak: {accumulators: 2, tolerance: 0.0}
+  - gain_grows: {accumulators: 2, over: 1, min_increase: 0.0}
+  - no_spills: {}
+";
+
+fn bad(text: &str) -> String {
+    let e = Profile::parse(text, Path::new("expectations/t.yaml")).unwrap_err();
+    e.to_string()
+}
+
+#[test]
+fn the_good_fixture_loads() {
+    let p = Profile::parse(GOOD, Path::new("expectations/t.yaml")).unwrap();
+    assert_eq!(p.cases().len(), 4 + 2 + 1 + 1);
+}
+
+#[test]
+fn bad_profiles_name_file_line_column_and_what_was_expected() {
+    let cases: &[(&str, &str, &str)] = &[
+        (&GOOD.replace("chains: [7, 13]", "chains: [7, 0]"), "t.yaml:9:15:", "0 is not a count"),
+        (&GOOD.replace("budget_cycles: 1000", "budget_cycles: 0"), "t.yaml:8:18:", "budget_cycles is 0"),
+        (&GOOD.replace("tolerance: 0.0}", "tolerance: 1.5}"), "t.yaml:12:40:", "expected a fraction in [0, 1)"),
+        (&GOOD.replace("tolerance: 0.0}", "tolerance: -0.1}"), "t.yaml:12:40:", "out of range"),
+        (&GOOD.replace("block_threads: 256", "block_threads: 100"), "t.yaml:5:18:", "multiple of 32"),
+        (&GOOD.replace("repeats: 10", "repeats: 10\n  colour: blue"), "t.yaml:8:3:", "unknown field `colour`"),
+        (&GOOD.replace("name: t\n", "name: t\nname: u\n"), "t.yaml:2:1:", "duplicate mapping key"),
+        (&GOOD.replace("repeats: 10", "repeats: ten"), "t.yaml:7:12:", "u32"),
+        (&GOOD.replace("accumulators: 2, tolerance", "accumulators: 4, tolerance"), "t.yaml:12:26:", "not in probe.accumulators"),
+        (&GOOD.replace("  - no_spills: {}", "  - no_spill: {}"), "t.yaml:14:5:", "unknown variant `no_spill`"),
+        (&format!("{GOOD}known_deviations:\n  - case: invariant::acc2_is_peak::chain99\n    reason: r\n"), "t.yaml:16:11:", "does not generate"),
+        (&GOOD.replace("chains: [7, 13]", "chains: [7, 7]"), "t.yaml:9:15:", "listed twice"),
+    ];
+    for (text, position, words) in cases {
+        let e = bad(text);
+        eprintln!("{e}");
+        assert!(
+            e.starts_with(&format!("expectations/{position}")),
+            "wanted {position}: {e}"
+        );
+        assert!(e.contains(words), "wanted {words:?}: {e}");
+    }
+}
+
+#[test]
+fn empty_and_non_utf8_files_are_clear_errors() {
+    assert!(bad("").contains("profile is empty"));
+    let dir = std::env::temp_dir().join(format!("accprobe-host-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("latin1.yaml");
+    std::fs::write(&f, b"name: caf\xe9\n").unwrap();
+    let e = Profile::load(&f).unwrap_err().to_string();
+    assert!(
+        e.contains("latin1.yaml") && e.contains("not valid UTF-8 (byte offset 9)"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+// --- profile selection ----------------------------------------------------------------
+
+fn gpu(name: &str, cc: &str) -> GpuIdentity {
+    GpuIdentity {
+        name: name.into(),
+        compute_capability: cc.into(),
+    }
+}
+
+#[test]
+fn selection_by_name_capability_force_and_fallback() {
+    let (profiles, errors) = profile::load_dir(&root().join("expectations"));
+    assert!(errors.is_empty(), "{errors:?}");
+    let pick = |g: Option<GpuIdentity>, f: Option<&str>| profile::select(&profiles, g.as_ref(), f);
+    let s = pick(Some(gpu("NVIDIA H200", "9.0")), None).unwrap();
+    assert_eq!(s.profile.name, "h200");
+    assert!(s.why.contains("matches GPU name"), "{}", s.why);
+    let s = pick(Some(gpu("NVIDIA H100 80GB HBM3", "9.0")), None).unwrap();
+    assert_eq!(s.profile.name, "h200");
+    assert!(s.why.contains("compute capability 9.0"), "{}", s.why);
+    let s = pick(Some(gpu("NVIDIA A100-SXM4-80GB", "8.0")), None).unwrap();
+    assert_eq!(s.profile.name, "documented");
+    assert!(
+        s.why
+            .contains("no profile matches GPU \"NVIDIA A100-SXM4-80GB\""),
+        "{}",
+        s.why
+    );
+    let s = pick(Some(gpu("NVIDIA H200", "9.0")), Some("documented")).unwrap();
+    assert_eq!(s.profile.name, "documented");
+    assert!(s.why.contains("forced by ACCPROBE_PROFILE"), "{}", s.why);
+    let e = pick(None, Some("nope")).unwrap_err().to_string();
+    assert!(e.contains("names no profile") && e.contains("h200"), "{e}");
+}
+
+#[test]
+fn zero_or_nan_progress_fails_even_where_a_deviation_is_known() {
+    let p = load("h200");
+    for bad in [0.0, f64::NAN] {
+        let mut r = p.recorded.clone().unwrap();
+        set(&mut r, Variant::new(13, 4), bad);
+        let m = fail_text(outcome(&p, &r, "invariant::acc2_is_peak::chain13"));
+        assert!(
+            m.contains("chain13_acc4_effective4 has progress") && m.contains("did not run"),
+            "{m}"
+        );
+        let m = fail_text(outcome(&p, &r, "probe::chain13_acc4_effective4"));
+        assert!(m.contains("did not run"), "{m}");
+    }
+}
+
+// --- bless ------------------------------------------------------------------------------
+
+#[test]
+fn bless_refuses_other_gpus_invalid_runs_and_ci() {
+    use accprobe::bless;
+    let p = load("h200");
+    let good = p.recorded.clone().unwrap();
+    bless::check(&p, &good, false).unwrap();
+
+    let mut other = good.clone();
+    let env = other.environment.as_mut().unwrap();
+    env.gpu_name = "NVIDIA A100-SXM4-80GB".into();
+    env.compute_capability = "8.0".into();
+    let e = bless::check(&p, &other, false).unwrap_err().to_string();
+    assert!(e.contains("A100") && e.contains("does not match"), "{e}");
+
+    let mut invalid = good.clone();
+    invalid.variants[3]
+        .output_problems
+        .push("repeat 0: 1 of 256 output elements never written".into());
+    invalid.variants[5].resources.as_mut().unwrap().local_bytes = 8;
+    let e = bless::check(&p, &invalid, false).unwrap_err().to_string();
+    assert!(
+        e.contains("never written") && e.contains("8 bytes local memory"),
+        "{e}"
+    );
+    bless::check(&p, &invalid, true).unwrap();
+
+    assert!(p.recorded.as_ref().unwrap().environment.is_some());
+    let doc = load("documented");
+    let e = bless::check(&doc, doc.recorded.as_ref().unwrap(), false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("only measured results can be blessed"), "{e}");
+
+    assert!(bless::refuse_if_ci(Some("true")).is_err());
+    assert!(bless::refuse_if_ci(Some("1")).is_err());
+    assert!(bless::refuse_if_ci(None).is_ok());
+    assert!(bless::refuse_if_ci(Some("false")).is_ok());
+}
+
+#[test]
+fn bless_writes_a_loadable_generated_file_and_a_readable_diff() {
+    use accprobe::bless;
+    let p = load("h200");
+    let mut r = p.recorded.clone().unwrap();
+    set(&mut r, Variant::new(7, 1), 150_000.0);
+    let dir = std::env::temp_dir().join(format!("accprobe-bless-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("baselines")).unwrap();
+    let file = dir.join("baselines/h200.yaml");
+    let current = &p.baselines.as_ref().unwrap().progress;
+    let b = bless::prepare(
+        &p,
+        &r,
+        "run.json",
+        "cargo xtask bless --profile h200 --from run.json",
+        &file,
+        Some(current),
+    );
+    assert_eq!(
+        b.diff,
+        vec!["~ chain7_acc1_effective1: 147058.0 -> 150000.0 (+2.001%)"]
+    );
+    assert!(b
+        .contents
+        .starts_with("# Generated by `cargo xtask bless --profile h200 --from run.json`."));
+    let unchanged = bless::prepare(
+        &p,
+        p.recorded.as_ref().unwrap(),
+        "x",
+        "x",
+        &file,
+        Some(current),
+    );
+    assert!(unchanged.diff.is_empty(), "{:?}", unchanged.diff);
+    // The written file loads as this profile's baselines.
+    std::fs::write(&file, &b.contents).unwrap();
+    let text = std::fs::read_to_string(root().join("expectations/h200.yaml"))
+        .unwrap()
+        .replace(
+            "../docs/results/",
+            &format!("{}/docs/results/", root().display()),
+        );
+    std::fs::write(dir.join("h200.yaml"), text).unwrap();
+    let reloaded = Profile::load(&dir.join("h200.yaml")).unwrap();
+    assert_eq!(
+        reloaded.baselines.unwrap().progress["chain7_acc1_effective1"],
+        150_000.0
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
