@@ -446,3 +446,44 @@ pub fn run(
     }
     conclusion.exit_code()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_case_is_recorded_as_failed_and_the_next_case_still_runs() {
+        let recorder = Arc::new(Recorder::default());
+        let trials = vec![
+            trial(&recorder, "s".into(), "boom".into(), || {
+                panic!("kernel exploded")
+            }),
+            trial(&recorder, "s".into(), "after".into(), || {
+                (Status::Passed, "fine".into())
+            }),
+        ];
+        let log = std::env::temp_dir().join(format!("accprobe-panic-{}.log", std::process::id()));
+        let args = Arguments::from_iter([
+            "t",
+            "--test-threads",
+            "1",
+            "--logfile",
+            log.to_str().unwrap(),
+        ]);
+        let conclusion = libtest_mimic::run(&args, trials);
+        let _ = std::fs::remove_file(log);
+        assert_eq!((conclusion.num_failed, conclusion.num_passed), (1, 1));
+        let cases = recorder.cases.lock().unwrap();
+        assert_eq!(cases[0].status, Status::Failed);
+        assert_eq!(cases[0].message, "panicked: kernel exploded");
+        assert_eq!(cases[1].status, Status::Passed);
+        let xml = report::junit(
+            &[SuiteInfo {
+                name: "s".into(),
+                ..Default::default()
+            }],
+            &cases,
+        );
+        assert!(xml.contains("panicked: kernel exploded"), "{xml}");
+    }
+}
