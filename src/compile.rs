@@ -7,10 +7,12 @@
 
 use crate::error::{Error, Result};
 use crate::ptxas::{self, PtxasReport};
+use crate::sass::{self, SassSummary};
 use crate::variant::Variant;
 use cudarc::nvrtc::{result as nvrtc, sys};
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
+use std::path::PathBuf;
 
 /// The probe kernel, built into the binary so that it runs without the source tree.
 pub const KERNEL_SOURCE: &str = include_str!("../kernels/probe.cu");
@@ -48,6 +50,116 @@ pub struct Compiled {
     pub log: String,
     pub reports: BTreeMap<String, PtxasReport>,
     pub options: Vec<String>,
+    /// The SASS of the CUBIN, per kernel, or why there is none.
+    pub sass: Sass,
+}
+
+/// The disassembly of a compiled matrix.
+#[derive(Debug, Clone)]
+pub enum Sass {
+    /// Per kernel; `text` is the disassembler's whole output.
+    Read {
+        text: String,
+        tool: String,
+        kernels: BTreeMap<String, SassSummary>,
+    },
+    /// No disassembler was found: SASS cases are ignored with this reason.
+    Unavailable(String),
+    /// The disassembler failed or its output could not be read: SASS cases fail with this.
+    Failed(String),
+}
+
+impl Sass {
+    pub fn summary(&self, kernel: &str) -> Option<&SassSummary> {
+        match self {
+            Sass::Read { kernels, .. } => kernels.get(kernel),
+            _ => None,
+        }
+    }
+}
+
+/// Where to look for a disassembler: `ACCPROBE_DISASSEMBLER` (a path to cuobjdump or
+/// nvdisasm), then cuobjdump and nvdisasm on PATH, in `$CUDA_HOME/bin`, in /usr/local/cuda/bin.
+pub fn find_disassembler() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("ACCPROBE_DISASSEMBLER")
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+    {
+        return Some(p);
+    }
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    if let Some(h) = std::env::var_os("CUDA_HOME") {
+        dirs.push(PathBuf::from(h).join("bin"));
+    }
+    dirs.push(PathBuf::from("/usr/local/cuda/bin"));
+    ["cuobjdump", "nvdisasm"]
+        .iter()
+        .find_map(|tool| dirs.iter().map(|d| d.join(tool)).find(|p| p.is_file()))
+}
+
+/// Disassembles a CUBIN and summarises each of the `variants`' kernels.
+pub fn disassemble(cubin: &[u8], variants: &[Variant]) -> Sass {
+    let Some(tool) = find_disassembler() else {
+        return Sass::Unavailable("no SASS disassembler: neither cuobjdump nor nvdisasm found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin, ACCPROBE_DISASSEMBLER)".into());
+    };
+    let file = std::env::temp_dir().join(format!(
+        "accprobe-{}-{:x}.cubin",
+        std::process::id(),
+        cubin.len()
+    ));
+    if let Err(e) = std::fs::write(&file, cubin) {
+        return Sass::Failed(format!("cannot write {}: {e}", file.display()));
+    }
+    let is_nvdisasm = tool
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().contains("nvdisasm"));
+    let mut cmd = std::process::Command::new(&tool);
+    if !is_nvdisasm {
+        cmd.arg("-sass");
+    }
+    let out = cmd.arg(&file).output();
+    let _ = std::fs::remove_file(&file);
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => {
+            return Sass::Failed(format!(
+                "{} failed ({}): {}",
+                tool.display(),
+                o.status,
+                String::from_utf8_lossy(&o.stderr)
+            ))
+        }
+        Err(e) => return Sass::Failed(format!("cannot run {}: {e}", tool.display())),
+    };
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    read_sass(text, tool.display().to_string(), variants)
+}
+
+/// Summarises disassembly text for each variant's kernel.
+pub fn read_sass(text: String, tool: String, variants: &[Variant]) -> Sass {
+    let functions = match sass::parse(&text) {
+        Ok(f) => f,
+        Err(e) => return Sass::Failed(format!("{tool}: {e}")),
+    };
+    let mut kernels = BTreeMap::new();
+    for v in variants {
+        let Some(f) = functions.get(&v.name()) else {
+            return Sass::Failed(format!("{tool}: no SASS for {v}"));
+        };
+        match sass::summarise(f) {
+            Ok(s) => {
+                kernels.insert(v.name(), s);
+            }
+            Err(e) => return Sass::Failed(format!("{tool}: {v}: {e}")),
+        }
+    }
+    Sass::Read {
+        text,
+        tool,
+        kernels,
+    }
 }
 
 /// NVRTC (12.x and later) serves repeated compilations from the CUDA compute cache and
@@ -122,7 +234,9 @@ pub fn compile(variants: &[Variant], options: &[String]) -> Result<Compiled> {
                     log.lines().count()
                 )));
             }
+            let sass = disassemble(&cubin, variants);
             Ok(Compiled {
+                sass,
                 cubin,
                 log,
                 reports,

@@ -13,6 +13,7 @@ pub mod profile;
 pub mod ptxas;
 pub mod report;
 pub mod results;
+pub mod sass;
 pub mod suite;
 pub mod variant;
 pub mod verdict;

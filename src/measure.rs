@@ -102,6 +102,7 @@ impl Probe {
         };
         let budget = s.budget_cycles as i64;
         let mut samples = Vec::new();
+        let mut launch_ms = Vec::new();
         let mut elapsed_sum = 0.0f64;
         let mut elapsed_n = 0u64;
         for launch in 0..(s.warmup_launches + s.repeats) {
@@ -111,6 +112,15 @@ impl Probe {
                 .map_err(cuda("poisoning progress"))?;
             st.memcpy_htod(&poison_warps, &mut elapsed)
                 .map_err(cuda("poisoning timers"))?;
+            let start = st
+                .context()
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(cuda("creating events"))?;
+            let end = st
+                .context()
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(cuda("creating events"))?;
+            start.record(st).map_err(cuda("recording an event"))?;
             let mut b = st.launch_builder(&func);
             b.arg(&OPERAND_A)
                 .arg(&OPERAND_B)
@@ -119,7 +129,11 @@ impl Probe {
                 .arg(&mut progress)
                 .arg(&mut elapsed);
             unsafe { b.launch(cfg) }.map_err(cuda(&format!("launching {name}")))?;
+            end.record(st).map_err(cuda("recording an event"))?;
             st.synchronize().map_err(cuda(&format!("running {name}")))?;
+            let ms = start
+                .elapsed_ms(&end)
+                .map_err(cuda("reading event times"))? as f64;
             let host_out = st.clone_dtoh(&out).map_err(cuda("reading outputs"))?;
             let host_progress = st.clone_dtoh(&progress).map_err(cuda("reading progress"))?;
             let host_elapsed = st.clone_dtoh(&elapsed).map_err(cuda("reading timers"))?;
@@ -136,6 +150,7 @@ impl Probe {
                 &host_elapsed,
             ));
             if counted {
+                launch_ms.push(ms);
                 for &ns in host_elapsed
                     .iter()
                     .filter(|&&ns| ns != POISON_U64 && ns > 0)
@@ -154,6 +169,8 @@ impl Probe {
         let mut r = VariantResult::measured(v, samples);
         r.resources = Some(resources);
         r.output_problems = output_problems;
+        r.launch_ms = launch_ms;
+        r.sass = self.compiled.sass.summary(&name).cloned();
         r.sm_clock_mhz = (elapsed_n > 0)
             .then(|| s.budget_cycles as f64 / (elapsed_sum / elapsed_n as f64) * 1000.0);
         Ok(r)

@@ -34,6 +34,8 @@ pub struct Profile {
     /// Case name -> why it is expected to fail on this GPU.
     pub known_deviations: BTreeMap<String, String>,
     pub baselines: Option<Baselines>,
+    /// The validity checks' settings; without them no validity cases are generated.
+    pub validity: Option<Validity>,
     /// Results to replay on any machine (the study's table, or a committed run).
     pub recorded: Option<RunResults>,
 }
@@ -105,6 +107,56 @@ pub struct Baselines {
     /// The generated file they came from.
     pub file: PathBuf,
     pub progress: BTreeMap<String, f64>,
+    /// Per variant: the SASS digest and loop body it was blessed with.
+    pub sass: BTreeMap<String, SassBaseline>,
+}
+
+/// A variant's blessed SASS fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SassBaseline {
+    pub digest: String,
+    pub loop_body: Vec<String>,
+}
+
+/// Settings of the measurement-validity checks: the physical ceilings of a launch.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Validity {
+    /// Dependent FFMA latency, cycles (4 on sm_90).
+    pub ffma_latency_cycles: u32,
+    /// Warp schedulers per SM (4 on sm_90): warps sharing one issue at most one instruction
+    /// per cycle between them.
+    pub schedulers_per_sm: u32,
+    /// How far a launch's duration (CUDA events) may be from budget / SM clock, relative.
+    pub duration_tolerance: f64,
+}
+
+/// Where a spill is looked for; each is its own verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpillSource {
+    /// ptxas's spill stores and loads.
+    PtxasReport,
+    /// The loaded function's local memory size.
+    LocalMemory,
+    /// `LDL`/`STL` instructions in the SASS.
+    Sass,
+}
+
+impl SpillSource {
+    pub const ALL: [SpillSource; 3] = [
+        SpillSource::PtxasReport,
+        SpillSource::LocalMemory,
+        SpillSource::Sass,
+    ];
+
+    pub fn id(&self) -> &'static str {
+        match self {
+            SpillSource::PtxasReport => "ptxas_report",
+            SpillSource::LocalMemory => "local_memory",
+            SpillSource::Sass => "sass",
+        }
+    }
 }
 
 /// One generated test case: what it checks and which variants it needs measured.
@@ -130,7 +182,17 @@ pub enum Check {
         over: u32,
         min_increase: f64,
     },
-    NoSpills,
+    /// No variant spills, by one source.
+    NoSpills(SpillSource),
+    /// The measured loop has N FFMAs (times the unroll factor) over E independent chains;
+    /// for E = 1 each FFMA accumulates in place (the strict chain).
+    SassShape(Variant),
+    /// The SASS digest is the blessed one.
+    SassUnchanged(Variant),
+    /// Progress does not exceed the physical ceiling of the launch.
+    Ceiling(Variant),
+    /// Each launch took budget / SM clock, within the tolerance.
+    Duration(Variant),
 }
 
 impl Profile {
@@ -145,6 +207,23 @@ impl Profile {
                 needs: vec![v],
             })
             .collect();
+        let per_variant = |prefix: &str, suffix: &str, check: fn(Variant) -> Check| -> Vec<Case> {
+            all.iter()
+                .map(|&v| Case {
+                    name: format!("{prefix}::{v}::{suffix}"),
+                    check: check(v),
+                    needs: vec![v],
+                })
+                .collect()
+        };
+        cases.extend(per_variant("sass", "shape", Check::SassShape));
+        if self.baselines.is_some() {
+            cases.extend(per_variant("sass", "unchanged", Check::SassUnchanged));
+        }
+        if self.validity.is_some() {
+            cases.extend(per_variant("validity", "ceiling", Check::Ceiling));
+            cases.extend(per_variant("validity", "duration", Check::Duration));
+        }
         for inv in &self.invariants {
             let id = inv.id();
             match *inv {
@@ -177,11 +256,11 @@ impl Profile {
                         .filter(|v| v.accumulators == accumulators || v.accumulators == over)
                         .collect(),
                 }),
-                Invariant::NoSpills => cases.push(Case {
-                    name: format!("invariant::{id}"),
-                    check: Check::NoSpills,
+                Invariant::NoSpills => cases.extend(SpillSource::ALL.iter().map(|src| Case {
+                    name: format!("invariant::{id}::{}", src.id()),
+                    check: Check::NoSpills(*src),
                     needs: all.clone(),
-                }),
+                })),
             }
         }
         cases
@@ -205,6 +284,7 @@ struct ProfileFile {
     known_deviations: Vec<DeviationFile>,
     baselines: Option<BaselinesRef>,
     recorded: Option<RecordedFile>,
+    validity: Option<Spanned<Validity>>,
 }
 
 #[derive(Deserialize)]
@@ -269,6 +349,8 @@ struct BaselinesFile {
     profile: Spanned<String>,
     measured: BaselineOrigin,
     progress: HashMap<Spanned<String>, Spanned<f64>>,
+    #[serde(default)]
+    sass: HashMap<Spanned<String>, SassBaseline>,
 }
 
 /// Where a baseline was measured; kept in the generated file for reviewers.
@@ -496,8 +578,45 @@ impl Profile {
             invariants,
             known_deviations: BTreeMap::new(),
             baselines: None,
+            validity: None,
             recorded: None,
         };
+        if let Some(v) = &raw.validity {
+            if v.value.ffma_latency_cycles == 0 || v.value.schedulers_per_sm == 0 {
+                return Err(at(
+                    file,
+                    v,
+                    "validity: ffma_latency_cycles and schedulers_per_sm must be >= 1",
+                ));
+            }
+            let t = &v.value.duration_tolerance;
+            if !(t.is_finite() && *t > 0.0 && *t < 1.0) {
+                return Err(at(
+                    file,
+                    v,
+                    format!(
+                        "validity.duration_tolerance {t}: expected a fraction in (0, 1), e.g. 0.05"
+                    ),
+                ));
+            }
+            profile.validity = Some(v.value);
+        }
+        if let Some(b) = &raw.baselines {
+            let tolerance = tolerance(file, "baselines.tolerance", &b.tolerance)?;
+            let path = dir.join(&b.file.value);
+            // A missing file is not a load error: every variant case then fails saying to
+            // bless one, and `cargo xtask bless` can load the profile to write it.
+            profile.baselines = Some(if path.exists() {
+                load_baselines(&path, &profile, tolerance)?
+            } else {
+                Baselines {
+                    tolerance,
+                    file: path,
+                    progress: BTreeMap::new(),
+                    sass: BTreeMap::new(),
+                }
+            });
+        }
         let case_names: Vec<String> = profile.cases().into_iter().map(|c| c.name).collect();
         for d in &raw.known_deviations {
             if !case_names.contains(&d.case.value) {
@@ -524,21 +643,6 @@ impl Profile {
                     ),
                 ));
             }
-        }
-        if let Some(b) = &raw.baselines {
-            let tolerance = tolerance(file, "baselines.tolerance", &b.tolerance)?;
-            let path = dir.join(&b.file.value);
-            // A missing file is not a load error: every variant case then fails saying to
-            // bless one, and `cargo xtask bless` can load the profile to write it.
-            profile.baselines = Some(if path.exists() {
-                load_baselines(&path, &profile, tolerance)?
-            } else {
-                Baselines {
-                    tolerance,
-                    file: path,
-                    progress: BTreeMap::new(),
-                }
-            });
         }
         if let Some(r) = &raw.recorded {
             profile.recorded = Some(recorded(file, dir, r, &profile)?);
@@ -587,10 +691,25 @@ fn load_baselines(path: &Path, profile: &Profile, tolerance: f64) -> Result<Base
         }
         progress.insert(k.value.clone(), v.value);
     }
+    let mut sass = BTreeMap::new();
+    for (k, v) in &raw.sass {
+        if !variants.iter().any(|x| x.name() == k.value) {
+            return Err(at(
+                path,
+                k,
+                format!(
+                    "SASS baseline for {:?}, which is not a variant of profile {:?}",
+                    k.value, profile.name
+                ),
+            ));
+        }
+        sass.insert(k.value.clone(), v.clone());
+    }
     Ok(Baselines {
         tolerance,
         file: path.to_path_buf(),
         progress,
+        sass,
     })
 }
 
@@ -635,6 +754,7 @@ fn recorded(file: &Path, dir: &Path, r: &RecordedFile, profile: &Profile) -> Res
                 source: r.source.clone(),
                 environment: None,
                 variants: out,
+                sass_unavailable: None,
             })
         }
         (None, Some(path)) => {

@@ -200,6 +200,7 @@ mod tests {
                 VariantResult::recorded(Variant::new(7, 1), 100.0, None),
                 VariantResult::recorded(Variant::new(7, 2), 150.0, None),
             ],
+            sass_unavailable: None,
         };
         let t = table(&r, &[7, 13], &[1, 2, 4]);
         assert!(

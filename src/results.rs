@@ -5,6 +5,7 @@
 //! never a GPU. Stored as versioned JSON.
 
 use crate::error::{Error, Result};
+use crate::sass::SassSummary;
 use crate::variant::Variant;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -22,6 +23,9 @@ pub struct RunResults {
     pub source: String,
     pub environment: Option<Environment>,
     pub variants: Vec<VariantResult>,
+    /// Why the variants carry no SASS (no disassembler on the machine), when they do not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sass_unavailable: Option<String>,
 }
 
 /// Where a measurement was taken: enough to tell a GPU, driver or toolchain change.
@@ -67,6 +71,12 @@ pub struct VariantResult {
     pub output_problems: Vec<String>,
     /// SM clock over the counted launches: budget cycles / elapsed %globaltimer time, MHz.
     pub sm_clock_mhz: Option<f64>,
+    /// What the SASS of the kernel that ran shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sass: Option<SassSummary>,
+    /// Each counted launch's duration by CUDA events, ms.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launch_ms: Vec<f64>,
 }
 
 impl VariantResult {
@@ -87,6 +97,8 @@ impl VariantResult {
             resources,
             output_problems: Vec::new(),
             sm_clock_mhz: None,
+            sass: None,
+            launch_ms: Vec::new(),
         }
     }
 
@@ -253,6 +265,7 @@ mod tests {
             source: "measured".into(),
             environment: None,
             variants: vec![VariantResult::measured(Variant::new(7, 1), vec![vec![3]])],
+            sass_unavailable: None,
         };
         let path = Path::new("r.json");
         assert_eq!(RunResults::from_json(&r.to_json(), path).unwrap(), r);

@@ -138,8 +138,9 @@ impl GpuSession {
             schema: SCHEMA,
             profile: self.profile.name.clone(),
             source: "measured".into(),
-            environment: None,
+            environment: Some(device.environment(&probe.compiled().options, None)),
             variants,
+            sass_unavailable: sass_unavailable(probe.compiled()),
         })
     }
 
@@ -171,6 +172,7 @@ impl GpuSession {
             source: "measured".into(),
             environment: Some(device.environment(&options, clocks.get(clocks.len() / 2).copied())),
             variants,
+            sass_unavailable: self.compiled().and_then(sass_unavailable),
         })
     }
 
@@ -180,11 +182,19 @@ impl GpuSession {
     }
 }
 
+fn sass_unavailable(c: &compile::Compiled) -> Option<String> {
+    match &c.sass {
+        compile::Sass::Unavailable(reason) => Some(reason.clone()),
+        _ => None,
+    }
+}
+
 /// Turns a verdict into libtest's terms, keeping the message for JUnit.
 fn completion(outcome: Outcome) -> (Status, String) {
     match outcome {
         Outcome::Pass(d) => (Status::Passed, d),
         Outcome::Fail(m) => (Status::Failed, m),
+        Outcome::Skipped(reason) => (Status::Ignored, reason),
         Outcome::KnownDeviation { reason, detail } => (
             Status::Ignored,
             format!("known deviation: {reason} (measured now: {detail})"),

@@ -3,7 +3,7 @@
 //! Architecture invariant: nothing here touches a GPU; every verdict can be replayed on
 //! recorded results on any machine.
 
-use crate::profile::{Case, Check, Profile};
+use crate::profile::{Case, Check, Profile, SpillSource};
 use crate::results::{RunResults, VariantResult};
 use crate::variant::Variant;
 
@@ -16,6 +16,8 @@ pub enum Outcome {
     Fail(String),
     /// Does not hold, and the profile records that as a known deviation of this GPU.
     KnownDeviation { reason: String, detail: String },
+    /// Cannot be judged from these results (no SASS, no launch timings); the reason says why.
+    Skipped(String),
 }
 
 impl Outcome {
@@ -101,7 +103,11 @@ fn evaluate_raw(
             min_increase,
             results,
         ),
-        Check::NoSpills => no_spills(found),
+        Check::NoSpills(src) => no_spills(src, found, results),
+        Check::SassShape(v) => sass_shape(v, found[0], results),
+        Check::SassUnchanged(v) => sass_unchanged(v, found[0], profile, results),
+        Check::Ceiling(v) => ceiling(v, found[0], profile),
+        Check::Duration(_) => duration(found[0], profile, results),
     }
 }
 
@@ -238,22 +244,262 @@ fn gain_grows(
     }
 }
 
-/// Why a variant counts as spilling, or as unknown; `None` when it is clean.
+/// Why a variant counts as spilling, or as unknown, by the ptxas report and the local
+/// memory size; `None` when it is clean.
 fn spill_problem(r: &VariantResult) -> Option<String> {
-    match r.resources {
-        None => Some("no register/spill report".into()),
-        Some(res) => res.spill_report().map(|s| format!("spills: {s}")),
+    if r.resources.is_none() {
+        return Some("no register/spill report".into());
+    }
+    let mut found: Vec<String> = SpillSource::ALL
+        .iter()
+        .filter(|s| **s != SpillSource::Sass)
+        .filter_map(|s| spill_by(*s, r).ok().flatten())
+        .collect();
+    found.extend(spill_by(SpillSource::Sass, r).ok().flatten());
+    (!found.is_empty()).then(|| format!("spills: {}", found.join("; ")))
+}
+
+/// A spill by one source: `Ok(Some(what))` spills, `Ok(None)` clean, `Err(())` this source
+/// is absent from the results.
+fn spill_by(src: SpillSource, r: &VariantResult) -> Result<Option<String>, ()> {
+    match src {
+        SpillSource::PtxasReport => {
+            let res = r.resources.ok_or(())?;
+            let n = res.spill_store_bytes + res.spill_load_bytes;
+            Ok((n > 0).then(|| {
+                format!(
+                    "ptxas reports {} bytes spill stores, {} bytes spill loads",
+                    res.spill_store_bytes, res.spill_load_bytes
+                )
+            }))
+        }
+        SpillSource::LocalMemory => {
+            let res = r.resources.ok_or(())?;
+            Ok((res.local_bytes > 0).then(|| format!("{} bytes local memory", res.local_bytes)))
+        }
+        SpillSource::Sass => {
+            let s = r.sass.as_ref().ok_or(())?;
+            Ok((!s.local_memory_instructions.is_empty()).then(|| {
+                format!(
+                    "local memory instructions in the SASS: {}",
+                    s.local_memory_instructions.join(", ")
+                )
+            }))
+        }
     }
 }
 
-fn no_spills(found: &[&VariantResult]) -> Outcome {
-    let bad: Vec<String> = found
-        .iter()
-        .filter_map(|r| spill_problem(r).map(|p| format!("{}: {p}", r.name)))
-        .collect();
-    if bad.is_empty() {
-        Outcome::Pass(format!("no spills in {} variants", found.len()))
+fn no_sass_reason(results: &RunResults) -> String {
+    results
+        .sass_unavailable
+        .clone()
+        .unwrap_or_else(|| format!("the results carry no SASS (source: {})", results.source))
+}
+
+fn no_spills(src: SpillSource, found: &[&VariantResult], results: &RunResults) -> Outcome {
+    let mut bad = Vec::new();
+    let mut absent = Vec::new();
+    for r in found {
+        match spill_by(src, r) {
+            Ok(Some(p)) => bad.push(format!("{}: {p}", r.name)),
+            Ok(None) => {}
+            Err(()) => absent.push(r.name.clone()),
+        }
+    }
+    if !bad.is_empty() {
+        return Outcome::Fail(format!(
+            "spills by the {} (expected none): {}",
+            src.id(),
+            bad.join("; ")
+        ));
+    }
+    if absent.len() == found.len() && src == SpillSource::Sass {
+        return Outcome::Skipped(no_sass_reason(results));
+    }
+    if !absent.is_empty() {
+        return Outcome::Fail(format!("no {} for {}", src.id(), absent.join(", ")));
+    }
+    Outcome::Pass(format!(
+        "no spills by the {} in {} variants",
+        src.id(),
+        found.len()
+    ))
+}
+
+fn sass_shape(v: Variant, r: &VariantResult, results: &RunResults) -> Outcome {
+    let Some(s) = &r.sass else {
+        return Outcome::Skipped(no_sass_reason(results));
+    };
+    let (n, e) = (v.chain, v.effective());
+    let mut problems = Vec::new();
+    let unroll = s.loop_ffma / n;
+    if s.loop_ffma == 0 || s.loop_ffma % n != 0 {
+        problems.push(format!(
+            "the loop has {} FFMAs, expected N = {n} per iteration (or a multiple, if unrolled)",
+            s.loop_ffma
+        ));
+    }
+    if s.loop_chains.len() as u32 != e {
+        problems.push(format!(
+            "the loop has {} independent FFMA chains {:?}, expected E = {e}",
+            s.loop_chains.len(),
+            s.loop_chains
+        ));
+    } else if s.loop_chains.iter().max().unwrap_or(&0) - s.loop_chains.iter().min().unwrap_or(&0)
+        > 1
+    {
+        problems.push(format!(
+            "the chains {:?} are not round-robin (lengths differ by more than one)",
+            s.loop_chains
+        ));
+    }
+    if e == 1 && !s.ffma_accumulates_in_place {
+        problems.push(
+            "acc1 is not a strict chain: some FFMA's destination is not its accumulator source"
+                .into(),
+        );
+    }
+    let detail = format!(
+        "{} FFMAs per loop ({}), {} chains {:?}, {} distinct destination registers {:?}{}",
+        s.loop_ffma,
+        if unroll == 1 {
+            "not unrolled".to_string()
+        } else {
+            format!("unrolled x{unroll}")
+        },
+        s.loop_chains.len(),
+        s.loop_chains,
+        s.loop_ffma_destinations.len(),
+        s.loop_ffma_destinations,
+        if e == 1 && s.ffma_accumulates_in_place {
+            ", strict single-register chain"
+        } else {
+            ""
+        }
+    );
+    if problems.is_empty() {
+        Outcome::Pass(detail)
     } else {
-        Outcome::Fail(format!("spills (expected none): {}", bad.join("; ")))
+        Outcome::Fail(format!(
+            "{v}: {}\n({detail})\nloop body:\n  {}",
+            problems.join("; "),
+            s.loop_body.join("\n  ")
+        ))
+    }
+}
+
+fn sass_unchanged(
+    v: Variant,
+    r: &VariantResult,
+    profile: &Profile,
+    results: &RunResults,
+) -> Outcome {
+    let Some(b) = &profile.baselines else {
+        return Outcome::Skipped("the profile has no baselines".into());
+    };
+    let Some(s) = &r.sass else {
+        return Outcome::Skipped(no_sass_reason(results));
+    };
+    let Some(base) = b.sass.get(&v.name()) else {
+        return Outcome::Fail(format!(
+            "no SASS baseline for {v} in {} (bless one with `cargo xtask bless --profile {} --from RESULTS`)",
+            b.file.display(),
+            profile.name
+        ));
+    };
+    if base.digest == s.digest {
+        return Outcome::Pass(format!("SASS digest {}", &s.digest[..16]));
+    }
+    let old = base.loop_body.join("\n") + "\n";
+    let new = s.loop_body.join("\n") + "\n";
+    let diff = similar::TextDiff::from_lines(&old, &new)
+        .unified_diff()
+        .header("blessed loop", "measured loop")
+        .to_string();
+    Outcome::Fail(format!(
+        "{v}: the SASS changed (digest {} -> {}); {}\n{}If the change is expected, re-bless {}",
+        &base.digest[..16],
+        &s.digest[..16],
+        if old == new {
+            "the loop body is the same, the change is outside it"
+        } else {
+            "the loop body changed"
+        },
+        diff,
+        b.file.display()
+    ))
+}
+
+fn ceiling(v: Variant, r: &VariantResult, profile: &Profile) -> Outcome {
+    let Some(val) = profile.validity else {
+        return Outcome::Skipped("the profile has no validity settings".into());
+    };
+    let p = &profile.probe;
+    let warps_per_scheduler = p
+        .block_threads
+        .div_ceil(32)
+        .div_ceil(val.schedulers_per_sm)
+        .max(1);
+    let (instructions, source) = match &r.sass {
+        Some(s) => (s.loop_body.len() as u32, "SASS loop body"),
+        None => (v.chain, "N FFMAs, a lower bound without SASS"),
+    };
+    let budget = p.budget_cycles as f64;
+    let issue = budget / (instructions as f64 * warps_per_scheduler as f64);
+    let latency = budget * v.effective() as f64 / (v.chain as f64 * val.ffma_latency_cycles as f64);
+    let limit = issue.min(latency);
+    let best = r.summary.map_or(r.mean_progress, |s| s.max as f64);
+    let text = format!(
+        "progress {best:.1} vs ceiling {limit:.1} (issue-bound {issue:.1}: {instructions} instructions per iteration from the {source}, \
+         {warps_per_scheduler} warps per scheduler; latency-bound {latency:.1}: {} partials, {}-cycle FFMA latency)",
+        v.effective(),
+        val.ffma_latency_cycles
+    );
+    if best > limit {
+        Outcome::Fail(format!("{v}: {text}: progress above the physical ceiling means the chain was optimised away or the clock misread"))
+    } else {
+        Outcome::Pass(text)
+    }
+}
+
+fn duration(r: &VariantResult, profile: &Profile, results: &RunResults) -> Outcome {
+    let Some(val) = profile.validity else {
+        return Outcome::Skipped("the profile has no validity settings".into());
+    };
+    if r.launch_ms.is_empty() {
+        return Outcome::Skipped(format!(
+            "no launch durations in the results (source: {})",
+            results.source
+        ));
+    }
+    let Some(mhz) = results
+        .environment
+        .as_ref()
+        .and_then(|e| e.sm_clock_rated_mhz)
+    else {
+        return Outcome::Skipped("no SM clock in the results' environment".into());
+    };
+    let expected = profile.probe.budget_cycles as f64 / (mhz * 1e3);
+    let worst = r
+        .launch_ms
+        .iter()
+        .copied()
+        .max_by(|a, b| {
+            (a / expected - 1.0)
+                .abs()
+                .total_cmp(&(b / expected - 1.0).abs())
+        })
+        .unwrap_or(expected);
+    let rel = worst / expected - 1.0;
+    let text = format!(
+        "{} launches, worst {worst:.4} ms vs budget / SM clock = {expected:.4} ms at {mhz:.0} MHz: {} (tolerance ±{:.1}%)",
+        r.launch_ms.len(),
+        pct(rel),
+        val.duration_tolerance * 100.0
+    );
+    if rel.abs() > val.duration_tolerance || !worst.is_finite() {
+        Outcome::Fail(format!("{}: {text}", r.name))
+    } else {
+        Outcome::Pass(text)
     }
 }

@@ -50,11 +50,24 @@ fn documented_profile_passes_on_its_recorded_table() {
     let p = load("documented");
     let r = p.recorded.clone().unwrap();
     let cases = p.cases();
-    assert_eq!(cases.len(), 24 + 3 + 1 + 1);
+    // 24 variants, 24 SASS shapes, 24 ceilings, 24 durations, 3 peaks, 1 trend, 3 spill sources.
+    assert_eq!(cases.len(), 24 * 4 + 3 + 1 + 3);
+    let mut passed = 0;
     for c in &cases {
-        let o = evaluate(c, &p, &r);
-        assert!(matches!(o, Outcome::Pass(_)), "{}: {o:?}", c.name);
+        match evaluate(c, &p, &r) {
+            Outcome::Pass(_) => passed += 1,
+            // The study's table has no SASS and no launch timings.
+            Outcome::Skipped(reason) => assert!(
+                (c.name.starts_with("sass::") || c.name == "invariant::no_spills::sass")
+                    && reason.contains("carry no SASS")
+                    || c.name.ends_with("::duration") && reason.contains("no launch durations"),
+                "{}: {reason}",
+                c.name
+            ),
+            o => panic!("{}: {o:?}", c.name),
+        }
     }
+    assert_eq!(passed, 24 + 24 + 3 + 1 + 2);
 }
 
 #[test]
@@ -120,10 +133,10 @@ fn a_spill_in_the_ptxas_log_fails_the_variant_and_no_spills() {
             local_bytes: local,
         });
     }
-    let m = fail_text(outcome(&p, &r, "invariant::no_spills"));
+    let m = fail_text(outcome(&p, &r, "invariant::no_spills::ptxas_report"));
     assert!(
         m.contains(
-            "chain29_acc16_effective16: spills: 24 bytes spill stores, 24 bytes spill loads"
+            "chain29_acc16_effective16: ptxas reports 24 bytes spill stores, 24 bytes spill loads"
         ),
         "{m}"
     );
@@ -153,6 +166,12 @@ fn h200_profile_is_green_on_its_recorded_run_with_three_known_deviations() {
         match evaluate(&c, &p, &r) {
             Outcome::Pass(_) => {}
             Outcome::KnownDeviation { .. } => deviations += 1,
+            // TODO(issue 3): re-record with SASS and launch timings, then allow no skips.
+            Outcome::Skipped(reason) => assert!(
+                reason.contains("carry no SASS") || reason.contains("no launch durations"),
+                "{}: skipped: {reason}",
+                c.name
+            ),
             Outcome::Fail(m) => panic!("{}: {m}", c.name),
         }
     }
@@ -237,7 +256,7 @@ fn bad(text: &str) -> String {
 #[test]
 fn the_good_fixture_loads() {
     let p = Profile::parse(GOOD, Path::new("expectations/t.yaml")).unwrap();
-    assert_eq!(p.cases().len(), 4 + 2 + 1 + 1);
+    assert_eq!(p.cases().len(), 4 + 4 + 2 + 1 + 3);
 }
 
 #[test]
@@ -423,4 +442,191 @@ fn bless_writes_a_loadable_generated_file_and_a_readable_diff() {
         150_000.0
     );
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+// --- SASS: mutated disassembly fails the right case ---------------------------------------
+
+/// The H200 profile with SASS baselines taken from `sass`, and its recorded results with
+/// the SASS summaries of `mutated` attached.
+fn with_sass(sass: &str, mutated: &str) -> (Profile, RunResults) {
+    use accprobe::compile::{read_sass, Sass};
+    let mut p = load("h200");
+    let variants = p.probe.variants();
+    let summaries = |text: &str| match read_sass(text.to_string(), "test".into(), &variants) {
+        Sass::Read { kernels, .. } => kernels,
+        other => panic!("{other:?}"),
+    };
+    let base = summaries(sass);
+    let b = p.baselines.as_mut().unwrap();
+    b.sass = base
+        .iter()
+        .map(|(k, s)| {
+            (
+                k.clone(),
+                accprobe::profile::SassBaseline {
+                    digest: s.digest.clone(),
+                    loop_body: s.loop_body.clone(),
+                },
+            )
+        })
+        .collect();
+    let now = summaries(mutated);
+    let mut r = p.recorded.clone().unwrap();
+    for v in r.variants.iter_mut() {
+        v.sass = Some(now[&v.name].clone());
+    }
+    (p, r)
+}
+
+fn h200_sass() -> String {
+    std::fs::read_to_string(root().join("tests/data/h200/sass.txt")).unwrap()
+}
+
+/// Replaces the first occurrence of `from` after the header of `function`.
+fn mutate(sass: &str, function: &str, from: &str, to: &str) -> String {
+    let at = sass.find(&format!("Function : {function}\n")).unwrap();
+    let rel = sass[at..]
+        .find(from)
+        .unwrap_or_else(|| panic!("{from:?} not in {function}"));
+    format!(
+        "{}{}{}",
+        &sass[..at + rel],
+        to,
+        &sass[at + rel + from.len()..]
+    )
+}
+
+#[test]
+fn unmutated_sass_passes_every_sass_case_on_the_h200() {
+    let sass = h200_sass();
+    let (p, r) = with_sass(&sass, &sass);
+    for c in p
+        .cases()
+        .iter()
+        .filter(|c| c.name.starts_with("sass::") || c.name.starts_with("invariant::no_spills"))
+    {
+        let o = evaluate(c, &p, &r);
+        assert!(matches!(o, Outcome::Pass(_)), "{}: {o:?}", c.name);
+    }
+    let shape = outcome(&p, &r, "sass::chain29_acc1_effective1::shape");
+    assert!(
+        matches!(&shape, Outcome::Pass(d) if d.contains("strict single-register chain") && d.contains("not unrolled")),
+        "{shape:?}"
+    );
+}
+
+#[test]
+fn an_stl_in_the_sass_fails_the_sass_spill_case_and_the_variant() {
+    let sass = h200_sass();
+    let stl = mutate(&sass, "chain13_acc8_effective8", "FFMA R", "STL [R1], R");
+    let (p, r) = with_sass(&sass, &stl);
+    let m = fail_text(outcome(&p, &r, "invariant::no_spills::sass"));
+    assert!(
+        m.contains("chain13_acc8_effective8: local memory instructions in the SASS")
+            && m.contains("STL [R1]"),
+        "{m}"
+    );
+    assert!(matches!(
+        outcome(&p, &r, "invariant::no_spills::ptxas_report"),
+        Outcome::Pass(_)
+    ));
+    let m = fail_text(outcome(&p, &r, "probe::chain13_acc8_effective8"));
+    assert!(m.contains("STL"), "{m}");
+    let m = fail_text(outcome(&p, &r, "sass::chain13_acc8_effective8::unchanged"));
+    assert!(m.contains("-FFMA") && m.contains("+STL"), "{m}");
+}
+
+#[test]
+fn a_removed_ffma_fails_the_shape_and_the_digest() {
+    let sass = h200_sass();
+    let fewer = mutate(
+        &sass,
+        "chain7_acc2_effective2",
+        "FFMA R10, R10, R9.reuse, UR8 ;",
+        "NOP ;",
+    );
+    let (p, r) = with_sass(&sass, &fewer);
+    let m = fail_text(outcome(&p, &r, "sass::chain7_acc2_effective2::shape"));
+    assert!(m.contains("the loop has 6 FFMAs, expected N = 7"), "{m}");
+    assert!(m.contains("loop body:\n  NOP"), "{m}");
+    let m = fail_text(outcome(&p, &r, "sass::chain7_acc2_effective2::unchanged"));
+    assert!(
+        m.contains("the loop body changed") && m.contains("+NOP"),
+        "{m}"
+    );
+    assert!(matches!(
+        outcome(&p, &r, "sass::chain7_acc1_effective1::shape"),
+        Outcome::Pass(_)
+    ));
+}
+
+#[test]
+fn a_renamed_register_breaks_the_strict_chain_of_acc1() {
+    let sass = h200_sass();
+    let renamed = mutate(
+        &sass,
+        "chain13_acc1_effective1",
+        "FFMA R10, R10, R9, UR8",
+        "FFMA R12, R10, R9, UR8",
+    );
+    let (p, r) = with_sass(&sass, &renamed);
+    let m = fail_text(outcome(&p, &r, "sass::chain13_acc1_effective1::shape"));
+    assert!(m.contains("acc1 is not a strict chain"), "{m}");
+    let m = fail_text(outcome(&p, &r, "sass::chain13_acc1_effective1::unchanged"));
+    assert!(
+        m.contains("-FFMA R10, R10, R9, UR8") && m.contains("+FFMA R12, R10, R9, UR8"),
+        "{m}"
+    );
+}
+
+#[test]
+fn progress_above_the_physical_ceiling_fails_validity() {
+    let sass = h200_sass();
+    let (p, mut r) = with_sass(&sass, &sass);
+    // acc1 at N=29 can do at most one FFMA every 4 cycles: 10M / (29 * 4) = 86,206.9.
+    let ok = outcome(&p, &r, "validity::chain29_acc1_effective1::ceiling");
+    assert!(
+        matches!(&ok, Outcome::Pass(d) if d.contains("latency-bound 86206.9")),
+        "{ok:?}"
+    );
+    set(&mut r, Variant::new(29, 1), 90_000.0);
+    r.variants
+        .iter_mut()
+        .find(|v| v.name == "chain29_acc1_effective1")
+        .unwrap()
+        .summary = None;
+    let m = fail_text(outcome(
+        &p,
+        &r,
+        "validity::chain29_acc1_effective1::ceiling",
+    ));
+    assert!(
+        m.contains("above the physical ceiling") && m.contains("optimised away"),
+        "{m}"
+    );
+}
+
+#[test]
+fn launch_durations_far_from_budget_over_clock_fail_validity() {
+    let p = load("h200");
+    let mut r = p.recorded.clone().unwrap();
+    // 10M cycles at 1980 MHz = 5.0505 ms.
+    for v in r.variants.iter_mut() {
+        v.launch_ms = vec![5.06; 10];
+    }
+    assert!(matches!(
+        outcome(&p, &r, "validity::chain7_acc1_effective1::duration"),
+        Outcome::Pass(_)
+    ));
+    r.variants[0].launch_ms[4] = 5.6;
+    let m = fail_text(outcome(
+        &p,
+        &r,
+        "validity::chain7_acc1_effective1::duration",
+    ));
+    assert!(
+        m.contains("worst 5.6000 ms vs budget / SM clock = 5.0505 ms at 1980 MHz")
+            && m.contains("±5.0%"),
+        "{m}"
+    );
 }

@@ -88,6 +88,7 @@ fn gate(dir: &Path, results: &Path, profile: Option<&str>) -> Result<bool, Strin
                 failed += 1;
                 ("FAILED ", m)
             }
+            Outcome::Skipped(reason) => ("skipped", reason),
             Outcome::KnownDeviation { reason, detail } => {
                 ("ignored", format!("known deviation: {reason} ({detail})"))
             }

@@ -1,0 +1,450 @@
+//! Part of stage 3 (compile): the SASS of the CUBIN that ran, parsed per kernel, and what
+//! the study's conclusions rest on read off it: local-memory instructions, the measured
+//! loop, its FFMAs and their destination registers, and a digest of the normalised code.
+//!
+//! Reads `cuobjdump -sass` output (`Function : NAME` headers, `/*ADDR*/ INSTR ;` lines) and
+//! `nvdisasm` output (`.text.NAME:` headers, `.L_x_N:` labels, `` `(.L_x_N) `` targets).
+//! Pure text in, plain data out: tested on SASS recorded on the H200.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// One instruction, normalised: no address, no encoding, branch targets relative.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instruction {
+    pub address: u64,
+    /// `@P0 BRA` keeps its predicate; `.reuse` flags are kept (they are ptxas decisions).
+    pub text: String,
+    /// For branches: the target address.
+    pub target: Option<u64>,
+}
+
+impl Instruction {
+    /// The opcode without predicate or modifiers: `FFMA`, `BRA`, `LDL`.
+    pub fn opcode(&self) -> &str {
+        let t = self.text.trim_start();
+        let t = if t.starts_with('@') {
+            t.split_once(' ').map_or("", |x| x.1)
+        } else {
+            t
+        };
+        let op = t.split_whitespace().next().unwrap_or("");
+        op.split('.').next().unwrap_or(op)
+    }
+
+    /// Operands, `.reuse` flags removed: `FFMA R10, R10, R9.reuse, UR8` -> [R10, R10, R9, UR8].
+    pub fn operands(&self) -> Vec<String> {
+        let t = self.text.trim_start();
+        let t = if t.starts_with('@') {
+            t.split_once(' ').map_or("", |x| x.1)
+        } else {
+            t
+        };
+        let rest = t.split_once(char::is_whitespace).map_or("", |x| x.1);
+        rest.split(',')
+            .map(|o| o.trim().replace(".reuse", ""))
+            .filter(|o| !o.is_empty())
+            .collect()
+    }
+
+    /// The text with the branch target written relative to this instruction, in instructions.
+    fn normalised(&self) -> String {
+        match self.target {
+            Some(t) => {
+                let rel = (t as i64 - self.address as i64) / 16;
+                let head = self
+                    .text
+                    .split_whitespace()
+                    .take_while(|w| !w.starts_with("0x") && !w.starts_with('`'))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                format!("{head} {rel:+}")
+            }
+            None => self.text.split_whitespace().collect::<Vec<_>>().join(" "),
+        }
+    }
+}
+
+/// A parse failure; `line` is 1-based.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    pub line: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SASS line {}: {}", self.line, self.message)
+    }
+}
+
+/// Parses disassembly into each function's instructions.
+pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseError> {
+    let mut out: BTreeMap<String, Vec<Instruction>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    let mut labels: BTreeMap<String, u64> = BTreeMap::new();
+    let mut pending_labels: Vec<String> = Vec::new();
+    let mut unresolved: Vec<(String, usize, usize, String)> = Vec::new(); // fn, index, line, label
+    for (i, raw) in text.lines().enumerate() {
+        let n = i + 1;
+        let err = |message: String| ParseError { line: n, message };
+        let line = raw.trim();
+        if let Some(name) = line.strip_prefix("Function : ") {
+            current = Some(name.trim().to_string());
+            out.entry(name.trim().to_string()).or_default();
+            continue;
+        }
+        if let Some(name) = line
+            .strip_prefix(".text.")
+            .and_then(|l| l.strip_suffix(':'))
+        {
+            current = Some(name.to_string());
+            out.entry(name.to_string()).or_default();
+            continue;
+        }
+        if line.starts_with(".L_") && line.ends_with(':') {
+            pending_labels.push(line.trim_end_matches(':').to_string());
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("/*") else {
+            continue;
+        };
+        let Some((addr, body)) = rest.split_once("*/") else {
+            return Err(err(format!("unterminated address comment in {line:?}")));
+        };
+        if !addr.bytes().all(|b| b.is_ascii_hexdigit()) || addr.is_empty() {
+            continue; // an encoding line: /* 0x000fe2... */
+        }
+        let address =
+            u64::from_str_radix(addr, 16).map_err(|e| err(format!("bad address {addr:?}: {e}")))?;
+        let Some(instr) = body
+            .split(';')
+            .next()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        else {
+            return Err(err(format!(
+                "no instruction after address {addr} (truncated?)"
+            )));
+        };
+        let name = current
+            .clone()
+            .ok_or_else(|| err("instruction before any function header".into()))?;
+        for l in pending_labels.drain(..) {
+            labels.insert(format!("{name}/{l}"), address);
+        }
+        let instr = instr.to_string();
+        let mut target = None;
+        if instr
+            .split_whitespace()
+            .any(|w| w == "BRA" || w.starts_with("BRA."))
+        {
+            if let Some(hex) = instr.split_whitespace().find_map(|w| w.strip_prefix("0x")) {
+                target = Some(
+                    u64::from_str_radix(hex.trim_end_matches(';'), 16)
+                        .map_err(|e| err(format!("bad branch target in {instr:?}: {e}")))?,
+                );
+            } else if let Some(l) = instr.split("`(").nth(1).and_then(|s| s.split(')').next()) {
+                let f = out.get(&name).map_or(0, |v| v.len());
+                unresolved.push((name.clone(), f, n, l.to_string()));
+            } else {
+                return Err(err(format!("branch without a target: {instr:?}")));
+            }
+        }
+        out.entry(name).or_default().push(Instruction {
+            address,
+            text: instr,
+            target,
+        });
+    }
+    for (f, idx, line, label) in unresolved {
+        let addr = labels
+            .get(&format!("{f}/{label}"))
+            .copied()
+            .ok_or(ParseError {
+                line,
+                message: format!("branch to unknown label {label}"),
+            })?;
+        if let Some(i) = out.get_mut(&f).and_then(|v| v.get_mut(idx)) {
+            i.target = Some(addr);
+        }
+    }
+    if let Some((name, _)) = out.iter().find(|(_, v)| v.is_empty()) {
+        return Err(ParseError {
+            line: text.lines().count(),
+            message: format!("function {name} has no instructions (truncated?)"),
+        });
+    }
+    Ok(out)
+}
+
+/// What the SASS of one variant shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SassSummary {
+    /// SHA-256 of the whole function's normalised instructions.
+    pub digest: String,
+    /// Local-memory instructions (`LDL`/`STL`) anywhere in the function.
+    pub local_memory_instructions: Vec<String>,
+    /// The measured loop, normalised: from the back branch's target to the back branch.
+    pub loop_body: Vec<String>,
+    /// FFMAs in the loop body.
+    pub loop_ffma: u32,
+    /// Distinct FFMA destination registers in the loop, in order of first appearance.
+    pub loop_ffma_destinations: Vec<String>,
+    /// Every loop FFMA's destination is also one of its sources (the accumulator).
+    pub ffma_accumulates_in_place: bool,
+    /// FFMAs per independent dependency chain in the loop: a chain starts at an FFMA whose
+    /// sources no earlier loop FFMA wrote, and follows through FFMAs and MOVs. This counts
+    /// partials even where ptxas renames registers between iterations (it does at N=29).
+    pub loop_chains: Vec<u32>,
+}
+
+/// The dependency chains of the FFMAs in a loop body (see [`SassSummary::loop_chains`]).
+fn chains(body: &[Instruction]) -> Vec<u32> {
+    let mut lengths: Vec<u32> = Vec::new();
+    for c in chain_of_each(body).into_iter().flatten() {
+        if c >= lengths.len() {
+            lengths.resize(c + 1, 0);
+        }
+        lengths[c] += 1;
+    }
+    lengths
+}
+
+/// For each instruction of a loop body, the FFMA chain (partial accumulator) it extends,
+/// numbered in order of first appearance; `None` for anything but an FFMA.
+pub fn chain_of_each(body: &[Instruction]) -> Vec<Option<usize>> {
+    let mut holder: BTreeMap<String, usize> = BTreeMap::new();
+    let mut next = 0;
+    let mut out = Vec::new();
+    for i in body {
+        let ops = i.operands();
+        let Some(dest) = ops
+            .first()
+            .filter(|d| d.starts_with('R') && *d != "RZ")
+            .cloned()
+        else {
+            out.push(None);
+            continue;
+        };
+        match i.opcode() {
+            "FFMA" => {
+                let chain = ops[1..]
+                    .iter()
+                    .find_map(|s| holder.get(s).copied())
+                    .unwrap_or_else(|| {
+                        next += 1;
+                        next - 1
+                    });
+                holder.insert(dest, chain);
+                out.push(Some(chain));
+                continue;
+            }
+            "MOV" => match ops.get(1).and_then(|s| holder.get(s).copied()) {
+                Some(c) => {
+                    holder.insert(dest, c);
+                }
+                None => {
+                    holder.remove(&dest);
+                }
+            },
+            _ => {
+                holder.remove(&dest);
+            }
+        }
+        out.push(None);
+    }
+    out
+}
+
+/// Reads normalised loop-body lines (as stored in results) back as instructions.
+pub fn from_lines(lines: &[String]) -> Vec<Instruction> {
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| Instruction {
+            address: 16 * i as u64,
+            text: l.clone(),
+            target: None,
+        })
+        .collect()
+}
+
+/// Reads the summary of one function; `None` when no loop with a clock read is found.
+pub fn summarise(instructions: &[Instruction]) -> Result<SassSummary, String> {
+    let normalised: Vec<String> = instructions.iter().map(Instruction::normalised).collect();
+    let mut h = Sha256::new();
+    for l in &normalised {
+        h.update(l.as_bytes());
+        h.update(b"\n");
+    }
+    let digest = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let local_memory_instructions = instructions
+        .iter()
+        .filter(|i| matches!(i.opcode(), "LDL" | "STL"))
+        .map(|i| format!("/*{:04x}*/ {}", i.address, i.text))
+        .collect();
+    // The measured loop: a backward branch whose body reads the clock.
+    let back = instructions.iter().enumerate().find_map(|(end, i)| {
+        let t = i.target.filter(|&t| t <= i.address)?;
+        let start = instructions.iter().position(|x| x.address == t)?;
+        instructions[start..=end]
+            .iter()
+            .any(|x| x.text.contains("SR_CLOCKLO"))
+            .then_some((start, end))
+    });
+    let (start, end) =
+        back.ok_or("no backward branch around a clock read: the measured loop is not in the SASS")?;
+    let body = &instructions[start..=end];
+    let ffmas: Vec<&Instruction> = body.iter().filter(|i| i.opcode() == "FFMA").collect();
+    let mut dests: Vec<String> = Vec::new();
+    let mut in_place = !ffmas.is_empty();
+    for f in &ffmas {
+        let ops = f.operands();
+        let Some(d) = ops.first() else { continue };
+        if !dests.contains(d) {
+            dests.push(d.clone());
+        }
+        in_place &= ops[1..].contains(d);
+    }
+    Ok(SassSummary {
+        digest,
+        local_memory_instructions,
+        loop_body: normalised[start..=end].to_vec(),
+        loop_ffma: ffmas.len() as u32,
+        loop_ffma_destinations: dests,
+        ffma_accumulates_in_place: in_place,
+        loop_chains: chains(body),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CUOBJDUMP: &str = "
+\t\tFunction : k
+        /*0000*/                   CS2R R4, SR_CLOCKLO ;                        /* 0x0000000000047805 */
+                                                                                 /* 0x000fe40000015000 */
+        /*0010*/                   FFMA R10, R10, R9.reuse, UR8 ;                /* 0x000000080a0a7e23 */
+                                                                                 /* 0x000fe20008000009 */
+        /*0020*/                   FFMA R11, R11, R9, UR8 ;                     /* 0x000000080b0b7e23 */
+        /*0030*/                   CS2R R6, SR_CLOCKLO ;                        /* 0x0000000000067805 */
+        /*0040*/              @!P0 BRA 0x10 ;                                   /* 0xfffffffc00f08947 */
+        /*0050*/                   EXIT ;                                       /* 0x000000000000794d */
+        /*0060*/                   BRA 0x60;                                    /* 0xfffffffc00fc7947 */
+";
+
+    const NVDISASM: &str = "
+.text.k:
+        /*0000*/                   CS2R R4, SR_CLOCKLO ;
+.L_x_0:
+        /*0010*/                   FFMA R10, R10, R9.reuse, UR8 ;
+        /*0020*/                   FFMA R11, R11, R9, UR8 ;
+        /*0030*/                   CS2R R6, SR_CLOCKLO ;
+        /*0040*/              @!P0 BRA `(.L_x_0) ;
+        /*0050*/                   EXIT ;
+.L_x_1:
+        /*0060*/                   BRA `(.L_x_1);
+";
+
+    #[test]
+    fn both_disassemblers_give_the_same_loop_and_digest() {
+        let a = summarise(&parse(CUOBJDUMP).unwrap()["k"]).unwrap();
+        let b = summarise(&parse(NVDISASM).unwrap()["k"]).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(
+            a.loop_body,
+            vec![
+                "FFMA R10, R10, R9.reuse, UR8",
+                "FFMA R11, R11, R9, UR8",
+                "CS2R R6, SR_CLOCKLO",
+                "@!P0 BRA -3"
+            ]
+        );
+        assert_eq!(a.loop_ffma, 2);
+        assert_eq!(a.loop_ffma_destinations, vec!["R10", "R11"]);
+        assert!(a.ffma_accumulates_in_place);
+        assert_eq!(a.loop_chains, vec![1, 1]);
+        assert!(a.local_memory_instructions.is_empty());
+    }
+
+    #[test]
+    fn opcodes_and_operands_drop_predicates_modifiers_and_reuse() {
+        let i = Instruction {
+            address: 0,
+            text: "@P1 FFMA.FTZ R1, R2.reuse, R3, R1".into(),
+            target: None,
+        };
+        assert_eq!(i.opcode(), "FFMA");
+        assert_eq!(i.operands(), vec!["R1", "R2", "R3", "R1"]);
+    }
+
+    #[test]
+    fn malformed_and_truncated_sass_are_errors() {
+        assert!(parse("        /*0010*/ FFMA R1, R1, R2, R3 ;")
+            .unwrap_err()
+            .message
+            .contains("before any function"));
+        assert!(parse("Function : k\n        /*0010*/   ")
+            .unwrap_err()
+            .message
+            .contains("no instruction"));
+        assert!(parse("Function : k\n")
+            .unwrap_err()
+            .message
+            .contains("no instructions"));
+        assert!(parse("Function : k\n /*0010*/ @P0 BRA `(.L_x_9) ;")
+            .unwrap_err()
+            .message
+            .contains("unknown label"));
+        assert!(parse("Function : k\n /*0010*/ BRA ;")
+            .unwrap_err()
+            .message
+            .contains("without a target"));
+        let no_loop =
+            parse("Function : k\n /*0000*/ FFMA R1, R1, R2, R3 ;\n /*0010*/ EXIT ;").unwrap();
+        assert!(summarise(&no_loop["k"])
+            .unwrap_err()
+            .contains("no backward branch"));
+    }
+}
+
+#[cfg(test)]
+mod recorded {
+    use super::*;
+    use crate::variant::matrix;
+
+    /// `cuobjdump -sass` of the CUBIN that ran on the H200 on 2026-11-29 (NVRTC 13.0, sm_90).
+    const H200: &str = include_str!("../tests/data/h200/sass.txt");
+
+    #[test]
+    fn every_h200_variant_has_n_ffmas_over_e_registers_and_no_local_memory() {
+        let functions = parse(H200).unwrap();
+        assert_eq!(functions.len(), 24);
+        for v in matrix(&[7, 13, 29], &[1, 2, 3, 4, 5, 7, 8, 16]) {
+            let s = summarise(&functions[&v.name()]).unwrap();
+            assert_eq!(s.loop_ffma, v.chain, "{v}: {:#?}", s.loop_body);
+            assert_eq!(
+                s.loop_chains.len() as u32,
+                v.effective(),
+                "{v}: {:?}",
+                s.loop_chains
+            );
+            let (lo, hi) = (
+                s.loop_chains.iter().min().unwrap(),
+                s.loop_chains.iter().max().unwrap(),
+            );
+            assert!(hi - lo <= 1, "{v}: round-robin chains {:?}", s.loop_chains);
+            if v.effective() == 1 {
+                assert!(s.ffma_accumulates_in_place, "{v}");
+            }
+            assert!(s.local_memory_instructions.is_empty(), "{v}");
+            assert_eq!(s.digest.len(), 64);
+        }
+        let acc1 = summarise(&functions["chain29_acc1_effective1"]).unwrap();
+        assert_eq!(acc1.loop_ffma_destinations, vec!["R11"]);
+    }
+}
