@@ -5,7 +5,7 @@
 //! baselines file is, atomically, and never under `CI`.
 
 use crate::error::{Error, Result};
-use crate::profile::Profile;
+use crate::profile::{Baselines, Profile};
 use crate::report::write_atomic;
 use crate::results::RunResults;
 use std::collections::BTreeMap;
@@ -76,7 +76,7 @@ pub fn prepare(
     results_label: &str,
     command: &str,
     file: &Path,
-    current: Option<&BTreeMap<String, f64>>,
+    current: Option<&Baselines>,
 ) -> Blessing {
     let env = results
         .environment
@@ -113,8 +113,26 @@ pub fn prepare(
             new.insert(v.name(), (r.mean_progress * 10.0).round() / 10.0);
         }
     }
+    let with_sass: Vec<_> = profile
+        .probe
+        .variants()
+        .into_iter()
+        .filter_map(|v| results.get(v).and_then(|r| r.sass.as_ref()).map(|x| (v, x)))
+        .collect();
+    if !with_sass.is_empty() {
+        s.push_str("sass:\n");
+        for (v, x) in &with_sass {
+            s.push_str(&format!(
+                "  {v}:\n    digest: {}\n    loop_body:\n",
+                quoted(&x.digest)
+            ));
+            for l in &x.loop_body {
+                s.push_str(&format!("      - {}\n", quoted(l)));
+            }
+        }
+    }
     let empty = BTreeMap::new();
-    let old = current.unwrap_or(&empty);
+    let old = current.map_or(&empty, |b| &b.progress);
     let mut diff = Vec::new();
     for v in profile.probe.variants() {
         let name = v.name();
@@ -125,6 +143,19 @@ pub fn prepare(
             )),
             (None, Some(b)) => diff.push(format!("+ {name}: {b:.1}")),
             (Some(a), None) => diff.push(format!("- {name}: {a:.1}")),
+            _ => {}
+        }
+    }
+    let empty_sass = BTreeMap::new();
+    let old_sass = current.map_or(&empty_sass, |b| &b.sass);
+    for (v, x) in &with_sass {
+        match old_sass.get(&v.name()) {
+            Some(b) if b.digest != x.digest => diff.push(format!(
+                "~ {v}: SASS digest {} -> {}",
+                &b.digest[..16],
+                &x.digest[..16]
+            )),
+            None => diff.push(format!("+ {v}: SASS digest {}", &x.digest[..16])),
             _ => {}
         }
     }

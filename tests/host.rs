@@ -402,7 +402,7 @@ fn bless_writes_a_loadable_generated_file_and_a_readable_diff() {
     let dir = std::env::temp_dir().join(format!("accprobe-bless-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("baselines")).unwrap();
     let file = dir.join("baselines/h200.yaml");
-    let current = &p.baselines.as_ref().unwrap().progress;
+    let current = p.baselines.as_ref().unwrap();
     let b = bless::prepare(
         &p,
         &r,
@@ -629,4 +629,33 @@ fn launch_durations_far_from_budget_over_clock_fail_validity() {
             && m.contains("±5.0%"),
         "{m}"
     );
+}
+
+#[test]
+fn bless_carries_sass_digests_and_loop_bodies_into_the_generated_file() {
+    use accprobe::bless;
+    let sass = h200_sass();
+    let (p, r) = with_sass(&sass, &sass);
+    let dir = std::env::temp_dir().join(format!("accprobe-bless-sass-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("baselines")).unwrap();
+    let file = dir.join("baselines/h200.yaml");
+    let plain = load("h200");
+    let b = bless::prepare(&p, &r, "run.json", "cmd", &file, plain.baselines.as_ref());
+    assert_eq!(b.diff.len(), 24, "{:?}", b.diff);
+    assert!(
+        b.diff[0].starts_with("+ chain7_acc1_effective1: SASS digest "),
+        "{:?}",
+        b.diff
+    );
+    std::fs::write(&file, &b.contents).unwrap();
+    let text = std::fs::read_to_string(root().join("expectations/h200.yaml"))
+        .unwrap()
+        .replace(
+            "../docs/results/",
+            &format!("{}/docs/results/", root().display()),
+        );
+    std::fs::write(dir.join("h200.yaml"), text).unwrap();
+    let reloaded = Profile::load(&dir.join("h200.yaml")).unwrap();
+    assert_eq!(reloaded.baselines.unwrap().sass, p.baselines.unwrap().sass);
+    std::fs::remove_dir_all(dir).unwrap();
 }
