@@ -3,24 +3,37 @@
 // One template; the compile stage (src/compile.rs) appends one ACCPROBE_VARIANT(N, K, E)
 // line per variant of the profile, so the whole matrix is one NVRTC program and every
 // variant is an extern "C" kernel named as the study names it: chainN_accK_effectiveE.
+// The sink-isolation variants (PROBE.md, "The next experiment") come from
+// ACCPROBE_SINK_VARIANT(N, K, E, MODE) and are named chainN_accK_effectiveE_sinkMODE.
 //
 // One loop iteration issues the N FFMAs of the chain round-robin over the E partials.
 // Each warp loops until its clock64() budget is spent; lane 0 writes the warp's progress
-// (iterations completed) and its elapsed %globaltimer nanoseconds. After the loop the
+// (iterations completed), its elapsed %globaltimer nanoseconds and the SM it ran on (%smid). After the loop the
 // partials are summed (the sink) and every thread stores the sum, so nothing can be
 // optimised away. The FMA operands and the budget are kernel arguments, not constants.
 
-template <int N, int E>
+// Sink modes: A sums all partials after the loop and stores the sum (the documented probe);
+// B stores one partial and keeps the others live behind a condition that never holds at run
+// time (budget < 0); C stores every partial; D sums the partials inside every iteration into
+// a running total and stores the total.
+#define ACCPROBE_SINK_A 0
+#define ACCPROBE_SINK_B 1
+#define ACCPROBE_SINK_C 2
+#define ACCPROBE_SINK_D 3
+
+template <int N, int E, int SINK>
 __device__ __forceinline__ void accprobe_chain(float a, float b, long long budget,
                                                float *__restrict__ out,
                                                unsigned long long *__restrict__ progress,
-                                               unsigned long long *__restrict__ elapsed_ns)
+                                               unsigned long long *__restrict__ elapsed_ns,
+                                               unsigned int *__restrict__ sm_ids)
 {
     float acc[E];
 #pragma unroll
     for (int e = 0; e < E; ++e) {
         acc[e] = b * (float)(threadIdx.x + e + 1);
     }
+    float total = 0.0f;
     unsigned long long t0;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     const long long start = clock64();
@@ -30,29 +43,69 @@ __device__ __forceinline__ void accprobe_chain(float a, float b, long long budge
         for (int i = 0; i < N; ++i) {
             acc[i % E] = fmaf(acc[i % E], a, b);
         }
+        if (SINK == ACCPROBE_SINK_D) {
+            float s = 0.0f;
+#pragma unroll
+            for (int e = 0; e < E; ++e) {
+                s += acc[e];
+            }
+            total += s;
+        }
         ++iterations;
     }
     unsigned long long t1;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
 
-    float sink = 0.0f;
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-        sink += acc[e];
-    }
     const unsigned int thread = blockIdx.x * blockDim.x + threadIdx.x;
-    out[thread] = sink;
+    if (SINK == ACCPROBE_SINK_C) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            out[thread * E + e] = acc[e];
+        }
+    } else if (SINK == ACCPROBE_SINK_B) {
+        out[thread] = acc[0];
+        if (budget < 0) {
+            float rest = 0.0f;
+#pragma unroll
+            for (int e = 1; e < E; ++e) {
+                rest += acc[e];
+            }
+            out[thread] = rest;
+        }
+    } else {
+        float sink = SINK == ACCPROBE_SINK_D ? total : 0.0f;
+        if (SINK == ACCPROBE_SINK_A) {
+#pragma unroll
+            for (int e = 0; e < E; ++e) {
+                sink += acc[e];
+            }
+        }
+        out[thread] = sink;
+    }
     if ((threadIdx.x & 31) == 0) {
         const unsigned int warp = thread / 32;
         progress[warp] = iterations;
         elapsed_ns[warp] = t1 - t0;
+        unsigned int smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        sm_ids[warp] = smid;
     }
 }
 
 #define ACCPROBE_VARIANT(N, K, E)                                                          \
     extern "C" __global__ void chain##N##_acc##K##_effective##E(                           \
         float a, float b, long long budget, float *out, unsigned long long *progress,      \
-        unsigned long long *elapsed_ns)                                                    \
+        unsigned long long *elapsed_ns, unsigned int *sm_ids)                              \
     {                                                                                      \
-        accprobe_chain<N, E>(a, b, budget, out, progress, elapsed_ns);                     \
+        accprobe_chain<N, E, ACCPROBE_SINK_A>(a, b, budget, out, progress, elapsed_ns,     \
+                                              sm_ids);                                     \
+    }
+
+#define ACCPROBE_SINK_VARIANT(N, K, E, MODE)                                               \
+    extern "C" __global__ void chain##N##_acc##K##_effective##E##_sink##MODE(              \
+        float a, float b, long long budget, float *out, unsigned long long *progress,      \
+        unsigned long long *elapsed_ns, unsigned int *sm_ids)                              \
+    {                                                                                      \
+        accprobe_chain<N, E, ACCPROBE_SINK_##MODE>(a, b, budget, out, progress,            \
+                                                   elapsed_ns, sm_ids);                    \
     }

@@ -105,12 +105,15 @@ pub fn prepare(
         quoted(&env.nvrtc_version)
     ));
     s.push_str(&format!("  date: {}\n", quoted(&env.date)));
+    s.push_str(
+        "# Median progress over warps and repeats (the mean where a run kept no samples).\n",
+    );
     s.push_str("progress:\n");
     let mut new = BTreeMap::new();
     for v in profile.probe.variants() {
         if let Some(r) = results.get(v) {
-            s.push_str(&format!("  {v}: {:.1}\n", r.mean_progress));
-            new.insert(v.name(), (r.mean_progress * 10.0).round() / 10.0);
+            s.push_str(&format!("  {v}: {:.1}\n", r.baseline_progress()));
+            new.insert(v.name(), (r.baseline_progress() * 10.0).round() / 10.0);
         }
     }
     let with_sass: Vec<_> = profile

@@ -8,11 +8,11 @@
 use crate::error::{Error, Result};
 use crate::ptxas::{self, PtxasReport};
 use crate::sass::{self, SassSummary};
-use crate::variant::Variant;
+use crate::variant::{Sink, Variant};
 use cudarc::nvrtc::{result as nvrtc, sys};
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The probe kernel, built into the binary so that it runs without the source tree.
 pub const KERNEL_SOURCE: &str = include_str!("../kernels/probe.cu");
@@ -22,12 +22,21 @@ pub fn source(variants: &[Variant]) -> String {
     let mut s = String::from(KERNEL_SOURCE);
     s.push_str("\n// Instantiations appended by accprobe's compile stage.\n");
     for v in variants {
-        s.push_str(&format!(
-            "ACCPROBE_VARIANT({}, {}, {})\n",
-            v.chain,
-            v.accumulators,
-            v.effective()
-        ));
+        match v.sink {
+            Sink::A => s.push_str(&format!(
+                "ACCPROBE_VARIANT({}, {}, {})\n",
+                v.chain,
+                v.accumulators,
+                v.effective()
+            )),
+            m => s.push_str(&format!(
+                "ACCPROBE_SINK_VARIANT({}, {}, {}, {})\n",
+                v.chain,
+                v.accumulators,
+                v.effective(),
+                m.letter()
+            )),
+        }
     }
     s
 }
@@ -40,6 +49,17 @@ pub fn options(major: i32, minor: i32) -> Vec<String> {
         "--ptxas-options=--verbose".to_string(),
         "--std=c++17".to_string(),
     ]
+}
+
+/// Environment variable with extra NVRTC options, whitespace-separated (e.g.
+/// `--maxrregcount=16`): for experiments; they are recorded with the results.
+pub const EXTRA_OPTIONS_ENV: &str = "ACCPROBE_EXTRA_OPTIONS";
+
+/// The extra NVRTC options from [`EXTRA_OPTIONS_ENV`].
+pub fn extra_options() -> Vec<String> {
+    std::env::var(EXTRA_OPTIONS_ENV)
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
 }
 
 /// A compiled matrix.
@@ -253,7 +273,12 @@ mod tests {
 
     #[test]
     fn source_instantiates_each_variant_once_with_its_effective_count() {
-        let s = source(&[Variant::new(7, 8), Variant::new(29, 2)]);
+        let s = source(&[
+            Variant::new(7, 8),
+            Variant::new(29, 2),
+            Variant::new(13, 4).with_sink(Sink::D),
+        ]);
+        assert!(s.contains("ACCPROBE_SINK_VARIANT(13, 4, 4, D)\n"));
         assert!(s.contains("ACCPROBE_VARIANT(7, 8, 7)\n"));
         assert!(s.contains("ACCPROBE_VARIANT(29, 2, 2)\n"));
         let in_kernel = KERNEL_SOURCE.matches("ACCPROBE_VARIANT(").count();
@@ -266,4 +291,154 @@ mod tests {
         assert!(o.contains(&"--gpu-architecture=sm_90".to_string()));
         assert!(o.contains(&"--ptxas-options=--verbose".to_string()));
     }
+}
+
+/// How a compilation was served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheUse {
+    /// No cache folder configured.
+    Off,
+    /// Served from the cache: nothing compiled.
+    Hit,
+    /// Not in the cache: compiled and stored.
+    Miss,
+    /// In the cache but corrupt or unreadable: compiled again and replaced.
+    Rebuilt(String),
+}
+
+impl std::fmt::Display for CacheUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CacheUse::Off => f.write_str("off"),
+            CacheUse::Hit => f.write_str("hit"),
+            CacheUse::Miss => f.write_str("miss"),
+            CacheUse::Rebuilt(why) => write!(f, "rebuilt ({why})"),
+        }
+    }
+}
+
+fn sha256_hex(parts: &[&[u8]]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The cache key of a compilation: source, options (the architecture among them) and the
+/// NVRTC version.
+pub fn cache_key(variants: &[Variant], options: &[String], nvrtc_version: &str) -> String {
+    let src = source(variants);
+    let opts = options.join("\0");
+    sha256_hex(&[src.as_bytes(), opts.as_bytes(), nvrtc_version.as_bytes()])
+}
+
+/// A cache entry's files, each checked against the manifest's digests.
+fn read_entry(dir: &Path) -> std::result::Result<(Vec<u8>, String, Option<String>), String> {
+    let manifest =
+        std::fs::read_to_string(dir.join("manifest")).map_err(|e| format!("no manifest: {e}"))?;
+    let mut want: BTreeMap<&str, &str> = BTreeMap::new();
+    for line in manifest.lines() {
+        let (name, digest) = line
+            .split_once(' ')
+            .ok_or_else(|| format!("bad manifest line {line:?}"))?;
+        want.insert(name, digest);
+    }
+    let has_sass = want.contains_key("sass");
+    let mut read = |name: &str| -> std::result::Result<Vec<u8>, String> {
+        let bytes = std::fs::read(dir.join(name)).map_err(|e| format!("{name}: {e}"))?;
+        match want.remove(name) {
+            Some(d) if d == sha256_hex(&[&bytes]) => Ok(bytes),
+            Some(_) => Err(format!("{name} does not match its digest")),
+            None => Err(format!("{name} is not in the manifest")),
+        }
+    };
+    let cubin = read("cubin")?;
+    let log = String::from_utf8(read("log")?).map_err(|_| "log is not UTF-8".to_string())?;
+    let sass = if has_sass {
+        Some(String::from_utf8(read("sass")?).map_err(|_| "sass is not UTF-8".to_string())?)
+    } else {
+        None
+    };
+    Ok((cubin, log, sass))
+}
+
+fn write_entry(dir: &Path, c: &Compiled) -> std::io::Result<()> {
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)?;
+    let tmp = parent.join(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        dir.file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned())
+    ));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp)?;
+    let mut manifest = String::new();
+    let mut put = |name: &str, bytes: &[u8]| -> std::io::Result<()> {
+        std::fs::write(tmp.join(name), bytes)?;
+        manifest.push_str(&format!("{name} {}\n", sha256_hex(&[bytes])));
+        Ok(())
+    };
+    put("cubin", &c.cubin)?;
+    put("log", c.log.as_bytes())?;
+    if let Sass::Read { text, .. } = &c.sass {
+        put("sass", text.as_bytes())?;
+    }
+    std::fs::write(tmp.join("manifest"), manifest)?;
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::rename(&tmp, dir)
+}
+
+/// [`compile`] through a cache folder: a hit compiles nothing; a corrupt or unreadable
+/// entry is never trusted, but compiled again and replaced.
+pub fn compile_cached(
+    variants: &[Variant],
+    options: &[String],
+    cache: Option<&Path>,
+) -> Result<(Compiled, CacheUse)> {
+    let Some(root) = cache else {
+        return Ok((compile(variants, options)?, CacheUse::Off));
+    };
+    let key = cache_key(variants, options, &nvrtc_version()?);
+    let dir = root.join(&key);
+    let status = if dir.exists() {
+        match read_entry(&dir) {
+            Ok((cubin, log, sass_text)) => {
+                let reports = ptxas::parse(&log)
+                    .ok()
+                    .filter(|r| variants.iter().all(|v| r.contains_key(&v.name())));
+                if let Some(reports) = reports {
+                    let sass = match sass_text {
+                        Some(t) => read_sass(t, "cache".into(), variants),
+                        None => disassemble(&cubin, variants),
+                    };
+                    return Ok((
+                        Compiled {
+                            cubin,
+                            log,
+                            reports,
+                            options: options.to_vec(),
+                            sass,
+                        },
+                        CacheUse::Hit,
+                    ));
+                }
+                CacheUse::Rebuilt("its ptxas report does not cover every variant".into())
+            }
+            Err(why) => CacheUse::Rebuilt(why),
+        }
+    } else {
+        CacheUse::Miss
+    };
+    let c = compile(variants, options)?;
+    if let Err(e) = write_entry(&dir, &c) {
+        return Ok((
+            c,
+            CacheUse::Rebuilt(format!("could not store the entry: {e}")),
+        ));
+    }
+    Ok((c, status))
 }

@@ -9,6 +9,7 @@ pub mod compile;
 pub mod device;
 pub mod error;
 pub mod measure;
+pub mod policy;
 pub mod profile;
 pub mod ptxas;
 pub mod report;
@@ -17,5 +18,6 @@ pub mod sass;
 pub mod suite;
 pub mod variant;
 pub mod verdict;
+pub mod yaml;
 
 pub use error::{Error, Result};

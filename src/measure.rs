@@ -1,13 +1,20 @@
-//! Stage 4 of the pipeline: measure. Loads the compiled matrix on the device and runs one
-//! variant at a time: warm-up launches, then counted repeats, each with poisoned outputs
-//! that are checked afterwards. Produces plain [`VariantResult`]s.
+//! Stage 4 of the pipeline: measure. Loads the compiled matrix on the device and runs it:
+//! warm-up launches, then counted repeats, each with poisoned outputs that are checked
+//! afterwards, each timed with CUDA events and tagged with the SMs its blocks ran on.
+//!
+//! Two modes: **serial** runs one variant at a time on the default stream; **wave**
+//! launches every variant of a set at once, one stream each (one block each lands on its
+//! own SM), and repeats as successive waves. Produces plain [`VariantResult`]s.
 
 use crate::compile::Compiled;
 use crate::device::Device;
 use crate::profile::ProbeSettings;
 use crate::results::{Resources, VariantResult};
 use crate::variant::Variant;
-use cudarc::driver::{sys, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig,
+    PushKernelArg,
+};
 use std::sync::Arc;
 
 /// The FMA operands: acc = acc * A + B converges to B / (1 - A) = 10, so it stays finite
@@ -17,9 +24,22 @@ pub const OPERAND_B: f32 = 0.001;
 /// A NaN pattern no kernel computes: an output still holding it was never written.
 const POISON_F32: u32 = 0x7FBA_DBAD;
 const POISON_U64: u64 = u64::MAX;
+const POISON_U32: u32 = u32::MAX;
+
+/// How variants share the GPU while measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// One variant at a time.
+    #[default]
+    Serial,
+    /// Every variant at once, one stream (and SM) each; repeats as successive waves.
+    Wave,
+}
 
 /// A compiled matrix loaded on a device.
 pub struct Probe {
+    ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
     compiled: Compiled,
@@ -29,6 +49,21 @@ fn cuda(what: &str) -> impl Fn(cudarc::driver::DriverError) -> String + '_ {
     move |e| format!("CUDA error while {what}: {e}")
 }
 
+/// One variant's kernel, buffers and what its launches gave so far.
+struct Run {
+    v: Variant,
+    func: CudaFunction,
+    stream: Arc<CudaStream>,
+    out: CudaSlice<f32>,
+    progress: CudaSlice<u64>,
+    elapsed: CudaSlice<u64>,
+    sm_ids: CudaSlice<u32>,
+    events: Option<(CudaEvent, CudaEvent)>,
+    result: VariantResult,
+    elapsed_sum: f64,
+    elapsed_n: u64,
+}
+
 impl Probe {
     pub fn load(device: &Device, compiled: Compiled) -> Result<Probe, String> {
         let module = device
@@ -36,6 +71,7 @@ impl Probe {
             .load_module(cudarc::nvrtc::Ptx::from_binary(compiled.cubin.clone()))
             .map_err(cuda("loading the CUBIN"))?;
         Ok(Probe {
+            ctx: device.ctx.clone(),
             stream: device.ctx.default_stream(),
             module,
             compiled,
@@ -48,6 +84,52 @@ impl Probe {
 
     /// Runs one variant: `warmup_launches` uncounted, then `repeats` counted launches.
     pub fn measure(&self, v: Variant, s: &ProbeSettings) -> Result<VariantResult, String> {
+        let mut run = self.prepare(v, s, self.stream.clone())?;
+        for launch in 0..(s.warmup_launches + s.repeats) {
+            self.start(&mut run, s)?;
+            run.stream
+                .synchronize()
+                .map_err(cuda(&format!("running {v}")))?;
+            self.finish(&mut run, s, launch)?;
+        }
+        Ok(Self::close(run, s))
+    }
+
+    /// Runs every variant at once, one stream each, `warmup_launches + repeats` waves.
+    /// A variant that fails to prepare or launch fails the whole wave: the GPU state is
+    /// then unknown for all of them.
+    pub fn measure_wave(
+        &self,
+        vs: &[Variant],
+        s: &ProbeSettings,
+    ) -> Result<Vec<VariantResult>, String> {
+        let mut runs = Vec::new();
+        for &v in vs {
+            let stream = self.ctx.new_stream().map_err(cuda("creating a stream"))?;
+            runs.push(self.prepare(v, s, stream)?);
+        }
+        for launch in 0..(s.warmup_launches + s.repeats) {
+            for run in runs.iter_mut() {
+                self.start(run, s)?;
+            }
+            for run in runs.iter() {
+                run.stream
+                    .synchronize()
+                    .map_err(cuda(&format!("running {}", run.v)))?;
+            }
+            for run in runs.iter_mut() {
+                self.finish(run, s, launch)?;
+            }
+        }
+        Ok(runs.into_iter().map(|r| Self::close(r, s)).collect())
+    }
+
+    fn prepare(
+        &self,
+        v: Variant,
+        s: &ProbeSettings,
+        stream: Arc<CudaStream>,
+    ) -> Result<Run, String> {
         let name = v.name();
         let func = self
             .module
@@ -66,114 +148,140 @@ impl Probe {
         let regs = func
             .num_regs()
             .map_err(cuda("reading the register count"))?;
-        let mut output_problems = Vec::new();
+        let mut result = VariantResult::measured(v, Vec::new());
         if regs as u32 != report.registers {
-            output_problems.push(format!(
+            result.output_problems.push(format!(
                 "loaded function uses {regs} registers, ptxas reported {}",
                 report.registers
             ));
         }
-        let resources = Resources {
+        result.resources = Some(Resources {
             registers: regs as u32,
             stack_frame_bytes: report.stack_frame_bytes,
             spill_store_bytes: report.spill_store_bytes,
             spill_load_bytes: report.spill_load_bytes,
             local_bytes: local as u32,
-        };
-
-        let threads = (s.blocks * s.block_threads) as usize;
+        });
+        result.sass = self.compiled.sass.summary(&name).cloned();
+        let outputs = (s.blocks * s.block_threads * v.outputs_per_thread()) as usize;
         let warps = s.warps() as usize;
-        let st = &self.stream;
-        let mut out = st
-            .alloc_zeros::<f32>(threads)
-            .map_err(cuda("allocating outputs"))?;
-        let mut progress = st
-            .alloc_zeros::<u64>(warps)
-            .map_err(cuda("allocating progress"))?;
-        let mut elapsed = st
-            .alloc_zeros::<u64>(warps)
-            .map_err(cuda("allocating timers"))?;
-        let poison_out = vec![f32::from_bits(POISON_F32); threads];
-        let poison_warps = vec![POISON_U64; warps];
+        Ok(Run {
+            v,
+            func,
+            out: stream
+                .alloc_zeros::<f32>(outputs)
+                .map_err(cuda("allocating outputs"))?,
+            progress: stream
+                .alloc_zeros::<u64>(warps)
+                .map_err(cuda("allocating progress"))?,
+            elapsed: stream
+                .alloc_zeros::<u64>(warps)
+                .map_err(cuda("allocating timers"))?,
+            sm_ids: stream
+                .alloc_zeros::<u32>(warps)
+                .map_err(cuda("allocating SM ids"))?,
+            stream,
+            events: None,
+            result,
+            elapsed_sum: 0.0,
+            elapsed_n: 0,
+        })
+    }
+
+    /// Poisons the outputs and launches, between two timing events.
+    fn start(&self, run: &mut Run, s: &ProbeSettings) -> Result<(), String> {
+        let st = run.stream.clone();
+        st.memcpy_htod(
+            &vec![f32::from_bits(POISON_F32); run.out.len()],
+            &mut run.out,
+        )
+        .map_err(cuda("poisoning outputs"))?;
+        let warps = vec![POISON_U64; run.progress.len()];
+        st.memcpy_htod(&warps, &mut run.progress)
+            .map_err(cuda("poisoning progress"))?;
+        st.memcpy_htod(&warps, &mut run.elapsed)
+            .map_err(cuda("poisoning timers"))?;
+        st.memcpy_htod(&vec![POISON_U32; run.sm_ids.len()], &mut run.sm_ids)
+            .map_err(cuda("poisoning SM ids"))?;
+        let timed = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let begin = self.ctx.new_event(timed).map_err(cuda("creating events"))?;
+        let end = self.ctx.new_event(timed).map_err(cuda("creating events"))?;
         let cfg = LaunchConfig {
             grid_dim: (s.blocks, 1, 1),
             block_dim: (s.block_threads, 1, 1),
             shared_mem_bytes: 0,
         };
         let budget = s.budget_cycles as i64;
-        let mut samples = Vec::new();
-        let mut launch_ms = Vec::new();
-        let mut elapsed_sum = 0.0f64;
-        let mut elapsed_n = 0u64;
-        for launch in 0..(s.warmup_launches + s.repeats) {
-            st.memcpy_htod(&poison_out, &mut out)
-                .map_err(cuda("poisoning outputs"))?;
-            st.memcpy_htod(&poison_warps, &mut progress)
-                .map_err(cuda("poisoning progress"))?;
-            st.memcpy_htod(&poison_warps, &mut elapsed)
-                .map_err(cuda("poisoning timers"))?;
-            let start = st
-                .context()
-                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(cuda("creating events"))?;
-            let end = st
-                .context()
-                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(cuda("creating events"))?;
-            start.record(st).map_err(cuda("recording an event"))?;
-            let mut b = st.launch_builder(&func);
-            b.arg(&OPERAND_A)
-                .arg(&OPERAND_B)
-                .arg(&budget)
-                .arg(&mut out)
-                .arg(&mut progress)
-                .arg(&mut elapsed);
-            unsafe { b.launch(cfg) }.map_err(cuda(&format!("launching {name}")))?;
-            end.record(st).map_err(cuda("recording an event"))?;
-            st.synchronize().map_err(cuda(&format!("running {name}")))?;
-            let ms = start
-                .elapsed_ms(&end)
-                .map_err(cuda("reading event times"))? as f64;
-            let host_out = st.clone_dtoh(&out).map_err(cuda("reading outputs"))?;
-            let host_progress = st.clone_dtoh(&progress).map_err(cuda("reading progress"))?;
-            let host_elapsed = st.clone_dtoh(&elapsed).map_err(cuda("reading timers"))?;
-            let counted = launch >= s.warmup_launches;
-            let tag = if counted {
-                format!("repeat {}", launch - s.warmup_launches)
-            } else {
-                format!("warm-up {launch}")
-            };
-            output_problems.extend(check_outputs(
-                &tag,
-                &host_out,
-                &host_progress,
-                &host_elapsed,
-            ));
-            if counted {
-                launch_ms.push(ms);
-                for &ns in host_elapsed
-                    .iter()
-                    .filter(|&&ns| ns != POISON_U64 && ns > 0)
-                {
-                    elapsed_sum += ns as f64;
-                    elapsed_n += 1;
-                }
-                samples.push(
-                    host_progress
-                        .iter()
-                        .map(|&p| if p == POISON_U64 { 0 } else { p })
-                        .collect(),
-                );
+        begin.record(&st).map_err(cuda("recording an event"))?;
+        let mut b = st.launch_builder(&run.func);
+        b.arg(&OPERAND_A)
+            .arg(&OPERAND_B)
+            .arg(&budget)
+            .arg(&mut run.out)
+            .arg(&mut run.progress)
+            .arg(&mut run.elapsed)
+            .arg(&mut run.sm_ids);
+        unsafe { b.launch(cfg) }.map_err(cuda(&format!("launching {}", run.v)))?;
+        end.record(&st).map_err(cuda("recording an event"))?;
+        run.events = Some((begin, end));
+        Ok(())
+    }
+
+    /// Reads one finished launch back and checks it.
+    fn finish(&self, run: &mut Run, s: &ProbeSettings, launch: u32) -> Result<(), String> {
+        let st = run.stream.clone();
+        let (begin, end) = run.events.take().ok_or("finish without start")?;
+        let ms = begin
+            .elapsed_ms(&end)
+            .map_err(cuda("reading event times"))? as f64;
+        let out = st.clone_dtoh(&run.out).map_err(cuda("reading outputs"))?;
+        let progress = st
+            .clone_dtoh(&run.progress)
+            .map_err(cuda("reading progress"))?;
+        let elapsed = st
+            .clone_dtoh(&run.elapsed)
+            .map_err(cuda("reading timers"))?;
+        let sm_ids = st.clone_dtoh(&run.sm_ids).map_err(cuda("reading SM ids"))?;
+        let counted = launch >= s.warmup_launches;
+        let tag = if counted {
+            format!("repeat {}", launch - s.warmup_launches)
+        } else {
+            format!("warm-up {launch}")
+        };
+        run.result
+            .output_problems
+            .extend(check_outputs(&tag, &out, &progress, &elapsed));
+        if counted {
+            run.result.launch_ms.push(ms);
+            for &ns in elapsed.iter().filter(|&&ns| ns != POISON_U64 && ns > 0) {
+                run.elapsed_sum += ns as f64;
+                run.elapsed_n += 1;
             }
+            run.result.samples.push(
+                progress
+                    .iter()
+                    .map(|&p| if p == POISON_U64 { 0 } else { p })
+                    .collect(),
+            );
+            // The SM of each block (its first warp's).
+            let per_block = (s.block_threads / 32) as usize;
+            run.result
+                .sm_ids
+                .push(sm_ids.iter().step_by(per_block.max(1)).copied().collect());
         }
-        let mut r = VariantResult::measured(v, samples);
-        r.resources = Some(resources);
-        r.output_problems = output_problems;
-        r.launch_ms = launch_ms;
-        r.sass = self.compiled.sass.summary(&name).cloned();
-        r.sm_clock_mhz = (elapsed_n > 0)
-            .then(|| s.budget_cycles as f64 / (elapsed_sum / elapsed_n as f64) * 1000.0);
-        Ok(r)
+        Ok(())
+    }
+
+    fn close(run: Run, s: &ProbeSettings) -> VariantResult {
+        let mut r = run.result;
+        let samples = std::mem::take(&mut r.samples);
+        let fresh = VariantResult::measured(run.v, samples);
+        r.mean_progress = fresh.mean_progress;
+        r.summary = fresh.summary;
+        r.samples = fresh.samples;
+        r.sm_clock_mhz = (run.elapsed_n > 0)
+            .then(|| s.budget_cycles as f64 / (run.elapsed_sum / run.elapsed_n as f64) * 1000.0);
+        r
     }
 }
 

@@ -9,8 +9,11 @@
 //! invariant and chain length, one for the gain trend, one for spills.
 
 use crate::error::{Error, Result};
+use crate::measure::Mode;
+use crate::policy::Policy;
 use crate::results::{Resources, RunResults, VariantResult};
-use crate::variant::{matrix, Variant};
+use crate::variant::{matrix, Sink, Variant};
+use crate::yaml::{parse_yaml, read_text};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::collections::{BTreeMap, HashMap};
@@ -36,6 +39,8 @@ pub struct Profile {
     pub baselines: Option<Baselines>,
     /// The validity checks' settings; without them no validity cases are generated.
     pub validity: Option<Validity>,
+    /// The accumulator-split policy this profile gates, if any.
+    pub heuristic: Option<Heuristic>,
     /// Results to replay on any machine (the study's table, or a committed run).
     pub recorded: Option<RunResults>,
 }
@@ -61,10 +66,30 @@ pub struct ProbeSettings {
     pub budget_cycles: u64,
     pub chains: Vec<u32>,
     pub accumulators: Vec<u32>,
+    /// Sink-isolation modes measured besides the documented probe (mode A).
+    pub sink_modes: Vec<Sink>,
+    /// The accumulator counts the sink modes are measured at.
+    pub sink_accumulators: Vec<u32>,
+    /// Serial (one variant at a time) or wave (all at once, one SM each).
+    pub mode: Mode,
 }
 
 impl ProbeSettings {
+    /// Every variant: the documented matrix, then each sink mode's.
     pub fn variants(&self) -> Vec<Variant> {
+        let mut all = self.main_variants();
+        for &m in &self.sink_modes {
+            all.extend(
+                matrix(&self.chains, &self.sink_accumulators)
+                    .into_iter()
+                    .map(|v| v.with_sink(m)),
+            );
+        }
+        all
+    }
+
+    /// The documented matrix (sink mode A): what the invariants are about.
+    pub fn main_variants(&self) -> Vec<Variant> {
         matrix(&self.chains, &self.accumulators)
     }
 
@@ -193,12 +218,19 @@ pub enum Check {
     Ceiling(Variant),
     /// Each launch took budget / SM clock, within the tolerance.
     Duration(Variant),
+    /// The K a policy picks at this chain reaches (1 - tolerance) of the best progress.
+    Policy {
+        chain: u32,
+        accumulators: u32,
+        tolerance: f64,
+    },
 }
 
 impl Profile {
     /// Every case this profile generates, in a stable order.
     pub fn cases(&self) -> Vec<Case> {
         let all = self.probe.variants();
+        let main = self.probe.main_variants();
         let mut cases: Vec<Case> = all
             .iter()
             .map(|&v| Case {
@@ -237,7 +269,7 @@ impl Profile {
                         accumulators,
                         tolerance,
                     },
-                    needs: all.iter().copied().filter(|v| v.chain == chain).collect(),
+                    needs: main.iter().copied().filter(|v| v.chain == chain).collect(),
                 })),
                 Invariant::GainGrows {
                     accumulators,
@@ -250,7 +282,7 @@ impl Profile {
                         over,
                         min_increase,
                     },
-                    needs: all
+                    needs: main
                         .iter()
                         .copied()
                         .filter(|v| v.accumulators == accumulators || v.accumulators == over)
@@ -263,8 +295,28 @@ impl Profile {
                 })),
             }
         }
+        if let Some(h) = &self.heuristic {
+            for &chain in &self.probe.chains {
+                cases.push(Case {
+                    name: format!("policy::{}::chain{chain}", h.policy.name),
+                    check: Check::Policy {
+                        chain,
+                        accumulators: h.policy.choose_for_probe(chain),
+                        tolerance: h.tolerance,
+                    },
+                    needs: main.iter().copied().filter(|v| v.chain == chain).collect(),
+                });
+            }
+        }
         cases
     }
+}
+
+/// A policy gated by a profile: its pick must reach (1 - tolerance) of the best progress.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Heuristic {
+    pub policy: Policy,
+    pub tolerance: f64,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -285,6 +337,23 @@ struct ProfileFile {
     baselines: Option<BaselinesRef>,
     recorded: Option<RecordedFile>,
     validity: Option<Spanned<Validity>>,
+    sink_isolation: Option<SinkFile>,
+    heuristic: Option<HeuristicFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SinkFile {
+    modes: Vec<Spanned<Sink>>,
+    accumulators: Vec<Spanned<u32>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeuristicFile {
+    /// Relative to the profile's folder.
+    policy: Spanned<String>,
+    tolerance: Spanned<f64>,
 }
 
 #[derive(Deserialize)]
@@ -297,6 +366,8 @@ struct ProbeFile {
     budget_cycles: Spanned<u64>,
     chains: Vec<Spanned<u32>>,
     accumulators: Vec<Spanned<u32>>,
+    #[serde(default)]
+    mode: Mode,
 }
 
 #[derive(Deserialize)]
@@ -364,47 +435,8 @@ pub struct BaselineOrigin {
     pub date: String,
 }
 
-/// Parses YAML into `T`, turning saphyr's error into one that names the file.
-pub(crate) fn parse_yaml<T: for<'de> Deserialize<'de>>(text: &str, file: &Path) -> Result<T> {
-    serde_saphyr::from_str(text).map_err(|e| {
-        let rendered = e.to_string();
-        let mut lines = rendered.lines();
-        let first = lines.next().unwrap_or("invalid YAML");
-        // saphyr's first line reads "error: line L column C: message"; keep the message.
-        let message = first
-            .strip_prefix("error: ")
-            .and_then(|s| s.split_once(": ").map(|(_, m)| m))
-            .unwrap_or(first);
-        let snippet: Vec<String> = lines
-            .map(|l| l.replace("<input>", &file.display().to_string()))
-            .collect();
-        let message = if snippet.is_empty() {
-            message.to_string()
-        } else {
-            format!("{message}\n{}", snippet.join("\n"))
-        };
-        match e.location() {
-            Some(l) => Error::at(file, l.line(), l.column(), message),
-            None => Error::in_file(file, message),
-        }
-    })
-}
-
 fn at<T>(file: &Path, s: &Spanned<T>, message: impl Into<String>) -> Error {
     Error::at(file, s.referenced.line(), s.referenced.column(), message)
-}
-
-fn read_text(file: &Path, what: &str) -> Result<String> {
-    let bytes = std::fs::read(file).map_err(|e| Error::io(file, &format!("read {what}"), e))?;
-    String::from_utf8(bytes).map_err(|e| {
-        Error::in_file(
-            file,
-            format!(
-                "{what} is not valid UTF-8 (byte offset {})",
-                e.utf8_error().valid_up_to()
-            ),
-        )
-    })
 }
 
 /// Checks a list of positive, distinct counts.
@@ -516,7 +548,40 @@ impl Profile {
             budget_cycles: p.budget_cycles.value,
             chains: counts(file, "chains", &p.chains, &raw.name)?,
             accumulators: counts(file, "accumulators", &p.accumulators, &raw.name)?,
+            sink_modes: Vec::new(),
+            sink_accumulators: Vec::new(),
+            mode: p.mode,
         };
+        let mut probe = probe;
+        if let Some(si) = &raw.sink_isolation {
+            for m in &si.modes {
+                if m.value == Sink::A {
+                    return Err(at(file, m, "sink_isolation.modes: A is the documented probe itself; list only B, C or D"));
+                }
+                if probe.sink_modes.contains(&m.value) {
+                    return Err(at(
+                        file,
+                        m,
+                        format!("sink mode {:?} is listed twice", m.value),
+                    ));
+                }
+                probe.sink_modes.push(m.value);
+            }
+            probe.sink_accumulators = counts(
+                file,
+                "sink_isolation.accumulators",
+                &si.accumulators,
+                &raw.name,
+            )?;
+            if let Some(k) = si
+                .accumulators
+                .iter()
+                .find(|k| !probe.accumulators.contains(&k.value))
+            {
+                return Err(at(file, k, format!("sink_isolation.accumulators: {} is not in probe.accumulators {:?}, so mode A would not be measured at it", k.value, probe.accumulators)));
+            }
+        }
+        let probe = probe;
         let known_k = |s: &Spanned<u32>, what: &str| -> Result<u32> {
             if probe.accumulators.contains(&s.value) {
                 Ok(s.value)
@@ -579,8 +644,24 @@ impl Profile {
             known_deviations: BTreeMap::new(),
             baselines: None,
             validity: None,
+            heuristic: None,
             recorded: None,
         };
+        if let Some(h) = &raw.heuristic {
+            let tolerance = tolerance(file, "heuristic.tolerance", &h.tolerance)?;
+            let path = dir.join(&h.policy.value);
+            if !path.is_file() {
+                return Err(at(
+                    file,
+                    &h.policy,
+                    format!("policy file {} does not exist", path.display()),
+                ));
+            }
+            profile.heuristic = Some(Heuristic {
+                policy: Policy::load(&path)?,
+                tolerance,
+            });
+        }
         if let Some(v) = &raw.validity {
             if v.value.ffma_latency_cycles == 0 || v.value.schedulers_per_sm == 0 {
                 return Err(at(
@@ -714,7 +795,8 @@ fn load_baselines(path: &Path, profile: &Profile, tolerance: f64) -> Result<Base
 }
 
 fn recorded(file: &Path, dir: &Path, r: &RecordedFile, profile: &Profile) -> Result<RunResults> {
-    let variants = profile.probe.variants();
+    // A recorded table holds the documented matrix (sink mode A) only.
+    let variants = profile.probe.main_variants();
     match (&r.progress, &r.results) {
         (Some(table), None) => {
             let resources = r.spill_bytes.map(|b| Resources {
@@ -750,11 +832,13 @@ fn recorded(file: &Path, dir: &Path, r: &RecordedFile, profile: &Profile) -> Res
             }
             Ok(RunResults {
                 schema: crate::results::SCHEMA,
+                mode: Default::default(),
                 profile: profile.name.clone(),
                 source: r.source.clone(),
                 environment: None,
                 variants: out,
                 sass_unavailable: None,
+                timings: None,
             })
         }
         (None, Some(path)) => {

@@ -193,6 +193,7 @@ mod tests {
     fn table_marks_the_best_per_chain_and_gives_gains() {
         let r = RunResults {
             schema: SCHEMA,
+            mode: Default::default(),
             profile: "p".into(),
             source: "test".into(),
             environment: None,
@@ -201,6 +202,7 @@ mod tests {
                 VariantResult::recorded(Variant::new(7, 2), 150.0, None),
             ],
             sass_unavailable: None,
+            timings: None,
         };
         let t = table(&r, &[7, 13], &[1, 2, 4]);
         assert!(

@@ -6,7 +6,11 @@
 
 use crate::error::{Error, Result};
 use crate::sass::SassSummary;
-use crate::variant::Variant;
+use crate::variant::{Sink, Variant};
+
+fn is_sink_a(s: &Sink) -> bool {
+    *s == Sink::A
+}
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -23,9 +27,27 @@ pub struct RunResults {
     pub source: String,
     pub environment: Option<Environment>,
     pub variants: Vec<VariantResult>,
+    /// How the variants shared the GPU while measured.
+    #[serde(default)]
+    pub mode: crate::measure::Mode,
+    /// Where the run's time went, when measured by this tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
     /// Why the variants carry no SASS (no disassembler on the machine), when they do not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sass_unavailable: Option<String>,
+}
+
+/// Host-side timings of a run, seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timings {
+    /// Compiling (or loading from the cache) and disassembling the matrix.
+    pub compile_s: f64,
+    /// How the compile cache served it: off, hit, miss or rebuilt.
+    pub compile_cache: String,
+    /// Measuring: every launch, poisoning and read-back included.
+    pub gpu_s: f64,
 }
 
 /// Where a measurement was taken: enough to tell a GPU, driver or toolchain change.
@@ -58,6 +80,9 @@ pub struct VariantResult {
     pub chain: u32,
     pub accumulators: u32,
     pub effective: u32,
+    /// The sink mode (`A`, the documented probe, when absent).
+    #[serde(default, skip_serializing_if = "is_sink_a")]
+    pub sink: Sink,
     /// Average progress (loop iterations per warp) over warps and repeats: the study's figure.
     pub mean_progress: f64,
     /// Present when per-warp samples exist (measured, not a recorded table).
@@ -77,11 +102,20 @@ pub struct VariantResult {
     /// Each counted launch's duration by CUDA events, ms.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub launch_ms: Vec<f64>,
+    /// The SM (`%smid`) of each block of each counted launch: `sm_ids[repeat][block]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sm_ids: Vec<Vec<u32>>,
 }
 
 impl VariantResult {
     pub fn variant(&self) -> Variant {
-        Variant::new(self.chain, self.accumulators)
+        Variant::new(self.chain, self.accumulators).with_sink(self.sink)
+    }
+
+    /// The figure baselines hold: the median over warps and repeats when there are
+    /// samples (robust to a minority of slow launches), else the recorded mean.
+    pub fn baseline_progress(&self) -> f64 {
+        self.summary.map_or(self.mean_progress, |s| s.median)
     }
 
     /// A result carrying only the study's averaged figure.
@@ -91,6 +125,7 @@ impl VariantResult {
             chain: variant.chain,
             accumulators: variant.accumulators,
             effective: variant.effective(),
+            sink: variant.sink,
             mean_progress,
             summary: None,
             samples: Vec::new(),
@@ -99,6 +134,7 @@ impl VariantResult {
             sm_clock_mhz: None,
             sass: None,
             launch_ms: Vec::new(),
+            sm_ids: Vec::new(),
         }
     }
 
@@ -190,9 +226,7 @@ impl Summary {
 
 impl RunResults {
     pub fn get(&self, v: Variant) -> Option<&VariantResult> {
-        self.variants
-            .iter()
-            .find(|r| r.chain == v.chain && r.accumulators == v.accumulators)
+        self.variants.iter().find(|r| r.variant() == v)
     }
 
     pub fn to_json(&self) -> String {
@@ -261,11 +295,13 @@ mod tests {
     fn json_round_trips_and_rejects_other_schemas_with_position() {
         let r = RunResults {
             schema: SCHEMA,
+            mode: Default::default(),
             profile: "p".into(),
             source: "measured".into(),
             environment: None,
             variants: vec![VariantResult::measured(Variant::new(7, 1), vec![vec![3]])],
             sass_unavailable: None,
+            timings: None,
         };
         let path = Path::new("r.json");
         assert_eq!(RunResults::from_json(&r.to_json(), path).unwrap(), r);

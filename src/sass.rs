@@ -415,16 +415,29 @@ mod tests {
 #[cfg(test)]
 mod recorded {
     use super::*;
-    use crate::variant::matrix;
+    use crate::variant::{matrix, Sink};
 
-    /// `cuobjdump -sass` of the CUBIN that ran on the H200 on 2026-11-29 (NVRTC 13.0, sm_90).
+    /// `cuobjdump -sass` of the CUBIN that ran on the H200 on 2026-11-29 (NVRTC 13.0, sm_90):
+    /// the H200 profile's 69 variants.
     const H200: &str = include_str!("../tests/data/h200/sass.txt");
 
     #[test]
     fn every_h200_variant_has_n_ffmas_over_e_registers_and_no_local_memory() {
         let functions = parse(H200).unwrap();
-        assert_eq!(functions.len(), 24);
-        for v in matrix(&[7, 13, 29], &[1, 2, 3, 4, 5, 7, 8, 16]) {
+        assert_eq!(
+            functions.len(),
+            69,
+            "24 documented variants and 45 sink-isolation ones"
+        );
+        let sink = [Sink::B, Sink::C, Sink::D];
+        let all = matrix(&[7, 13, 29], &[1, 2, 3, 4, 5, 7, 8, 16])
+            .into_iter()
+            .chain(sink.iter().flat_map(|&m| {
+                matrix(&[7, 13, 29], &[1, 2, 3, 4, 8])
+                    .into_iter()
+                    .map(move |v| v.with_sink(m))
+            }));
+        for v in all {
             let s = summarise(&functions[&v.name()]).unwrap();
             assert_eq!(s.loop_ffma, v.chain, "{v}: {:#?}", s.loop_body);
             assert_eq!(

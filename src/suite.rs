@@ -14,7 +14,7 @@
 use crate::compile;
 use crate::device::{self, Device};
 use crate::error::Error;
-use crate::measure::Probe;
+use crate::measure::{Mode, Probe};
 use crate::profile::{self, Case, Profile};
 use crate::report::{self, CaseRecord, Status, SuiteInfo};
 use crate::results::{RunResults, VariantResult, SCHEMA};
@@ -34,6 +34,8 @@ pub struct Paths {
     pub expectations: PathBuf,
     pub junit: PathBuf,
     pub results: PathBuf,
+    /// The compile cache folder; `None` when `ACCPROBE_CACHE=off`.
+    pub cache: Option<PathBuf>,
 }
 
 impl Paths {
@@ -60,6 +62,11 @@ impl Paths {
             expectations: var("ACCPROBE_EXPECTATIONS").unwrap_or_else(|| root.join("expectations")),
             junit: var("ACCPROBE_JUNIT").unwrap_or_else(|| target.join("junit.xml")),
             results: var("ACCPROBE_RESULTS").unwrap_or_else(|| target.join("results.json")),
+            cache: match var("ACCPROBE_CACHE") {
+                Some(p) if p.as_os_str() == "off" => None,
+                Some(p) => Some(p),
+                None => Some(target.join("cache")),
+            },
         }
     }
 }
@@ -92,6 +99,14 @@ pub struct GpuSession {
     device: Result<Device, String>,
     probe: OnceLock<Result<Probe, String>>,
     measured: Mutex<BTreeMap<Variant, Result<VariantResult, String>>>,
+    /// The variants the cases that will run need (after libtest's filters).
+    planned: Mutex<Vec<Variant>>,
+    /// Where compiled matrices are cached (`None`: no cache).
+    cache: Option<PathBuf>,
+    /// Compile seconds and how the cache served it, once compiled.
+    compile_info: OnceLock<(f64, String)>,
+    /// Seconds spent measuring so far.
+    gpu_seconds: Mutex<f64>,
 }
 
 impl GpuSession {
@@ -112,35 +127,85 @@ impl GpuSession {
         let mut measured = self.measured.lock().unwrap_or_else(|e| e.into_inner());
         let probe = self.probe.get_or_init(|| {
             let (major, minor) = device.capability;
-            let options = compile::options(major, minor);
-            let compiled = compile::compile(&self.profile.probe.variants(), &options)
-                .map_err(|e| e.to_string())?;
+            let mut options = compile::options(major, minor);
+            options.extend(compile::extra_options());
+            let start = Instant::now();
+            let (compiled, cache) = compile::compile_cached(
+                &self.profile.probe.variants(),
+                &options,
+                self.cache.as_deref(),
+            )
+            .map_err(|e| e.to_string())?;
+            let _ = self
+                .compile_info
+                .set((start.elapsed().as_secs_f64(), cache.to_string()));
             Probe::load(device, compiled)
         });
+        let measuring = Instant::now();
         let probe = probe.as_ref().map_err(|e| {
             NotMeasured::Broken(format!("could not compile or load the probe: {e}"))
         })?;
+        if self.profile.probe.mode == Mode::Wave && needs.iter().any(|v| !measured.contains_key(v))
+        {
+            // One wave for everything this run will need (the planned set), so that later
+            // cases find their variants measured.
+            let planned = self
+                .planned
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let mut wave: Vec<Variant> = planned
+                .into_iter()
+                .chain(needs.iter().copied())
+                .filter(|v| !measured.contains_key(v))
+                .collect();
+            wave.sort();
+            wave.dedup();
+            match probe.measure_wave(&wave, &self.profile.probe) {
+                Ok(rs) => {
+                    for r in rs {
+                        measured.insert(r.variant(), Ok(r));
+                    }
+                }
+                Err(e) => {
+                    for v in wave {
+                        measured.insert(v, Err(format!("the wave failed: {e}")));
+                    }
+                }
+            }
+        }
         let mut variants = Vec::new();
         let mut broken = Vec::new();
         for &v in needs {
-            let r = measured
-                .entry(v)
-                .or_insert_with(|| probe.measure(v, &self.profile.probe));
-            match r {
+            measured.entry(v).or_insert_with(|| probe.measure(v, &self.profile.probe));
+            match &measured[&v] {
                 Ok(r) => variants.push(r.clone()),
                 Err(e) => broken.push(format!("{v}: {e}")),
             }
         }
+        *self.gpu_seconds.lock().unwrap_or_else(|e| e.into_inner()) +=
+            measuring.elapsed().as_secs_f64();
         if !broken.is_empty() {
             return Err(NotMeasured::Broken(broken.join("; ")));
         }
         Ok(RunResults {
             schema: SCHEMA,
+            mode: self.profile.probe.mode,
             profile: self.profile.name.clone(),
             source: "measured".into(),
             environment: Some(device.environment(&probe.compiled().options, None)),
             variants,
             sass_unavailable: sass_unavailable(probe.compiled()),
+            timings: self.timings(),
+        })
+    }
+
+    fn timings(&self) -> Option<crate::results::Timings> {
+        let (compile_s, cache) = self.compile_info.get()?.clone();
+        Some(crate::results::Timings {
+            compile_s,
+            compile_cache: cache,
+            gpu_s: *self.gpu_seconds.lock().unwrap_or_else(|e| e.into_inner()),
         })
     }
 
@@ -168,11 +233,13 @@ impl GpuSession {
             .unwrap_or_default();
         Some(RunResults {
             schema: SCHEMA,
+            mode: self.profile.probe.mode,
             profile: self.profile.name.clone(),
             source: "measured".into(),
             environment: Some(device.environment(&options, clocks.get(clocks.len() / 2).copied())),
             variants,
             sass_unavailable: self.compiled().and_then(sass_unavailable),
+            timings: self.timings(),
         })
     }
 
@@ -306,23 +373,49 @@ fn environment_properties(r: &RunResults) -> Vec<(String, String)> {
 pub fn main() -> ExitCode {
     let args = Arguments::from_args();
     compile::disable_compute_cache();
-    let forced = std::env::var(profile::PROFILE_ENV).ok();
-    run(
-        &args,
-        &Paths::from_env(),
-        device::detect(),
-        forced.as_deref(),
-    )
+    let options = match RunOptions::from_env() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    run(&args, &Paths::from_env(), device::detect(), &options)
+}
+
+/// What the environment may change about a run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// `ACCPROBE_PROFILE`: a profile name or path.
+    pub profile: Option<String>,
+    /// `ACCPROBE_MODE`: `serial` or `wave`, over the profile's choice.
+    pub mode: Option<Mode>,
+}
+
+impl RunOptions {
+    pub fn from_env() -> Result<RunOptions, String> {
+        let mode = match std::env::var("ACCPROBE_MODE").ok().as_deref() {
+            None | Some("") => None,
+            Some("serial") => Some(Mode::Serial),
+            Some("wave") => Some(Mode::Wave),
+            Some(other) => return Err(format!("ACCPROBE_MODE={other:?}: expected serial or wave")),
+        };
+        Ok(RunOptions {
+            profile: std::env::var(profile::PROFILE_ENV).ok(),
+            mode,
+        })
+    }
 }
 
 /// Runs the suite with `args` (libtest's flags) on `device` (or the reason there is none),
-/// with the profile `forced` names if any.
+/// with what `options` override.
 pub fn run(
     args: &Arguments,
     paths: &Paths,
     device: Result<Device, String>,
-    forced: Option<&str>,
+    options: &RunOptions,
 ) -> ExitCode {
+    let forced = options.profile.as_deref();
     let recorder = Arc::new(Recorder::default());
     let mut trials = Vec::new();
     let mut suites = Vec::new();
@@ -368,12 +461,21 @@ pub fn run(
 
     let identity = device.as_ref().ok().map(|d| d.identity.clone());
     let session = match profile::select(&profiles, identity.as_ref(), forced) {
-        Ok(sel) => Some(Arc::new(GpuSession {
-            profile: sel.profile,
+        Ok(mut sel) => Some(Arc::new(GpuSession {
+            profile: {
+                if let Some(m) = options.mode {
+                    sel.profile.probe.mode = m;
+                }
+                sel.profile
+            },
             selection_note: sel.why,
             device,
             probe: OnceLock::new(),
             measured: Mutex::new(BTreeMap::new()),
+            planned: Mutex::new(Vec::new()),
+            cache: paths.cache.clone(),
+            compile_info: OnceLock::new(),
+            gpu_seconds: Mutex::new(0.0),
         })),
         Err(e) => {
             let message = e.to_string();
@@ -391,7 +493,19 @@ pub fn run(
         }
     };
     if let Some(s) = &session {
-        trials.extend(gpu_trials(&recorder, s));
+        let gpu = gpu_trials(&recorder, s);
+        let mut planned: Vec<Variant> = s
+            .profile
+            .cases()
+            .iter()
+            .zip(&gpu)
+            .filter(|(_, t)| !args.is_filtered_out(t))
+            .flat_map(|(c, _)| c.needs.iter().copied())
+            .collect();
+        planned.sort();
+        planned.dedup();
+        *s.planned.lock().unwrap_or_else(|e| e.into_inner()) = planned;
+        trials.extend(gpu);
         if !args.list {
             eprintln!("accprobe: {}", s.selection_note);
             if let Err(reason) = &s.device {

@@ -108,6 +108,11 @@ fn evaluate_raw(
         Check::SassUnchanged(v) => sass_unchanged(v, found[0], profile, results),
         Check::Ceiling(v) => ceiling(v, found[0], profile),
         Check::Duration(_) => duration(found[0], profile, results),
+        Check::Policy {
+            chain,
+            accumulators,
+            tolerance,
+        } => policy(chain, accumulators, tolerance, profile, found),
     }
 }
 
@@ -141,10 +146,11 @@ fn variant(v: Variant, r: &VariantResult, profile: &Profile) -> Outcome {
                 profile.name
             )),
             Some(&base) => {
-                let rel = (r.mean_progress - base) / base;
+                let now = r.baseline_progress();
+                let rel = (now - base) / base;
                 let line = format!(
-                    "progress {:.1} vs baseline {base:.1}: {} (tolerance ±{:.2}%)",
-                    r.mean_progress,
+                    "{} progress {now:.1} vs baseline {base:.1}: {} (tolerance ±{:.2}%)",
+                    if r.summary.is_some() { "median" } else { "mean" },
                     pct(rel),
                     b.tolerance * 100.0
                 );
@@ -499,6 +505,46 @@ fn duration(r: &VariantResult, profile: &Profile, results: &RunResults) -> Outco
     );
     if rel.abs() > val.duration_tolerance || !worst.is_finite() {
         Outcome::Fail(format!("{}: {text}", r.name))
+    } else {
+        Outcome::Pass(text)
+    }
+}
+
+fn policy(
+    chain: u32,
+    k: u32,
+    tolerance: f64,
+    profile: &Profile,
+    found: &[&VariantResult],
+) -> Outcome {
+    let name = profile
+        .heuristic
+        .as_ref()
+        .map_or("the policy", |h| h.policy.name.as_str());
+    let Some(best) = found
+        .iter()
+        .max_by(|a, b| a.mean_progress.total_cmp(&b.mean_progress))
+    else {
+        return Outcome::Fail(format!("no results at chain {chain}"));
+    };
+    let Some(pick) = found.iter().find(|r| r.accumulators == k) else {
+        return Outcome::Fail(format!(
+            "policy {name} picks acc{k} at chain {chain}, which the profile does not measure (add {k} to probe.accumulators)"
+        ));
+    };
+    let ratio = pick.mean_progress / best.mean_progress;
+    let text = format!(
+        "policy {name} picks acc{k} at chain {chain}: {:.1}, {:.2}% of the best, acc{} {:.1} (must reach {:.2}%)",
+        pick.mean_progress,
+        ratio * 100.0,
+        best.accumulators,
+        best.mean_progress,
+        (1.0 - tolerance) * 100.0
+    );
+    if ratio < 1.0 - tolerance {
+        Outcome::Fail(format!(
+            "{text}: the policy's pick is clearly below the best K on this GPU"
+        ))
     } else {
         Outcome::Pass(text)
     }

@@ -2,7 +2,7 @@
 //! what `--list` does, what a filter runs, how a broken profile is reported, and what the
 //! JUnit file holds. The JUnit file is read back with quick-junit's own deserializer.
 
-use accprobe::suite::{self, Paths};
+use accprobe::suite::{self, Paths, RunOptions};
 use libtest_mimic::Arguments;
 use quick_junit::{Report, TestCaseStatus};
 use std::path::{Path, PathBuf};
@@ -22,6 +22,12 @@ impl Sandbox {
             std::env::temp_dir().join(format!("accprobe-harness-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("expectations/baselines")).unwrap();
+        std::fs::create_dir_all(dir.join("expectations/policies")).unwrap();
+        std::fs::copy(
+            root.join("expectations/policies/study.yaml"),
+            dir.join("expectations/policies/study.yaml"),
+        )
+        .unwrap();
         std::fs::create_dir_all(dir.join("docs/results")).unwrap();
         for p in profiles {
             std::fs::copy(
@@ -48,6 +54,7 @@ impl Sandbox {
             expectations: self.dir.join("expectations"),
             junit: self.dir.join("out/junit.xml"),
             results: self.dir.join("out/results.json"),
+            cache: Some(self.dir.join("out/cache")),
         }
     }
 
@@ -61,7 +68,12 @@ impl Sandbox {
                 .into_iter()
                 .chain(args.iter().copied()),
         );
-        let code = suite::run(&args, &self.paths(), Err(NO_GPU.to_string()), None);
+        let code = suite::run(
+            &args,
+            &self.paths(),
+            Err(NO_GPU.to_string()),
+            &RunOptions::default(),
+        );
         let junit = std::fs::read_to_string(self.paths().junit).ok();
         (
             code,
@@ -234,7 +246,15 @@ fn a_profile_forced_by_name_that_does_not_exist_fails_loudly() {
     std::fs::create_dir_all(sb.dir.join("out")).unwrap();
     let log = sb.dir.join("out/libtest.log").display().to_string();
     let args = Arguments::from_iter(["probe", "--logfile", &log]);
-    let code = suite::run(&args, &sb.paths(), Err(NO_GPU.into()), Some("nonesuch"));
+    let code = suite::run(
+        &args,
+        &sb.paths(),
+        Err(NO_GPU.into()),
+        &RunOptions {
+            profile: Some("nonesuch".into()),
+            mode: None,
+        },
+    );
     assert_eq!(code, ExitCode::from(101));
     let r =
         Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap();

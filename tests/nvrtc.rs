@@ -69,11 +69,79 @@ fn compile_error_is_reported() -> Result<Completion, Failed> {
     }
 }
 
+fn cache_hits_rebuilds_and_keys() -> Result<Completion, Failed> {
+    use accprobe::compile::{cache_key, compile_cached, CacheUse};
+    if let Some(reason) = nvrtc_reason() {
+        return Ok(Completion::ignored_with(reason));
+    }
+    compile::disable_compute_cache();
+    let dir = std::env::temp_dir().join(format!("accprobe-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let variants = &documented_variants()[..3];
+    let options = compile::options(9, 0);
+    let check = |want: &str, got: &CacheUse| -> Result<(), Failed> {
+        if got.to_string().starts_with(want) {
+            Ok(())
+        } else {
+            Err(format!("expected cache {want}, got {got}").into())
+        }
+    };
+    let (first, use1) =
+        compile_cached(variants, &options, Some(&dir)).map_err(|e| e.to_string())?;
+    check("miss", &use1)?;
+    let (second, use2) =
+        compile_cached(variants, &options, Some(&dir)).map_err(|e| e.to_string())?;
+    check("hit", &use2)?;
+    if first.cubin != second.cubin || first.reports != second.reports {
+        return Err("the cached CUBIN or report differs from the compiled one".into());
+    }
+    // A corrupt entry is detected and rebuilt, never trusted.
+    let version = compile::nvrtc_version().map_err(|e| e.to_string())?;
+    let key = cache_key(variants, &options, &version);
+    let cubin = dir.join(&key).join("cubin");
+    let mut bytes = std::fs::read(&cubin).map_err(|e| e.to_string())?;
+    bytes[100] ^= 0xff;
+    std::fs::write(&cubin, bytes).map_err(|e| e.to_string())?;
+    let (third, use3) =
+        compile_cached(variants, &options, Some(&dir)).map_err(|e| e.to_string())?;
+    check("rebuilt (cubin does not match its digest)", &use3)?;
+    if third.cubin != first.cubin {
+        return Err("the rebuilt CUBIN differs".into());
+    }
+    check(
+        "hit",
+        &compile_cached(variants, &options, Some(&dir))
+            .map_err(|e| e.to_string())?
+            .1,
+    )?;
+    std::fs::remove_file(dir.join(&key).join("manifest")).map_err(|e| e.to_string())?;
+    check(
+        "rebuilt (no manifest",
+        &compile_cached(variants, &options, Some(&dir))
+            .map_err(|e| e.to_string())?
+            .1,
+    )?;
+    // Another option is another key.
+    let mut other = options.clone();
+    other.push("--maxrregcount=32".into());
+    if cache_key(variants, &other, &version) == key
+        || cache_key(&variants[..2], &options, &version) == key
+    {
+        return Err("options or source do not change the key".into());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(Completion::Completed)
+}
+
 fn main() -> std::process::ExitCode {
     let args = Arguments::from_args();
     let trials = vec![
         Trial::ignorable_test("compile::default_matrix_sm_90", compile_matrix),
         Trial::ignorable_test("compile::bad_option_is_reported", compile_error_is_reported),
+        Trial::ignorable_test(
+            "compile::cache_hits_rebuilds_and_keys",
+            cache_hits_rebuilds_and_keys,
+        ),
     ];
     libtest_mimic::run(&args, trials).exit_code()
 }

@@ -1,0 +1,46 @@
+//! YAML loading shared by profiles, baselines and policies: saphyr's errors turned into
+//! ones that name file, line and column, and text read as UTF-8 with a clear error.
+
+use crate::error::{Error, Result};
+use serde::Deserialize;
+use std::path::Path;
+
+/// Parses YAML into `T`, turning saphyr's error into one that names the file.
+pub fn parse_yaml<T: for<'de> Deserialize<'de>>(text: &str, file: &Path) -> Result<T> {
+    serde_saphyr::from_str(text).map_err(|e| {
+        let rendered = e.to_string();
+        let mut lines = rendered.lines();
+        let first = lines.next().unwrap_or("invalid YAML");
+        // saphyr's first line reads "error: line L column C: message"; keep the message.
+        let message = first
+            .strip_prefix("error: ")
+            .and_then(|s| s.split_once(": ").map(|(_, m)| m))
+            .unwrap_or(first);
+        let snippet: Vec<String> = lines
+            .map(|l| l.replace("<input>", &file.display().to_string()))
+            .collect();
+        let message = if snippet.is_empty() {
+            message.to_string()
+        } else {
+            format!("{message}\n{}", snippet.join("\n"))
+        };
+        match e.location() {
+            Some(l) => Error::at(file, l.line(), l.column(), message),
+            None => Error::in_file(file, message),
+        }
+    })
+}
+
+/// Reads `file` as UTF-8; `what` names it in errors.
+pub fn read_text(file: &Path, what: &str) -> Result<String> {
+    let bytes = std::fs::read(file).map_err(|e| Error::io(file, &format!("read {what}"), e))?;
+    String::from_utf8(bytes).map_err(|e| {
+        Error::in_file(
+            file,
+            format!(
+                "{what} is not valid UTF-8 (byte offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
+}
