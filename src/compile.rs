@@ -72,6 +72,9 @@ pub struct Compiled {
     pub options: Vec<String>,
     /// The SASS of the CUBIN, per kernel, or why there is none.
     pub sass: Sass,
+    /// Seconds spent in NVRTC (0 on a cache hit) and on the SASS.
+    pub nvrtc_seconds: f64,
+    pub sass_seconds: f64,
 }
 
 /// The disassembly of a compiled matrix.
@@ -219,6 +222,7 @@ fn log_of(prog: sys::nvrtcProgram) -> String {
 
 /// Compiles the variants into one CUBIN. Call only after checking that libnvrtc is present.
 pub fn compile(variants: &[Variant], options: &[String]) -> Result<Compiled> {
+    let start = std::time::Instant::now();
     let src = CString::new(source(variants))
         .map_err(|_| Error::msg("kernel source contains a NUL byte"))?;
     let name = c"accprobe_probe.cu";
@@ -254,9 +258,13 @@ pub fn compile(variants: &[Variant], options: &[String]) -> Result<Compiled> {
                     log.lines().count()
                 )));
             }
+            let nvrtc_seconds = start.elapsed().as_secs_f64();
+            let disassembling = std::time::Instant::now();
             let sass = disassemble(&cubin, variants);
             Ok(Compiled {
                 sass,
+                nvrtc_seconds,
+                sass_seconds: disassembling.elapsed().as_secs_f64(),
                 cubin,
                 log,
                 reports,
@@ -411,20 +419,22 @@ pub fn compile_cached(
                     .ok()
                     .filter(|r| variants.iter().all(|v| r.contains_key(&v.name())));
                 if let Some(reports) = reports {
+                    let reading = std::time::Instant::now();
                     let sass = match sass_text {
                         Some(t) => read_sass(t, "cache".into(), variants),
                         None => disassemble(&cubin, variants),
                     };
-                    return Ok((
-                        Compiled {
-                            cubin,
-                            log,
-                            reports,
-                            options: options.to_vec(),
-                            sass,
-                        },
-                        CacheUse::Hit,
-                    ));
+                    let sass_seconds = reading.elapsed().as_secs_f64();
+                    let c = Compiled {
+                        cubin,
+                        log,
+                        reports,
+                        options: options.to_vec(),
+                        sass,
+                        nvrtc_seconds: 0.0,
+                        sass_seconds,
+                    };
+                    return Ok((c, CacheUse::Hit));
                 }
                 CacheUse::Rebuilt("its ptxas report does not cover every variant".into())
             }

@@ -10,6 +10,20 @@ use crate::results::Environment;
 use cudarc::driver::{sys, CudaContext};
 use std::sync::Arc;
 
+/// Hardware work queues the driver opens per context; the default, 8, lets at most 8
+/// kernels run at once, too few for a wave of the whole matrix. 32 is the most it allows.
+pub const CONNECTIONS_ENV: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
+
+/// Sets what the process needs before the CUDA driver and NVRTC start: no compute cache
+/// (so ptxas reports), 32 connections (so waves run concurrently), unless the user set
+/// them. Call before any thread starts: it edits the environment.
+pub fn prepare_process_environment() {
+    crate::compile::disable_compute_cache();
+    if std::env::var_os(CONNECTIONS_ENV).is_none() {
+        std::env::set_var(CONNECTIONS_ENV, "32");
+    }
+}
+
 /// Environment variable choosing the device ordinal (default 0).
 pub const DEVICE_ENV: &str = "ACCPROBE_DEVICE";
 

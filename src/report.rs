@@ -1,7 +1,8 @@
 //! Stage 7 of the pipeline: report. The study's table as text, and the JUnit file.
 
+use crate::profile::ProbeSettings;
 use crate::results::RunResults;
-use crate::variant::Variant;
+use crate::variant::{Sink, Variant};
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 use std::io::Write;
 use std::path::Path;
@@ -22,63 +23,113 @@ pub fn thousands(x: f64) -> String {
     format!("{sign}{out}.{frac}")
 }
 
+/// Mean progress of one sink mode, per chain (rows, only chains with any result) and
+/// accumulator count (columns).
+pub fn grid(
+    results: &RunResults,
+    chains: &[u32],
+    accumulators: &[u32],
+    sink: Sink,
+) -> Vec<(u32, Vec<Option<f64>>)> {
+    chains
+        .iter()
+        .map(|&n| {
+            let row = accumulators
+                .iter()
+                .map(|&k| {
+                    results
+                        .get(Variant::new(n, k).with_sink(sink))
+                        .map(|r| r.mean_progress)
+                })
+                .collect::<Vec<_>>();
+            (n, row)
+        })
+        .filter(|(_, row)| row.iter().any(Option::is_some))
+        .collect()
+}
+
+fn best(row: &[Option<f64>]) -> f64 {
+    row.iter().flatten().copied().fold(f64::NAN, f64::max)
+}
+
+/// Rows of cells: progress with the best of its chain marked `*`, then the gain of each
+/// count over acc1 (when acc1 was measured).
+fn progress_and_gain(
+    grid: &[(u32, Vec<Option<f64>>)],
+    accumulators: &[u32],
+) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
+    let acc1 = accumulators.iter().position(|&k| k == 1);
+    let mut progress = Vec::new();
+    let mut gain = Vec::new();
+    for (n, row) in grid {
+        let b = best(row);
+        let mut p = vec![n.to_string()];
+        let mut g = vec![n.to_string()];
+        for cell in row {
+            p.push(match cell {
+                Some(x) if *x == b => format!("{}*", thousands(*x)),
+                Some(x) => thousands(*x),
+                None => "-".into(),
+            });
+            g.push(match (acc1.and_then(|i| row[i]), cell) {
+                (Some(base), Some(x)) if base > 0.0 => format!("{:+.1}%", (x / base - 1.0) * 100.0),
+                _ => "-".into(),
+            });
+        }
+        progress.push(p);
+        gain.push(g);
+    }
+    (progress, gain)
+}
+
+fn text_grid(header: &[String], rows: &[Vec<String>]) -> String {
+    let mut t = format!("{:>5}", header[0]);
+    for h in &header[1..] {
+        t.push_str(&format!(" | {h:>11}"));
+    }
+    t.push('\n');
+    for r in rows {
+        t.push_str(&format!("{:>5}", r[0]));
+        for c in &r[1..] {
+            t.push_str(&format!(" | {c:>11}"));
+        }
+        t.push('\n');
+    }
+    t
+}
+
+/// A Markdown table (header row first).
+pub fn markdown_grid(header: &[String], rows: &[Vec<String>]) -> String {
+    let mut t = format!(
+        "| {} |\n|{}\n",
+        header.join(" | "),
+        " --- |".repeat(header.len())
+    );
+    for r in rows {
+        t.push_str(&format!("| {} |\n", r.join(" | ")));
+    }
+    t
+}
+
+fn header(accumulators: &[u32]) -> Vec<String> {
+    std::iter::once("chain".to_string())
+        .chain(accumulators.iter().map(|k| format!("acc{k}")))
+        .collect()
+}
+
 /// The study's table: progress per chain and accumulator count with the best per chain
 /// marked `*`, then the gain of each count over acc1, then the largest spread seen.
 /// Cells without a result are `-`.
 pub fn table(results: &RunResults, chains: &[u32], accumulators: &[u32]) -> String {
-    // Only the chains something was measured for (a filtered run measures fewer).
-    let chains: Vec<u32> = chains
-        .iter()
-        .copied()
-        .filter(|&n| {
-            accumulators
-                .iter()
-                .any(|&k| results.get(Variant::new(n, k)).is_some())
-        })
-        .collect();
-    let chains = chains.as_slice();
-    let mut t = String::new();
-    let header: String = accumulators
-        .iter()
-        .map(|k| format!(" | {:>11}", format!("acc{k}")))
-        .collect();
-    t.push_str(&format!(
-        "progress (mean loop iterations per warp; * = best of its chain) [{}]\n",
-        results.source
-    ));
-    t.push_str(&format!("chain{header}\n"));
-    for &n in chains {
-        let row: Vec<Option<f64>> = accumulators
-            .iter()
-            .map(|&k| results.get(Variant::new(n, k)).map(|r| r.mean_progress))
-            .collect();
-        let best = row.iter().flatten().copied().fold(f64::NAN, f64::max);
-        t.push_str(&format!("{n:>5}"));
-        for p in &row {
-            let cell = match p {
-                Some(p) if *p == best => format!("{}*", thousands(*p)),
-                Some(p) => format!("{} ", thousands(*p)),
-                None => "- ".to_string(),
-            };
-            t.push_str(&format!(" | {cell:>11}"));
-        }
-        t.push('\n');
-    }
-    t.push_str(&format!("\ngain over acc1\nchain{header}\n"));
-    for &n in chains {
-        let base = results.get(Variant::new(n, 1)).map(|r| r.mean_progress);
-        t.push_str(&format!("{n:>5}"));
-        for &k in accumulators {
-            let cell = match (base, results.get(Variant::new(n, k))) {
-                (Some(b), Some(r)) if b > 0.0 => {
-                    format!("{:+.1}%", (r.mean_progress / b - 1.0) * 100.0)
-                }
-                _ => "-".to_string(),
-            };
-            t.push_str(&format!(" | {cell:>11}"));
-        }
-        t.push('\n');
-    }
+    let g = grid(results, chains, accumulators, Sink::A);
+    let (progress, gain) = progress_and_gain(&g, accumulators);
+    let h = header(accumulators);
+    let mut t = format!(
+        "progress (mean loop iterations per warp; * = best of its chain) [{}]\n{}",
+        results.source,
+        text_grid(&h, &progress)
+    );
+    t.push_str(&format!("\ngain over acc1\n{}", text_grid(&h, &gain)));
     let spread = results
         .variants
         .iter()
@@ -88,6 +139,41 @@ pub fn table(results: &RunResults, chains: &[u32], accumulators: &[u32]) -> Stri
         t.push_str(&format!(
             "\nlargest relative spread (max-min)/mean over warps and repeats: {:.4}% ({name})\n",
             s * 100.0
+        ));
+    }
+    t
+}
+
+/// The study's table as Markdown, for one sink mode: progress (best marked) and gain.
+pub fn markdown_table(
+    results: &RunResults,
+    chains: &[u32],
+    accumulators: &[u32],
+    sink: Sink,
+) -> String {
+    let g = grid(results, chains, accumulators, sink);
+    let (progress, gain) = progress_and_gain(&g, accumulators);
+    let h = header(accumulators);
+    format!(
+        "{}\nGain over acc1:\n\n{}",
+        markdown_grid(&h, &progress),
+        markdown_grid(&h, &gain)
+    )
+}
+
+/// One text table per sink mode (A included, at the sink-isolation counts), with the best
+/// K of each chain, so the modes can be compared.
+pub fn sink_tables(results: &RunResults, probe: &ProbeSettings) -> String {
+    let ks = &probe.sink_accumulators;
+    let mut t = String::new();
+    for m in std::iter::once(Sink::A).chain(probe.sink_modes.iter().copied()) {
+        let g = grid(results, &probe.chains, ks, m);
+        let (progress, _) = progress_and_gain(&g, ks);
+        t.push_str(&format!(
+            "sink mode {} ({})\n{}\n",
+            m.letter(),
+            m.describe(),
+            text_grid(&header(ks), &progress)
         ));
     }
     t

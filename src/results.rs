@@ -44,6 +44,12 @@ pub struct RunResults {
 pub struct Timings {
     /// Compiling (or loading from the cache) and disassembling the matrix.
     pub compile_s: f64,
+    /// Of which in NVRTC (0 on a cache hit).
+    #[serde(default)]
+    pub nvrtc_s: f64,
+    /// Of which disassembling (or reading the cached SASS) and summarising it.
+    #[serde(default)]
+    pub sass_s: f64,
     /// How the compile cache served it: off, hit, miss or rebuilt.
     pub compile_cache: String,
     /// Measuring: every launch, poisoning and read-back included.

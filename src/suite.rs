@@ -110,6 +110,41 @@ pub struct GpuSession {
 }
 
 impl GpuSession {
+    /// A session for `profile` on `device` (or the reason there is none), compiling through
+    /// the `cache` folder when given. Nothing happens on the GPU until results are asked for.
+    pub fn new(
+        profile: Profile,
+        selection_note: String,
+        device: Result<Device, String>,
+        cache: Option<PathBuf>,
+    ) -> GpuSession {
+        GpuSession {
+            profile,
+            selection_note,
+            device,
+            probe: OnceLock::new(),
+            measured: Mutex::new(BTreeMap::new()),
+            planned: Mutex::new(Vec::new()),
+            cache,
+            compile_info: OnceLock::new(),
+            gpu_seconds: Mutex::new(0.0),
+        }
+    }
+
+    /// Measures every variant of the profile (in its mode) and returns the whole run, with
+    /// environment and timings.
+    pub fn measure_all(&self) -> Result<RunResults, String> {
+        let all = self.profile.probe.variants();
+        *self.planned.lock().unwrap_or_else(|e| e.into_inner()) = all.clone();
+        match self.results_for(&all) {
+            Ok(_) => self
+                .measured_results()
+                .ok_or_else(|| "nothing was measured".to_string()),
+            Err(NotMeasured::NoGpu(r)) => Err(format!("no GPU: {r}")),
+            Err(NotMeasured::Broken(e)) => Err(e),
+        }
+    }
+
     fn device_label(&self) -> String {
         match &self.device {
             Ok(d) => format!("gpu{} {}", d.ordinal, d.identity.name),
@@ -177,7 +212,9 @@ impl GpuSession {
         let mut variants = Vec::new();
         let mut broken = Vec::new();
         for &v in needs {
-            measured.entry(v).or_insert_with(|| probe.measure(v, &self.profile.probe));
+            measured
+                .entry(v)
+                .or_insert_with(|| probe.measure(v, &self.profile.probe));
             match &measured[&v] {
                 Ok(r) => variants.push(r.clone()),
                 Err(e) => broken.push(format!("{v}: {e}")),
@@ -202,8 +239,11 @@ impl GpuSession {
 
     fn timings(&self) -> Option<crate::results::Timings> {
         let (compile_s, cache) = self.compile_info.get()?.clone();
+        let c = self.compiled();
         Some(crate::results::Timings {
             compile_s,
+            nvrtc_s: c.map_or(0.0, |c| c.nvrtc_seconds),
+            sass_s: c.map_or(0.0, |c| c.sass_seconds),
             compile_cache: cache,
             gpu_s: *self.gpu_seconds.lock().unwrap_or_else(|e| e.into_inner()),
         })
@@ -372,7 +412,7 @@ fn environment_properties(r: &RunResults) -> Vec<(String, String)> {
 /// The entry point of `tests/probe.rs`.
 pub fn main() -> ExitCode {
     let args = Arguments::from_args();
-    compile::disable_compute_cache();
+    device::prepare_process_environment();
     let options = match RunOptions::from_env() {
         Ok(o) => o,
         Err(e) => {
@@ -461,22 +501,17 @@ pub fn run(
 
     let identity = device.as_ref().ok().map(|d| d.identity.clone());
     let session = match profile::select(&profiles, identity.as_ref(), forced) {
-        Ok(mut sel) => Some(Arc::new(GpuSession {
-            profile: {
-                if let Some(m) = options.mode {
-                    sel.profile.probe.mode = m;
-                }
-                sel.profile
-            },
-            selection_note: sel.why,
-            device,
-            probe: OnceLock::new(),
-            measured: Mutex::new(BTreeMap::new()),
-            planned: Mutex::new(Vec::new()),
-            cache: paths.cache.clone(),
-            compile_info: OnceLock::new(),
-            gpu_seconds: Mutex::new(0.0),
-        })),
+        Ok(mut sel) => {
+            if let Some(m) = options.mode {
+                sel.profile.probe.mode = m;
+            }
+            Some(Arc::new(GpuSession::new(
+                sel.profile,
+                sel.why,
+                device,
+                paths.cache.clone(),
+            )))
+        }
         Err(e) => {
             let message = e.to_string();
             suites.push(SuiteInfo {

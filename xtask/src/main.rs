@@ -1,34 +1,72 @@
-//! `cargo xtask`: developer commands for accprobe (alias in .cargo/config.toml).
+//! `cargo xtask`: developer commands for accprobe (alias in .cargo/config.toml), one
+//! module per task.
 //!
-//! - `gate`: evaluate a results file against a profile on any machine.
+//! - `probe`: run the matrix on the GPU, print the study's table, write a results file.
+//! - `gate`: evaluate a results file against a profile, on any machine.
 //! - `bless`: write a profile's generated baselines from a reviewed results file.
+//! - `report`: Markdown and SVG charts from one or more results files.
+//! - `sass`: a variant's SASS loop body from a results file.
+//! - `agree`: serial against wave mode on the same GPU.
+//! - `bench`: the GPU phase of each mode against its floor, compile cold and cached.
 
-use accprobe::bless;
+mod bless;
+mod gate;
+mod gpu;
+mod report;
+mod sass;
+
+use accprobe::measure::Mode;
 use accprobe::profile::{self, Profile};
-use accprobe::report;
-use accprobe::results::RunResults;
-use accprobe::verdict::{self, Outcome};
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "accprobe developer commands")]
+#[command(
+    name = "cargo xtask",
+    about = "accprobe developer commands: measure on the GPU, judge and bless results, report",
+    long_about = "accprobe developer commands. `probe`, `agree` and `bench` need a CUDA GPU; \
+                  `gate`, `bless`, `report` and `sass` work on results files anywhere."
+)]
 struct Cli {
-    /// The folder of profiles.
+    /// The folder of profiles (default: the workspace's expectations/, else ./expectations).
     #[arg(long, global = true, default_value_os_t = workspace().join("expectations"))]
     expectations: PathBuf,
     #[command(subcommand)]
     command: Command,
 }
 
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Serial,
+    Wave,
+}
+
 #[derive(Subcommand)]
 enum Command {
+    /// Run every variant of the profile on the GPU, print the study's table (progress per
+    /// chain and accumulator count, best per chain, gain over acc1, spread) and write a
+    /// results file. Without a GPU it says why and exits 2.
+    Probe {
+        /// CUDA device ordinal (default 0; same as ACCPROBE_DEVICE).
+        #[arg(long)]
+        device: Option<usize>,
+        /// Profile name (default: the one that matches the GPU, else `documented`).
+        #[arg(long)]
+        profile: Option<String>,
+        /// Serial (one variant at a time) or wave (all at once); default: the profile's.
+        #[arg(long, value_enum)]
+        mode: Option<ModeArg>,
+        /// Where to write the results.
+        #[arg(long, default_value_os_t = workspace().join("target/accprobe/probe.json"))]
+        out: PathBuf,
+    },
     /// Evaluate a results file against a profile and print every verdict; exits 1 on any
-    /// failure. Works without a GPU: the verdicts read only the file.
+    /// failure. `--results` may be any measured file; the documented profile's recorded
+    /// table is replayed by the test suite itself.
     Gate {
-        /// A results file written by the GPU suite (target/accprobe/results.json) or
-        /// committed under docs/results/.
+        /// A results file written by the GPU suite (target/accprobe/results.json), by
+        /// `probe`, or committed under docs/results/.
         #[arg(long)]
         results: PathBuf,
         /// Profile name (default: the profile the results were measured under).
@@ -52,6 +90,17 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Write a Markdown summary (the study's table per results file, the invariants side by
+    /// side) and SVG charts (progress against K per chain length, acc2/acc1 gain against
+    /// chain length, the study's numbers as reference) from one or more results files.
+    Report {
+        /// Results files (several GPUs or drivers).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// The folder to write report.md and the charts into.
+        #[arg(long, default_value_os_t = workspace().join("target/accprobe/report"))]
+        out: PathBuf,
+    },
     /// Print a variant's measured SASS loop body from a results file, each FFMA marked
     /// with the partial accumulator (dependency chain) it extends.
     /// Example: `cargo xtask sass chain29 acc4`.
@@ -64,74 +113,44 @@ enum Command {
         #[arg(long, default_value_os_t = workspace().join("target/accprobe/results.json"))]
         results: PathBuf,
     },
+    /// Measure the profile serially and as a wave on this GPU and compare each variant;
+    /// wave mode is accepted when every variant's median agrees within the tolerance.
+    Agree {
+        #[arg(long)]
+        profile: Option<String>,
+        /// Largest accepted relative difference of medians.
+        #[arg(long, default_value_t = 0.005)]
+        tolerance: f64,
+        #[arg(long, default_value_os_t = workspace().join("target/accprobe/agreement.json"))]
+        out: PathBuf,
+    },
+    /// Benchmark the gate: GPU phase of each mode against its floor (budget x launches /
+    /// SM clock), NVRTC compile cold and cached; medians of several runs.
+    Bench {
+        /// The profile whose matrix is timed (default: the study's 24 variants).
+        #[arg(long, default_value = "documented")]
+        profile: String,
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        #[arg(long, default_value_os_t = workspace().join("target/accprobe/bench.json"))]
+        out: PathBuf,
+    },
 }
 
-fn count(word: &str, prefix: &str) -> Result<u32, String> {
-    word.strip_prefix(prefix)
-        .unwrap_or(word)
-        .parse::<u32>()
-        .ok()
-        .filter(|&n| n > 0)
-        .ok_or_else(|| format!("{word:?}: expected {prefix}N or N with N >= 1"))
-}
-
-fn sass_cmd(results: &Path, chain: &str, acc: &str) -> Result<(), String> {
-    let v = accprobe::variant::Variant::new(count(chain, "chain")?, count(acc, "acc")?);
-    let r = RunResults::load(results).map_err(|e| e.to_string())?;
-    let vr = r
-        .get(v)
-        .ok_or_else(|| format!("{v} is not in {}", results.display()))?;
-    let s = vr.sass.as_ref().ok_or_else(|| {
-        format!(
-            "{} carries no SASS for {v}{}",
-            results.display(),
-            r.sass_unavailable
-                .as_ref()
-                .map(|x| format!(" ({x})"))
-                .unwrap_or_default()
-        )
-    })?;
-    if let Some(e) = &r.environment {
-        println!(
-            "{v}: {} (sm {}), driver {}, NVRTC {}, {}",
-            e.gpu_name, e.compute_capability, e.driver_version, e.nvrtc_version, e.date
-        );
-    }
-    println!(
-        "loop: {} FFMAs, {} chains {:?}, destinations {}; digest {}",
-        s.loop_ffma,
-        s.loop_chains.len(),
-        s.loop_chains,
-        s.loop_ffma_destinations.join(" "),
-        &s.digest[..16]
-    );
-    let body = accprobe::sass::from_lines(&s.loop_body);
-    let width = s.loop_body.iter().map(|l| l.len()).max().unwrap_or(0);
-    for (instr, chain) in body.iter().zip(accprobe::sass::chain_of_each(&body)) {
-        match chain {
-            Some(c) => {
-                let ops = instr.operands();
-                println!(
-                    "  {:width$}   # partial {c}: {} <- {}",
-                    instr.text,
-                    ops[0],
-                    ops[1..].join(", ")
-                );
-            }
-            None => println!("  {}", instr.text),
-        }
-    }
-    Ok(())
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+/// The workspace root: where this xtask was built from, or the working directory when run
+/// as a copied binary on a machine without the source tree there.
+pub fn workspace() -> PathBuf {
+    let built = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .expect("xtask lives in the workspace")
-        .to_path_buf()
+        .map(Path::to_path_buf);
+    match built {
+        Some(p) if p.join("expectations").is_dir() => p,
+        _ => PathBuf::from("."),
+    }
 }
 
-fn find_profile(dir: &Path, name: &str) -> Result<Profile, String> {
+/// The profile called `name` in `dir`, or an error listing what failed to load.
+pub fn find_profile(dir: &Path, name: &str) -> Result<Profile, String> {
     let (profiles, errors) = profile::load_dir(dir);
     if let Some(p) = profiles.into_iter().find(|p| p.name == name) {
         return Ok(p);
@@ -143,117 +162,57 @@ fn find_profile(dir: &Path, name: &str) -> Result<Profile, String> {
     Err(msg)
 }
 
-fn gate(dir: &Path, results: &Path, profile: Option<&str>) -> Result<bool, String> {
-    let r = RunResults::load(results).map_err(|e| e.to_string())?;
-    let p = find_profile(dir, profile.unwrap_or(&r.profile))?;
-    println!(
-        "{}",
-        report::table(&r, &p.probe.chains, &p.probe.accumulators)
-    );
-    let mut failed = 0;
-    for case in p.cases() {
-        let (tag, text) = match verdict::evaluate(&case, &p, &r) {
-            Outcome::Pass(d) => ("ok     ", d),
-            Outcome::Fail(m) => {
-                failed += 1;
-                ("FAILED ", m)
-            }
-            Outcome::Skipped(reason) => ("skipped", reason),
-            Outcome::KnownDeviation { reason, detail } => {
-                ("ignored", format!("known deviation: {reason} ({detail})"))
-            }
-        };
-        println!("{tag} {}: {text}", case.name);
-    }
-    println!(
-        "\ngate: {} against profile {:?}: {}",
-        results.display(),
-        p.name,
-        if failed == 0 {
-            "passed".to_string()
-        } else {
-            format!("{failed} failed")
-        }
-    );
-    Ok(failed == 0)
-}
-
-fn bless_cmd(
-    dir: &Path,
-    name: &str,
-    from: &Path,
-    allow_invalid: bool,
-    dry_run: bool,
-) -> Result<(), String> {
-    let p = find_profile(dir, name)?;
-    let r = RunResults::load(from).map_err(|e| e.to_string())?;
-    bless::check(&p, &r, allow_invalid).map_err(|e| e.to_string())?;
-    let file = p
-        .baselines
-        .as_ref()
-        .map(|b| b.file.clone())
-        .unwrap_or_else(|| dir.join("baselines").join(format!("{name}.yaml")));
-    let label = from
-        .strip_prefix(workspace())
-        .unwrap_or(from)
-        .display()
-        .to_string();
-    let command = format!("cargo xtask bless --profile {name} --from {label}");
-    let b = bless::prepare(&p, &r, &label, &command, &file, p.baselines.as_ref());
-    if b.diff.is_empty() {
-        println!("{}: no baseline changes", file.display());
-    } else {
-        println!("{}: {} change(s)", file.display(), b.diff.len());
-        for line in &b.diff {
-            println!("  {line}");
-        }
-    }
-    if dry_run {
-        return Ok(());
-    }
-    b.write().map_err(|e| e.to_string())?;
-    if p.baselines.is_none() {
-        println!("written; now reference it from {}:\nbaselines:\n  file: baselines/{name}.yaml\n  tolerance: 0.005", p.file.display());
-    } else {
-        println!("written; review it with `git diff {}`", file.display());
-    }
-    Ok(())
-}
-
-/// An empty error: the failures were already printed.
-trait OkOrDefault {
-    fn ok_or_default(self) -> Result<(), String>;
-}
-
-impl OkOrDefault for Option<()> {
-    fn ok_or_default(self) -> Result<(), String> {
-        self.ok_or_else(String::new)
-    }
-}
-
 fn main() -> ExitCode {
+    accprobe::device::prepare_process_environment();
     let cli = Cli::parse();
+    let dir = &cli.expectations;
+    let mode = |m: &Option<ModeArg>| {
+        m.map(|m| match m {
+            ModeArg::Serial => Mode::Serial,
+            ModeArg::Wave => Mode::Wave,
+        })
+    };
     let result = match &cli.command {
-        Command::Gate { results, profile } => gate(&cli.expectations, results, profile.as_deref())
-            .and_then(|ok| ok.then_some(()).ok_or_default()),
-        Command::Sass {
-            chain,
-            accumulators,
-            results,
-        } => sass_cmd(results, chain, accumulators),
+        Command::Probe {
+            device,
+            profile,
+            mode: m,
+            out,
+        } => {
+            if let Some(d) = device {
+                std::env::set_var(accprobe::device::DEVICE_ENV, d.to_string());
+            }
+            gpu::probe(dir, profile.as_deref(), mode(m), out)
+        }
+        Command::Gate { results, profile } => gate::run(dir, results, profile.as_deref()),
         Command::Bless {
             profile,
             from,
             allow_invalid,
             dry_run,
-        } => bless_cmd(&cli.expectations, profile, from, *allow_invalid, *dry_run),
+        } => bless::run(dir, profile, from, *allow_invalid, *dry_run),
+        Command::Report { files, out } => report::run(dir, files, out),
+        Command::Sass {
+            chain,
+            accumulators,
+            results,
+        } => sass::run(results, chain, accumulators),
+        Command::Agree {
+            profile,
+            tolerance,
+            out,
+        } => gpu::agree(dir, profile.as_deref(), *tolerance, out),
+        Command::Bench { profile, runs, out } => gpu::bench(dir, profile, *runs, out),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is_empty() => ExitCode::FAILURE,
+        Err(e) if e.starts_with("no GPU:") => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
         Err(e) => {
-            if !e.is_empty() {
-                eprintln!("error: {e}");
-            }
+            eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }

@@ -1,0 +1,47 @@
+//! `cargo xtask gate`: every verdict of a profile on a results file, on any machine.
+
+use crate::find_profile;
+use accprobe::report;
+use accprobe::results::RunResults;
+use accprobe::verdict::{self, Outcome};
+use std::path::Path;
+
+/// Prints every case's verdict; `Err("")` when any failed (already printed).
+pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> Result<(), String> {
+    let r = RunResults::load(results).map_err(|e| e.to_string())?;
+    let p = find_profile(dir, profile.unwrap_or(&r.profile))?;
+    println!(
+        "{}",
+        report::table(&r, &p.probe.chains, &p.probe.accumulators)
+    );
+    let mut failed = 0;
+    for case in p.cases() {
+        let (tag, text) = match verdict::evaluate(&case, &p, &r) {
+            Outcome::Pass(d) => ("ok     ", d),
+            Outcome::Fail(m) => {
+                failed += 1;
+                ("FAILED ", m)
+            }
+            Outcome::Skipped(reason) => ("skipped", reason),
+            Outcome::KnownDeviation { reason, detail } => {
+                ("ignored", format!("known deviation: {reason} ({detail})"))
+            }
+        };
+        println!("{tag} {}: {text}", case.name);
+    }
+    println!(
+        "\ngate: {} against profile {:?}: {}",
+        results.display(),
+        p.name,
+        if failed == 0 {
+            "passed".to_string()
+        } else {
+            format!("{failed} failed")
+        }
+    );
+    if failed == 0 {
+        Ok(())
+    } else {
+        Err(String::new())
+    }
+}

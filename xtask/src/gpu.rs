@@ -1,0 +1,316 @@
+//! The commands that run the probe on a GPU: `probe`, `agree` and `bench`.
+
+use crate::workspace;
+use accprobe::device;
+use accprobe::measure::Mode;
+use accprobe::profile::{self, PROFILE_ENV};
+use accprobe::report::{self, write_atomic};
+use accprobe::results::RunResults;
+use accprobe::suite::GpuSession;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// A session on the GPU found, with the profile `name` (or the one that matches the GPU).
+fn session(
+    dir: &Path,
+    name: Option<&str>,
+    mode: Option<Mode>,
+    cache: Option<PathBuf>,
+) -> Result<GpuSession, String> {
+    let device = device::detect().map_err(|reason| format!("no GPU: {reason}"))?;
+    let (profiles, errors) = profile::load_dir(dir);
+    if let Some(e) = errors.first() {
+        return Err(format!("{e}"));
+    }
+    let forced = name
+        .map(str::to_string)
+        .or_else(|| std::env::var(PROFILE_ENV).ok());
+    let mut sel = profile::select(&profiles, Some(&device.identity), forced.as_deref())
+        .map_err(|e| e.to_string())?;
+    if let Some(m) = mode {
+        sel.profile.probe.mode = m;
+    }
+    eprintln!("accprobe: {}", sel.why);
+    Ok(GpuSession::new(sel.profile, sel.why, Ok(device), cache))
+}
+
+fn default_cache() -> PathBuf {
+    workspace().join("target/accprobe/cache")
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
+    write_atomic(path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn env_line(r: &RunResults) -> String {
+    match &r.environment {
+        Some(e) => format!(
+            "{} (sm {}, {} SMs), driver {}, NVRTC {}, SM clock {} MHz, {}",
+            e.gpu_name,
+            e.compute_capability,
+            e.sm_count,
+            e.driver_version,
+            e.nvrtc_version,
+            e.sm_clock_rated_mhz
+                .map_or("?".into(), |c| format!("{c:.0}")),
+            e.date
+        ),
+        None => "no environment".into(),
+    }
+}
+
+/// `cargo xtask probe`: the whole matrix, the study's table, a results file.
+pub fn probe(dir: &Path, name: Option<&str>, mode: Option<Mode>, out: &Path) -> Result<(), String> {
+    let s = session(dir, name, mode, Some(default_cache()))?;
+    let r = s.measure_all()?;
+    println!("{}\n", env_line(&r));
+    println!(
+        "{}",
+        report::table(&r, &s.profile.probe.chains, &s.profile.probe.accumulators)
+    );
+    if !s.profile.probe.sink_modes.is_empty() {
+        println!("{}", report::sink_tables(&r, &s.profile.probe));
+    }
+    if let Some(t) = &r.timings {
+        println!(
+            "compile {:.3} s (cache {}), GPU phase {:.3} s ({:?})",
+            t.compile_s, t.compile_cache, t.gpu_s, r.mode
+        );
+    }
+    write_atomic(out, &r.to_json()).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    println!("results: {}", out.display());
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct Agreement {
+    profile: String,
+    environment: String,
+    tolerance: f64,
+    /// Per variant: (name, serial median, wave median, relative difference of medians,
+    /// relative difference of means).
+    variants: Vec<(String, f64, f64, f64, f64)>,
+    distinct_sms_per_wave: Vec<usize>,
+    accepted: bool,
+}
+
+/// `cargo xtask agree`: serial and wave on the same matrix, per-variant differences.
+pub fn agree(dir: &Path, name: Option<&str>, tolerance: f64, out: &Path) -> Result<(), String> {
+    let serial = session(dir, name, Some(Mode::Serial), Some(default_cache()))?.measure_all()?;
+    let wave = session(dir, name, Some(Mode::Wave), Some(default_cache()))?.measure_all()?;
+    let mut rows = Vec::new();
+    for s in &serial.variants {
+        let w = wave
+            .get(s.variant())
+            .ok_or_else(|| format!("{} missing from the wave run", s.name))?;
+        let rel = |a: f64, b: f64| (a - b).abs() / b;
+        rows.push((
+            s.name.clone(),
+            s.baseline_progress(),
+            w.baseline_progress(),
+            rel(w.baseline_progress(), s.baseline_progress()),
+            rel(w.mean_progress, s.mean_progress),
+        ));
+    }
+    let sms = distinct_sms_per_wave(&wave);
+    let worst = rows.iter().map(|r| r.3).fold(0.0, f64::max);
+    let accepted = worst <= tolerance;
+    println!("{}\n", env_line(&serial));
+    println!(
+        "{:<34} {:>12} {:>12} {:>9} {:>9}",
+        "variant", "serial med", "wave med", "d(med)", "d(mean)"
+    );
+    for (n, s, w, dm, dmean) in &rows {
+        let flag = if *dm > tolerance {
+            "  <- over tolerance"
+        } else {
+            ""
+        };
+        println!(
+            "{n:<34} {s:>12.1} {w:>12.1} {:>8.3}% {:>8.3}%{flag}",
+            dm * 100.0,
+            dmean * 100.0
+        );
+    }
+    println!(
+        "\nworst difference of medians {:.4}% (tolerance {:.2}%); distinct SMs per wave {:?} for {} variants: wave mode {}",
+        worst * 100.0,
+        tolerance * 100.0,
+        sms,
+        wave.variants.len(),
+        if accepted { "ACCEPTED" } else { "NOT accepted" }
+    );
+    write_json(
+        out,
+        &Agreement {
+            profile: serial.profile.clone(),
+            environment: env_line(&serial),
+            tolerance,
+            variants: rows,
+            distinct_sms_per_wave: sms,
+            accepted,
+        },
+    )?;
+    println!("agreement: {}", out.display());
+    accepted.then_some(()).ok_or_else(String::new)
+}
+
+/// For each counted wave, how many distinct SMs its variants' first blocks ran on.
+pub fn distinct_sms_per_wave(r: &RunResults) -> Vec<usize> {
+    let waves = r.variants.iter().map(|v| v.sm_ids.len()).min().unwrap_or(0);
+    (0..waves)
+        .map(|k| {
+            let mut ids: Vec<u32> = r
+                .variants
+                .iter()
+                .filter_map(|v| v.sm_ids[k].first().copied())
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids.len()
+        })
+        .collect()
+}
+
+#[derive(Serialize)]
+struct BenchRun {
+    cold_compile_s: f64,
+    cold_nvrtc_s: f64,
+    cold_sass_s: f64,
+    cached_compile_s: f64,
+    cached_cache: String,
+    serial_gpu_s: f64,
+    wave_gpu_s: f64,
+    wave_distinct_sms: Vec<usize>,
+}
+
+#[derive(Serialize)]
+struct Bench {
+    profile: String,
+    environment: String,
+    variants: usize,
+    launches_per_variant: u32,
+    budget_cycles: u64,
+    sm_clock_mhz: f64,
+    serial_floor_s: f64,
+    wave_floor_s: f64,
+    runs: Vec<BenchRun>,
+    median_serial_gpu_s: f64,
+    median_wave_gpu_s: f64,
+    median_cold_compile_s: f64,
+    median_cached_compile_s: f64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// `cargo xtask bench`: GPU phase of each mode against its floor, compile cold and cached,
+/// medians of `runs` runs.
+pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> Result<(), String> {
+    let cache = std::env::temp_dir().join(format!("accprobe-bench-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let mut rows = Vec::new();
+    let mut last = None;
+    for i in 0..runs.max(1) {
+        // Cold: no cache at all; this session also measures serially.
+        let cold = session(dir, Some(name), Some(Mode::Serial), None)?;
+        let rs = cold.measure_all()?;
+        let tc = rs.timings.clone().ok_or("no timings")?;
+        // Cached: the first of these fills the cache, the rest hit it; measured as a wave.
+        if i == 0 {
+            session(dir, Some(name), Some(Mode::Wave), Some(cache.clone()))?.measure_all()?;
+        }
+        let warm = session(dir, Some(name), Some(Mode::Wave), Some(cache.clone()))?;
+        let rw = warm.measure_all()?;
+        let tw = rw.timings.clone().ok_or("no timings")?;
+        let row = BenchRun {
+            cold_compile_s: tc.compile_s,
+            cold_nvrtc_s: tc.nvrtc_s,
+            cold_sass_s: tc.sass_s,
+            cached_compile_s: tw.compile_s,
+            cached_cache: tw.compile_cache.clone(),
+            serial_gpu_s: tc.gpu_s,
+            wave_gpu_s: tw.gpu_s,
+            wave_distinct_sms: distinct_sms_per_wave(&rw),
+        };
+        eprintln!(
+            "run {}: cold compile {:.3} s (NVRTC {:.3}, SASS {:.3}), cached {:.3} s ({}), serial GPU {:.3} s, wave GPU {:.3} s",
+            i + 1,
+            row.cold_compile_s,
+            row.cold_nvrtc_s,
+            row.cold_sass_s,
+            row.cached_compile_s,
+            row.cached_cache,
+            row.serial_gpu_s,
+            row.wave_gpu_s
+        );
+        rows.push(row);
+        last = Some((cold.profile.clone(), rs));
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+    let (p, r) = last.ok_or("no run")?;
+    let clock = r
+        .environment
+        .as_ref()
+        .and_then(|e| e.sm_clock_rated_mhz)
+        .ok_or("no SM clock")?;
+    let launches = p.probe.warmup_launches + p.probe.repeats;
+    let n = p.probe.variants().len();
+    let per_launch = p.probe.budget_cycles as f64 / (clock * 1e6);
+    let b = Bench {
+        profile: p.name.clone(),
+        environment: env_line(&r),
+        variants: n,
+        launches_per_variant: launches,
+        budget_cycles: p.probe.budget_cycles,
+        sm_clock_mhz: clock,
+        serial_floor_s: n as f64 * launches as f64 * per_launch,
+        wave_floor_s: launches as f64 * per_launch,
+        median_serial_gpu_s: median(rows.iter().map(|x| x.serial_gpu_s).collect()),
+        median_wave_gpu_s: median(rows.iter().map(|x| x.wave_gpu_s).collect()),
+        median_cold_compile_s: median(rows.iter().map(|x| x.cold_compile_s).collect()),
+        median_cached_compile_s: median(rows.iter().map(|x| x.cached_compile_s).collect()),
+        runs: rows,
+    };
+    println!("{}\n", b.environment);
+    println!(
+        "profile {} ({} variants, {} launches each, {} cycles, floor at {:.0} MHz)",
+        b.profile, n, launches, b.budget_cycles, clock
+    );
+    println!("| what | median of {} runs | floor | ratio |", b.runs.len());
+    println!("| --- | --- | --- | --- |");
+    println!(
+        "| serial GPU phase | {:.4} s | {:.4} s | {:.3} |",
+        b.median_serial_gpu_s,
+        b.serial_floor_s,
+        b.median_serial_gpu_s / b.serial_floor_s
+    );
+    println!(
+        "| wave GPU phase | {:.4} s | {:.4} s | {:.3} |",
+        b.median_wave_gpu_s,
+        b.wave_floor_s,
+        b.median_wave_gpu_s / b.wave_floor_s
+    );
+    println!(
+        "| cold compile (NVRTC + SASS) | {:.4} s | | |",
+        b.median_cold_compile_s
+    );
+    println!(
+        "| cached compile | {:.4} s | | |",
+        b.median_cached_compile_s
+    );
+    write_json(out, &b)?;
+    println!("bench: {}", out.display());
+    Ok(())
+}

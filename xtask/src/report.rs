@@ -1,0 +1,349 @@
+//! `cargo xtask report`: a Markdown summary and SVG charts from one or more results files
+//! (several GPUs or drivers side by side), with the study's recorded numbers as reference.
+
+use crate::find_profile;
+use accprobe::profile::Profile;
+use accprobe::report::{markdown_grid, markdown_table, write_atomic};
+use accprobe::results::RunResults;
+use accprobe::variant::{Sink, Variant};
+use accprobe::verdict::{self, Outcome};
+use plotters::prelude::*;
+use std::path::{Path, PathBuf};
+
+/// A results file with the profile it is judged against and a short label.
+struct Input {
+    label: String,
+    file: PathBuf,
+    results: RunResults,
+    profile: Profile,
+}
+
+fn label(r: &RunResults, file: &Path) -> String {
+    match &r.environment {
+        Some(e) => format!(
+            "{} / driver {} / NVRTC {}",
+            e.gpu_name, e.driver_version, e.nvrtc_version
+        ),
+        None => file
+            .file_stem()
+            .map_or("results".into(), |s| s.to_string_lossy().into_owned()),
+    }
+}
+
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+const COLOURS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(23, 190, 207),
+];
+
+/// Progress relative to acc1 against K (log2 axis), one line per chain length, the study's
+/// table dashed beside it.
+fn progress_chart(path: &Path, input: &Input, study: &RunResults) -> Result<(), String> {
+    let p = &input.profile.probe;
+    let series = |r: &RunResults, n: u32| -> Vec<(f64, f64)> {
+        let base = r.get(Variant::new(n, 1)).map(|x| x.mean_progress);
+        p.accumulators
+            .iter()
+            .filter_map(|&k| {
+                Some((
+                    (k as f64).log2(),
+                    r.get(Variant::new(n, k))?.mean_progress / base?,
+                ))
+            })
+            .collect()
+    };
+    let all: Vec<f64> = p
+        .chains
+        .iter()
+        .flat_map(|&n| {
+            series(&input.results, n)
+                .into_iter()
+                .chain(series(study, n))
+        })
+        .map(|x| x.1)
+        .collect();
+    let (lo, hi) = all
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &y| (a.min(y), b.max(y)));
+    let kmax = (p.accumulators.iter().copied().max().unwrap_or(16) as f64).log2();
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "Progress relative to acc1 vs accumulator count: {}",
+                input.label
+            ),
+            ("sans-serif", 20),
+        )
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(65)
+        .build_cartesian_2d(-0.2f64..kmax + 0.2, (lo - 0.05)..(hi + 0.05))
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("accumulator count K (log scale)")
+        .y_desc("progress / progress of acc1 at the same chain")
+        .x_labels(kmax as usize + 1)
+        .light_line_style(WHITE)
+        .x_label_formatter(&|x| format!("{:.0}", 2f64.powf(*x)))
+        .y_label_formatter(&|y| format!("{y:.2}"))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (i, &n) in p.chains.iter().enumerate() {
+        let c = COLOURS[i % COLOURS.len()];
+        let measured = series(&input.results, n);
+        chart
+            .draw_series(LineSeries::new(measured.clone(), c.stroke_width(3)))
+            .map_err(|e| e.to_string())?
+            .label(format!("N={n} measured"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
+        chart
+            .draw_series(
+                measured
+                    .iter()
+                    .map(|&(x, y)| Circle::new((x, y), 4, c.filled())),
+            )
+            .map_err(|e| e.to_string())?;
+        let reference = series(study, n);
+        if !reference.is_empty() {
+            chart
+                .draw_series(DashedLineSeries::new(reference, 6, 4, c.stroke_width(1)))
+                .map_err(|e| e.to_string())?
+                .label(format!("N={n} study (PROBE.md)"))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(1))
+                });
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
+}
+
+/// acc2/acc1 against chain length: one line per input, the study's dashed.
+fn gain_chart(
+    path: &Path,
+    inputs: &[Input],
+    study: &RunResults,
+    chains: &[u32],
+) -> Result<(), String> {
+    let gains = |r: &RunResults| -> Vec<(f64, f64)> {
+        chains
+            .iter()
+            .filter_map(|&n| {
+                let a = r.get(Variant::new(n, 2))?.mean_progress;
+                let b = r.get(Variant::new(n, 1))?.mean_progress;
+                Some((n as f64, a / b))
+            })
+            .collect()
+    };
+    let all: Vec<f64> = inputs
+        .iter()
+        .flat_map(|i| gains(&i.results))
+        .chain(gains(study))
+        .map(|x| x.1)
+        .collect();
+    let hi = all.iter().copied().fold(1.0, f64::max);
+    let nmax = chains.iter().copied().max().unwrap_or(29) as f64;
+    let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("acc2 / acc1 gain vs chain length", ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(65)
+        .build_cartesian_2d(0f64..nmax + 3.0, 0.95f64..hi + 0.1)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("chain length N (FFMAs per iteration)")
+        .y_desc("progress(acc2) / progress(acc1)")
+        .light_line_style(WHITE)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.2}"))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (i, input) in inputs.iter().enumerate() {
+        let c = COLOURS[i % COLOURS.len()];
+        let g = gains(&input.results);
+        chart
+            .draw_series(LineSeries::new(g.clone(), c.stroke_width(3)))
+            .map_err(|e| e.to_string())?
+            .label(input.label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
+        chart
+            .draw_series(g.iter().map(|&(x, y)| Circle::new((x, y), 4, c.filled())))
+            .map_err(|e| e.to_string())?;
+    }
+    chart
+        .draw_series(
+            gains(study)
+                .into_iter()
+                .map(|(x, y)| Circle::new((x, y), 3, BLACK.filled())),
+        )
+        .map_err(|e| e.to_string())?;
+    chart
+        .draw_series(DashedLineSeries::new(
+            gains(study),
+            6,
+            4,
+            BLACK.stroke_width(1),
+        ))
+        .map_err(|e| e.to_string())?
+        .label("study (PROBE.md)")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
+}
+
+fn verdict_cell(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Pass(_) => "holds",
+        Outcome::Fail(_) => "**fails**",
+        Outcome::KnownDeviation { .. } => "fails (known deviation)",
+        Outcome::Skipped(_) => "skipped",
+    }
+}
+
+/// Writes `report.md`, `progress-<gpu>.svg` per input and `gain.svg` into `out`.
+pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
+    if files.is_empty() {
+        return Err("give at least one results file".into());
+    }
+    let study_profile = find_profile(dir, accprobe::profile::DOCUMENTED)?;
+    let study = study_profile
+        .recorded
+        .clone()
+        .ok_or("the documented profile has no recorded table")?;
+    let mut inputs = Vec::new();
+    for f in files {
+        let results = RunResults::load(f).map_err(|e| e.to_string())?;
+        let profile = find_profile(dir, &results.profile)?;
+        inputs.push(Input {
+            label: label(&results, f),
+            file: f.clone(),
+            results,
+            profile,
+        });
+    }
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let mut md = String::from(
+        "<!-- Generated by `cargo xtask report`; do not edit by hand. -->\n# accprobe report\n\n",
+    );
+    md.push_str(&format!(
+        "From {}. Progress is the mean number of loop iterations per warp in the clock64 budget.\n\n",
+        inputs.iter().map(|i| format!("`{}`", i.file.display())).collect::<Vec<_>>().join(", ")
+    ));
+    md.push_str("![acc2/acc1 gain against chain length](gain.svg)\n\n");
+    for i in &inputs {
+        let p = &i.profile.probe;
+        md.push_str(&format!("## {}\n\n", i.label));
+        if let Some(e) = &i.results.environment {
+            md.push_str(&format!(
+                "{}, compute capability {}, {} SMs, driver {}, CUDA {}, NVRTC {}, SM clock {} MHz rated / {} MHz measured, measured {} ({:?} mode), profile `{}`.\n\n",
+                e.gpu_name,
+                e.compute_capability,
+                e.sm_count,
+                e.driver_version,
+                e.cuda_driver_api,
+                e.nvrtc_version,
+                e.sm_clock_rated_mhz.map_or("?".into(), |c| format!("{c:.0}")),
+                e.sm_clock_measured_mhz.map_or("?".into(), |c| format!("{c:.0}")),
+                e.date,
+                i.results.mode,
+                i.profile.name
+            ));
+        }
+        md.push_str(&markdown_table(
+            &i.results,
+            &p.chains,
+            &p.accumulators,
+            Sink::A,
+        ));
+        let chart = format!("progress-{}.svg", slug(&i.label));
+        progress_chart(&out.join(&chart), i, &study)?;
+        md.push_str(&format!(
+            "\n![progress relative to acc1, {}]({chart})\n\n",
+            i.label
+        ));
+        for &m in &p.sink_modes {
+            md.push_str(&format!("Sink mode {} ({}):\n\n", m.letter(), m.describe()));
+            md.push_str(&markdown_table(
+                &i.results,
+                &p.chains,
+                &p.sink_accumulators,
+                m,
+            ));
+            md.push('\n');
+        }
+    }
+    // The invariants side by side.
+    let mut names: Vec<String> = Vec::new();
+    for i in &inputs {
+        for c in i.profile.cases() {
+            if (c.name.starts_with("invariant::") || c.name.starts_with("policy::"))
+                && !names.contains(&c.name)
+            {
+                names.push(c.name.clone());
+            }
+        }
+    }
+    let header: Vec<String> = std::iter::once("case".to_string())
+        .chain(inputs.iter().map(|i| i.label.clone()))
+        .collect();
+    let rows: Vec<Vec<String>> = names
+        .iter()
+        .map(|n| {
+            std::iter::once(format!("`{n}`"))
+                .chain(inputs.iter().map(|i| {
+                    match i.profile.cases().into_iter().find(|c| &c.name == n) {
+                        Some(c) => {
+                            verdict_cell(&verdict::evaluate(&c, &i.profile, &i.results)).to_string()
+                        }
+                        None => "-".into(),
+                    }
+                }))
+                .collect()
+        })
+        .collect();
+    md.push_str("## The invariants side by side\n\n");
+    md.push_str(&markdown_grid(&header, &rows));
+    let chains = inputs[0].profile.probe.chains.clone();
+    gain_chart(&out.join("gain.svg"), &inputs, &study, &chains)?;
+    let path = out.join("report.md");
+    write_atomic(&path, &md).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    println!("report: {} (and SVG charts beside it)", path.display());
+    Ok(())
+}

@@ -1,0 +1,63 @@
+//! `cargo xtask sass`: a variant's SASS loop body from a results file, each FFMA marked
+//! with the partial accumulator (dependency chain) it extends.
+
+use accprobe::results::RunResults;
+use std::path::Path;
+
+fn count(word: &str, prefix: &str) -> Result<u32, String> {
+    word.strip_prefix(prefix)
+        .unwrap_or(word)
+        .parse::<u32>()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{word:?}: expected {prefix}N or N with N >= 1"))
+}
+
+pub fn run(results: &Path, chain: &str, acc: &str) -> Result<(), String> {
+    let v = accprobe::variant::Variant::new(count(chain, "chain")?, count(acc, "acc")?);
+    let r = RunResults::load(results).map_err(|e| e.to_string())?;
+    let vr = r
+        .get(v)
+        .ok_or_else(|| format!("{v} is not in {}", results.display()))?;
+    let s = vr.sass.as_ref().ok_or_else(|| {
+        format!(
+            "{} carries no SASS for {v}{}",
+            results.display(),
+            r.sass_unavailable
+                .as_ref()
+                .map(|x| format!(" ({x})"))
+                .unwrap_or_default()
+        )
+    })?;
+    if let Some(e) = &r.environment {
+        println!(
+            "{v}: {} (sm {}), driver {}, NVRTC {}, {}",
+            e.gpu_name, e.compute_capability, e.driver_version, e.nvrtc_version, e.date
+        );
+    }
+    println!(
+        "loop: {} FFMAs, {} chains {:?}, destinations {}; digest {}",
+        s.loop_ffma,
+        s.loop_chains.len(),
+        s.loop_chains,
+        s.loop_ffma_destinations.join(" "),
+        &s.digest[..16]
+    );
+    let body = accprobe::sass::from_lines(&s.loop_body);
+    let width = s.loop_body.iter().map(|l| l.len()).max().unwrap_or(0);
+    for (instr, chain) in body.iter().zip(accprobe::sass::chain_of_each(&body)) {
+        match chain {
+            Some(c) => {
+                let ops = instr.operands();
+                println!(
+                    "  {:width$}   # partial {c}: {} <- {}",
+                    instr.text,
+                    ops[0],
+                    ops[1..].join(", ")
+                );
+            }
+            None => println!("  {}", instr.text),
+        }
+    }
+    Ok(())
+}
