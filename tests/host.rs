@@ -679,3 +679,73 @@ fn copy_h200_profile_to(dir: &Path) {
         );
     std::fs::write(dir.join("h200.yaml"), text).unwrap();
 }
+
+// --- the heuristic gate ---------------------------------------------------------------------
+
+#[test]
+fn the_shipped_policy_passes_on_the_study_and_changed_policies_fail() {
+    use accprobe::policy::Policy;
+    let p = load("documented");
+    let r = p.recorded.clone().unwrap();
+    let shipped = &p.heuristic.as_ref().unwrap().policy;
+    for n in [7, 13, 29] {
+        assert_eq!(shipped.choose_for_probe(n), 2);
+        assert!(matches!(
+            outcome(&p, &r, &format!("policy::study::chain{n}")),
+            Outcome::Pass(_)
+        ));
+    }
+    let text = std::fs::read_to_string(root().join("expectations/policies/study.yaml")).unwrap();
+    let file = Path::new("expectations/policies/changed.yaml");
+    let with_policy = |policy: Policy| {
+        let mut q = p.clone();
+        q.heuristic.as_mut().unwrap().policy = policy;
+        q
+    };
+    // Default K=4: 43,621.8 at N=7 is 83.2% of acc2's 52,404.9.
+    // (The wide count must stay above the default, so it moves to 8.)
+    let k4_text = text
+        .replace("  accumulators: 4", "  accumulators: 8")
+        .replace("default_accumulators: 2", "default_accumulators: 4");
+    let k4 = Policy::parse(&k4_text, file).unwrap();
+    assert_eq!(k4.choose_for_probe(7), 4);
+    let q = with_policy(k4);
+    for n in [7, 13, 29] {
+        let m = fail_text(outcome(&q, &r, &format!("policy::study::chain{n}")));
+        assert!(
+            m.contains("picks acc4") && m.contains("clearly below the best K"),
+            "{m}"
+        );
+    }
+    let m = fail_text(outcome(&q, &r, "policy::study::chain7"));
+    assert!(
+        m.contains("43621.8, 83.24% of the best, acc2 52404.9 (must reach 98.00%)"),
+        "{m}"
+    );
+    // K=1 up to N=13: fails at 7 and 13, still passes at 29.
+    let short = Policy::parse(
+        &text.replace("short_chain_max: 4", "short_chain_max: 13"),
+        file,
+    )
+    .unwrap();
+    let q = with_policy(short);
+    assert!(fail_text(outcome(&q, &r, "policy::study::chain7")).contains("picks acc1"));
+    assert!(fail_text(outcome(&q, &r, "policy::study::chain13")).contains("89.07% of the best"));
+    assert!(matches!(
+        outcome(&q, &r, "policy::study::chain29"),
+        Outcome::Pass(_)
+    ));
+    // A pick the profile does not measure fails with what to do.
+    let k6 = Policy::parse(
+        &text
+            .replace("accumulators: 4", "accumulators: 6")
+            .replace("surrounding_ilp: false", "surrounding_ilp: true"),
+        file,
+    )
+    .unwrap();
+    let m = fail_text(outcome(&with_policy(k6), &r, "policy::study::chain29"));
+    assert!(
+        m.contains("picks acc6") && m.contains("add 6 to probe.accumulators"),
+        "{m}"
+    );
+}

@@ -21,8 +21,14 @@ struct Input {
 fn label(r: &RunResults, file: &Path) -> String {
     match &r.environment {
         Some(e) => format!(
-            "{} / driver {} / NVRTC {}",
-            e.gpu_name, e.driver_version, e.nvrtc_version
+            "{} / driver {} / NVRTC {} / {} mode",
+            e.gpu_name,
+            e.driver_version,
+            e.nvrtc_version,
+            match r.mode {
+                accprobe::measure::Mode::Serial => "serial",
+                accprobe::measure::Mode::Wave => "wave",
+            }
         ),
         None => file
             .file_stem()
