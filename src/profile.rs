@@ -134,6 +134,8 @@ pub struct Baselines {
     pub progress: BTreeMap<String, f64>,
     /// Per variant: the SASS digest and loop body it was blessed with.
     pub sass: BTreeMap<String, SassBaseline>,
+    /// Where the baselines were measured (`None` until a file is blessed).
+    pub origin: Option<BaselineOrigin>,
 }
 
 /// A variant's blessed SASS fingerprint.
@@ -214,6 +216,8 @@ pub enum Check {
     SassShape(Variant),
     /// The SASS digest is the blessed one.
     SassUnchanged(Variant),
+    /// The results come from the GPU, driver and NVRTC the baselines were measured with.
+    BaselineEnvironment,
     /// Progress does not exceed the physical ceiling of the launch.
     Ceiling(Variant),
     /// Each launch took budget / SM clock, within the tolerance.
@@ -250,6 +254,11 @@ impl Profile {
         };
         cases.extend(per_variant("sass", "shape", Check::SassShape));
         if self.baselines.is_some() {
+            cases.push(Case {
+                name: "baselines::environment".into(),
+                check: Check::BaselineEnvironment,
+                needs: Vec::new(),
+            });
             cases.extend(per_variant("sass", "unchanged", Check::SassUnchanged));
         }
         if self.validity.is_some() {
@@ -695,6 +704,7 @@ impl Profile {
                     file: path,
                     progress: BTreeMap::new(),
                     sass: BTreeMap::new(),
+                    origin: None,
                 }
             });
         }
@@ -746,7 +756,6 @@ fn load_baselines(path: &Path, profile: &Profile, tolerance: f64) -> Result<Base
             ),
         ));
     }
-    let _ = raw.measured;
     let variants = profile.probe.variants();
     let mut progress = BTreeMap::new();
     for (k, v) in &raw.progress {
@@ -791,6 +800,7 @@ fn load_baselines(path: &Path, profile: &Profile, tolerance: f64) -> Result<Base
         file: path.to_path_buf(),
         progress,
         sass,
+        origin: Some(raw.measured),
     })
 }
 

@@ -106,6 +106,7 @@ fn evaluate_raw(
         Check::NoSpills(src) => no_spills(src, found, results),
         Check::SassShape(v) => sass_shape(v, found[0], results),
         Check::SassUnchanged(v) => sass_unchanged(v, found[0], profile, results),
+        Check::BaselineEnvironment => baseline_environment(profile, results),
         Check::Ceiling(v) => ceiling(v, found[0], profile),
         Check::Duration(_) => duration(found[0], profile, results),
         Check::Policy {
@@ -547,5 +548,41 @@ fn policy(
         ))
     } else {
         Outcome::Pass(text)
+    }
+}
+
+fn baseline_environment(profile: &Profile, results: &RunResults) -> Outcome {
+    let Some(b) = &profile.baselines else {
+        return Outcome::Skipped("the profile has no baselines".into());
+    };
+    let Some(o) = &b.origin else {
+        return Outcome::Fail(format!(
+            "no baselines blessed yet in {} (bless with `cargo xtask bless`)",
+            b.file.display()
+        ));
+    };
+    let Some(e) = &results.environment else {
+        return Outcome::Skipped(format!(
+            "the results carry no environment (source: {})",
+            results.source
+        ));
+    };
+    let now = format!(
+        "{} / driver {} / NVRTC {}",
+        e.gpu_name, e.driver_version, e.nvrtc_version
+    );
+    let then = format!(
+        "{} / driver {} / NVRTC {}",
+        o.gpu_name, o.driver_version, o.nvrtc_version
+    );
+    if now == then {
+        Outcome::Pass(format!("results and baselines both from {now}"))
+    } else {
+        Outcome::Fail(format!(
+            "results from {now}, but the baselines in {} were measured on {then} ({}): another GPU or toolchain \
+             is a change to review; re-bless for it",
+            b.file.display(),
+            o.date
+        ))
     }
 }
