@@ -75,12 +75,72 @@ impl Paths {
 #[derive(Default)]
 struct Recorder {
     cases: Mutex<Vec<CaseRecord>>,
+    /// Where the JUnit file goes, and the suites known so far; `None` in unit tests.
+    junit: Option<PathBuf>,
+    suites: Mutex<Vec<SuiteInfo>>,
+    last_write: Mutex<Option<Instant>>,
 }
 
+/// How often, at most, the JUnit file is rewritten while cases finish, so that an
+/// interrupted or killed run leaves a complete file for what ran.
+const JUNIT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// The recorder of the run in progress, for the interrupt handler.
+static CURRENT: Mutex<Option<Arc<Recorder>>> = Mutex::new(None);
+
 impl Recorder {
+    fn new(junit: Option<PathBuf>) -> Recorder {
+        Recorder {
+            cases: Mutex::default(),
+            junit,
+            suites: Mutex::default(),
+            last_write: Mutex::new(None),
+        }
+    }
+
     fn push(&self, r: CaseRecord) {
         self.cases.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+        let due = {
+            let mut last = self.last_write.lock().unwrap_or_else(|e| e.into_inner());
+            let due = last.is_none_or(|t| t.elapsed() >= JUNIT_EVERY);
+            if due {
+                *last = Some(Instant::now());
+            }
+            due
+        };
+        if due {
+            let _ = self.write();
+        }
     }
+
+    fn set_suites(&self, suites: Vec<SuiteInfo>) {
+        *self.suites.lock().unwrap_or_else(|e| e.into_inner()) = suites;
+    }
+
+    /// Writes the JUnit file for what has finished so far, atomically.
+    fn write(&self) -> std::io::Result<()> {
+        let Some(path) = &self.junit else {
+            return Ok(());
+        };
+        let suites = self
+            .suites
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let cases = self.cases.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        report::write_atomic(path, &report::junit(&suites, &cases))
+    }
+}
+
+/// On SIGINT or SIGTERM: write the JUnit file for what ran, then exit 130.
+fn install_interrupt_handler() {
+    let _ = ctrlc::set_handler(|| {
+        if let Some(r) = CURRENT.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            let _ = r.write();
+            eprintln!("accprobe: interrupted; the JUnit file holds the cases that finished");
+        }
+        std::process::exit(130);
+    });
 }
 
 /// Why a GPU case could not reach a verdict.
@@ -107,6 +167,8 @@ pub struct GpuSession {
     compile_info: OnceLock<(f64, String)>,
     /// Seconds spent measuring so far.
     gpu_seconds: Mutex<f64>,
+    /// Set when a CUDA error left the context unusable: why.
+    unusable: OnceLock<String>,
 }
 
 impl GpuSession {
@@ -128,6 +190,7 @@ impl GpuSession {
             cache,
             compile_info: OnceLock::new(),
             gpu_seconds: Mutex::new(0.0),
+            unusable: OnceLock::new(),
         }
     }
 
@@ -160,6 +223,11 @@ impl GpuSession {
             .as_ref()
             .map_err(|r| NotMeasured::NoGpu(r.clone()))?;
         let mut measured = self.measured.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(cause) = self.unusable.get() {
+            return Err(NotMeasured::Broken(format!(
+                "not measured: the GPU context is unusable since {cause}"
+            )));
+        }
         let probe = self.probe.get_or_init(|| {
             let (major, minor) = device.capability;
             let mut options = compile::options(major, minor);
@@ -223,6 +291,11 @@ impl GpuSession {
         *self.gpu_seconds.lock().unwrap_or_else(|e| e.into_inner()) +=
             measuring.elapsed().as_secs_f64();
         if !broken.is_empty() {
+            // A sticky error (an illegal address, say) leaves the context unusable: the
+            // cases after this one then fail with this cause instead of running.
+            if let Err(e) = device.ctx.synchronize() {
+                let _ = self.unusable.set(format!("{}: {e}", broken.join("; ")));
+            }
             return Err(NotMeasured::Broken(broken.join("; ")));
         }
         Ok(RunResults {
@@ -413,6 +486,7 @@ fn environment_properties(r: &RunResults) -> Vec<(String, String)> {
 pub fn main() -> ExitCode {
     let args = Arguments::from_args();
     device::prepare_process_environment();
+    install_interrupt_handler();
     let options = match RunOptions::from_env() {
         Ok(o) => o,
         Err(e) => {
@@ -456,7 +530,8 @@ pub fn run(
     options: &RunOptions,
 ) -> ExitCode {
     let forced = options.profile.as_deref();
-    let recorder = Arc::new(Recorder::default());
+    let recorder = Arc::new(Recorder::new((!args.list).then(|| paths.junit.clone())));
+    *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = Some(recorder.clone());
     let mut trials = Vec::new();
     let mut suites = Vec::new();
 
@@ -553,6 +628,14 @@ pub fn run(
         return ExitCode::SUCCESS;
     }
 
+    let mut known = suites.clone();
+    if let Some(s) = &session {
+        known.push(SuiteInfo {
+            name: gpu_suite_name(s),
+            ..Default::default()
+        });
+    }
+    recorder.set_suites(known);
     let conclusion = libtest_mimic::run(args, trials);
 
     if let Some(s) = &session {
@@ -591,12 +674,8 @@ pub fn run(
         }
         suites.push(info);
     }
-    let cases = recorder
-        .cases
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
-    match report::write_atomic(&paths.junit, &report::junit(&suites, &cases)) {
+    recorder.set_suites(suites);
+    match recorder.write() {
         Ok(()) => println!("junit: {}", paths.junit.display()),
         Err(e) => {
             eprintln!("{}", Error::io(&paths.junit, "write the JUnit report", e));
@@ -612,7 +691,7 @@ mod tests {
 
     #[test]
     fn a_panicking_case_is_recorded_as_failed_and_the_next_case_still_runs() {
-        let recorder = Arc::new(Recorder::default());
+        let recorder = Arc::new(Recorder::new(None));
         let trials = vec![
             trial(&recorder, "s".into(), "boom".into(), || {
                 panic!("kernel exploded")
@@ -644,5 +723,47 @@ mod tests {
             &cases,
         );
         assert!(xml.contains("panicked: kernel exploded"), "{xml}");
+    }
+}
+
+#[cfg(test)]
+mod junit_while_running {
+    use super::*;
+
+    fn cases_in(path: &Path) -> usize {
+        let xml = std::fs::read_to_string(path).unwrap();
+        let report =
+            quick_junit::Report::deserialize_from_str(&xml).expect("well-formed at every moment");
+        report.test_suites.iter().map(|s| s.test_cases.len()).sum()
+    }
+
+    #[test]
+    fn the_junit_file_is_complete_for_what_finished_while_the_run_goes_on() {
+        let dir = std::env::temp_dir().join(format!("accprobe-junit-live-{}", std::process::id()));
+        let path = dir.join("junit.xml");
+        let r = Recorder::new(Some(path.clone()));
+        r.set_suites(vec![SuiteInfo {
+            name: "s".into(),
+            ..Default::default()
+        }]);
+        let case = |i: usize| CaseRecord {
+            suite: "s".into(),
+            name: format!("c{i}"),
+            status: Status::Passed,
+            message: String::new(),
+            duration: std::time::Duration::ZERO,
+        };
+        r.push(case(0));
+        // The first finished case is on disk at once: a run killed now leaves a valid file.
+        assert_eq!(cases_in(&path), 1);
+        for i in 1..50 {
+            r.push(case(i));
+        }
+        let seen = cases_in(&path);
+        assert!((1..=50).contains(&seen), "{seen}");
+        std::thread::sleep(JUNIT_EVERY + std::time::Duration::from_millis(50));
+        r.push(case(50));
+        assert_eq!(cases_in(&path), 51, "at most JUNIT_EVERY behind");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }
