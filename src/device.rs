@@ -41,6 +41,54 @@ pub struct Device {
 
 /// Finds the GPU, or says why there is none: the reason GPU cases are ignored with.
 pub fn detect() -> Result<Device, String> {
+    let count = driver_ready()?;
+    let ordinal = match std::env::var(DEVICE_ENV) {
+        Ok(s) => parse_ordinals(&s, count)?.first().copied().unwrap_or(0),
+        Err(_) => 0,
+    };
+    open(ordinal)
+}
+
+/// Environment variable naming the devices the suite tests: `0,2` (default: all).
+pub const DEVICES_ENV: &str = "ACCPROBE_DEVICES";
+
+/// Every device the suite should test: those `ACCPROBE_DEVICES` names (or the one
+/// `ACCPROBE_DEVICE` names), else all visible devices. `Err` is the reason there is none.
+pub fn detect_all() -> Result<Vec<Device>, String> {
+    let count = driver_ready()?;
+    let ordinals = match (std::env::var(DEVICES_ENV), std::env::var(DEVICE_ENV)) {
+        (Ok(s), _) => parse_ordinals(&s, count)?,
+        (_, Ok(s)) => parse_ordinals(&s, count)?,
+        _ => (0..count).collect(),
+    };
+    ordinals.into_iter().map(open).collect()
+}
+
+/// `0,2` -> [0, 2], each below `count`, none twice.
+pub fn parse_ordinals(text: &str, count: usize) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let o = part
+            .parse::<usize>()
+            .ok()
+            .filter(|&o| o < count)
+            .ok_or_else(|| {
+                format!(
+                    "device {part:?} is not an ordinal below {count} (visible devices: {count})"
+                )
+            })?;
+        if !out.contains(&o) {
+            out.push(o);
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("{text:?} names no device"));
+    }
+    Ok(out)
+}
+
+/// Checks libcuda and libnvrtc, initialises the driver and counts devices.
+fn driver_ready() -> Result<usize, String> {
     if !unsafe { sys::is_culib_present() } {
         return Err("no CUDA driver: libcuda.so not found".into());
     }
@@ -54,14 +102,11 @@ pub fn detect() -> Result<Device, String> {
     if count <= 0 {
         return Err("no CUDA device found".into());
     }
-    let ordinal = match std::env::var(DEVICE_ENV) {
-        Ok(s) => s
-            .parse::<usize>()
-            .ok()
-            .filter(|&o| o < count as usize)
-            .ok_or_else(|| format!("{DEVICE_ENV}={s:?} is not a device ordinal below {count}"))?,
-        Err(_) => 0,
-    };
+    Ok(count as usize)
+}
+
+/// A context on device `ordinal` and what identifies it.
+fn open(ordinal: usize) -> Result<Device, String> {
     let ctx = CudaContext::new(ordinal)
         .map_err(|e| format!("cannot create a context on device {ordinal}: {e}"))?;
     let err = |what: &str, e: cudarc::driver::DriverError| {
@@ -157,5 +202,18 @@ mod tests {
         assert_eq!(parse_driver_version(open).as_deref(), Some("580.159.04"));
         assert_eq!(parse_driver_version("garbage"), None);
         assert_eq!(parse_driver_version("NVRM version: Module"), None);
+    }
+
+    #[test]
+    fn device_lists_are_checked_against_the_visible_count() {
+        assert_eq!(parse_ordinals("0,2", 4), Ok(vec![0, 2]));
+        assert_eq!(parse_ordinals(" 1 , 1 ", 4), Ok(vec![1]));
+        assert!(parse_ordinals("4", 4)
+            .unwrap_err()
+            .contains("not an ordinal below 4"));
+        assert!(parse_ordinals("a", 4).is_err());
+        assert!(parse_ordinals("", 4)
+            .unwrap_err()
+            .contains("names no device"));
     }
 }

@@ -16,6 +16,7 @@ pub mod report;
 pub mod results;
 pub mod sass;
 pub mod suite;
+pub mod target;
 pub mod variant;
 pub mod verdict;
 pub mod yaml;

@@ -12,12 +12,13 @@
 //! - The JUnit file is written atomically after the run, also when a case panicked.
 
 use crate::compile;
-use crate::device::{self, Device};
+use crate::device;
 use crate::error::Error;
-use crate::measure::{Mode, Probe};
+use crate::measure::Mode;
 use crate::profile::{self, Case, Profile};
 use crate::report::{self, CaseRecord, Status, SuiteInfo};
 use crate::results::{RunResults, VariantResult, SCHEMA};
+use crate::target::{CudaTarget, Target};
 use crate::variant::Variant;
 use crate::verdict::{self, Outcome};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
@@ -151,46 +152,40 @@ enum NotMeasured {
     Broken(String),
 }
 
-/// The GPU side of one run: a device (or the reason there is none), the matrix compiled
-/// at first use, and each variant measured at first use.
+/// The GPU side of one run on one device: a target (or the reason there is none), the
+/// profile chosen for it, and each variant measured at first use.
 pub struct GpuSession {
     pub profile: Profile,
     pub selection_note: String,
-    device: Result<Device, String>,
-    probe: OnceLock<Result<Probe, String>>,
+    target: Result<Arc<dyn Target>, String>,
     measured: Mutex<BTreeMap<Variant, Result<VariantResult, String>>>,
     /// The variants the cases that will run need (after libtest's filters).
     planned: Mutex<Vec<Variant>>,
-    /// Where compiled matrices are cached (`None`: no cache).
-    cache: Option<PathBuf>,
-    /// Compile seconds and how the cache served it, once compiled.
-    compile_info: OnceLock<(f64, String)>,
     /// Seconds spent measuring so far.
     gpu_seconds: Mutex<f64>,
-    /// Set when a CUDA error left the context unusable: why.
+    /// Set when a CUDA error left the device unusable: why.
     unusable: OnceLock<String>,
+    /// Whether case names carry the device (more than one device in the run).
+    prefix: bool,
 }
 
 impl GpuSession {
-    /// A session for `profile` on `device` (or the reason there is none), compiling through
-    /// the `cache` folder when given. Nothing happens on the GPU until results are asked for.
+    /// A session for `profile` on `target` (or the reason there is none). Nothing happens
+    /// on the GPU until results are asked for.
     pub fn new(
         profile: Profile,
         selection_note: String,
-        device: Result<Device, String>,
-        cache: Option<PathBuf>,
+        target: Result<Arc<dyn Target>, String>,
     ) -> GpuSession {
         GpuSession {
             profile,
             selection_note,
-            device,
-            probe: OnceLock::new(),
+            target,
             measured: Mutex::new(BTreeMap::new()),
             planned: Mutex::new(Vec::new()),
-            cache,
-            compile_info: OnceLock::new(),
             gpu_seconds: Mutex::new(0.0),
             unusable: OnceLock::new(),
+            prefix: false,
         }
     }
 
@@ -209,17 +204,26 @@ impl GpuSession {
     }
 
     fn device_label(&self) -> String {
-        match &self.device {
-            Ok(d) => format!("gpu{} {}", d.ordinal, d.identity.name),
+        match &self.target {
+            Ok(t) => format!("gpu{} {}", t.ordinal(), t.identity().name),
             Err(_) => "no gpu".to_string(),
         }
     }
 
-    /// Results for `needs`, measuring what has not been measured yet. Holds the GPU lock
-    /// for the whole time, so GPU work is one case at a time.
+    /// The case name on this device: `gpuN::` in front when the run has several devices.
+    fn case_name(&self, name: &str) -> String {
+        match (&self.target, self.prefix) {
+            (Ok(t), true) => format!("gpu{}::{name}", t.ordinal()),
+            _ => name.to_string(),
+        }
+    }
+
+    /// Results for `needs`, measuring what has not been measured yet. Holds this device's
+    /// lock for the whole time, so its GPU work is one case at a time; other devices run
+    /// in parallel.
     fn results_for(&self, needs: &[Variant]) -> Result<RunResults, NotMeasured> {
-        let device = self
-            .device
+        let target = self
+            .target
             .as_ref()
             .map_err(|r| NotMeasured::NoGpu(r.clone()))?;
         let mut measured = self.measured.lock().unwrap_or_else(|e| e.into_inner());
@@ -228,61 +232,39 @@ impl GpuSession {
                 "not measured: the GPU context is unusable since {cause}"
             )));
         }
-        let probe = self.probe.get_or_init(|| {
-            let (major, minor) = device.capability;
-            let mut options = compile::options(major, minor);
-            options.extend(compile::extra_options());
-            let start = Instant::now();
-            let (compiled, cache) = compile::compile_cached(
-                &self.profile.probe.variants(),
-                &options,
-                self.cache.as_deref(),
-            )
-            .map_err(|e| e.to_string())?;
-            let _ = self
-                .compile_info
-                .set((start.elapsed().as_secs_f64(), cache.to_string()));
-            Probe::load(device, compiled)
-        });
         let measuring = Instant::now();
-        let probe = probe.as_ref().map_err(|e| {
-            NotMeasured::Broken(format!("could not compile or load the probe: {e}"))
-        })?;
-        if self.profile.probe.mode == Mode::Wave && needs.iter().any(|v| !measured.contains_key(v))
-        {
-            // One wave for everything this run will need (the planned set), so that later
-            // cases find their variants measured.
-            let planned = self
-                .planned
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
-            let mut wave: Vec<Variant> = planned
-                .into_iter()
-                .chain(needs.iter().copied())
-                .filter(|v| !measured.contains_key(v))
-                .collect();
-            wave.sort();
-            wave.dedup();
-            match probe.measure_wave(&wave, &self.profile.probe) {
+        let missing: Vec<Variant> = needs
+            .iter()
+            .copied()
+            .filter(|v| !measured.contains_key(v))
+            .collect();
+        if !missing.is_empty() {
+            // In wave mode, one wave for everything this run will need (the planned set),
+            // so that later cases find their variants measured.
+            let mut batch = missing;
+            if self.profile.probe.mode == Mode::Wave {
+                let planned = self
+                    .planned
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                batch.extend(planned.into_iter().filter(|v| !measured.contains_key(v)));
+                batch.sort();
+                batch.dedup();
+            }
+            let all = self.profile.probe.variants();
+            match target.measure(&batch, &self.profile.probe, &all) {
                 Ok(rs) => {
-                    for r in rs {
-                        measured.insert(r.variant(), Ok(r));
+                    for (v, r) in batch.iter().zip(rs) {
+                        measured.insert(*v, r);
                     }
                 }
-                Err(e) => {
-                    for v in wave {
-                        measured.insert(v, Err(format!("the wave failed: {e}")));
-                    }
-                }
+                Err(e) => return Err(NotMeasured::Broken(e)),
             }
         }
         let mut variants = Vec::new();
         let mut broken = Vec::new();
         for &v in needs {
-            measured
-                .entry(v)
-                .or_insert_with(|| probe.measure(v, &self.profile.probe));
             match &measured[&v] {
                 Ok(r) => variants.push(r.clone()),
                 Err(e) => broken.push(format!("{v}: {e}")),
@@ -293,7 +275,7 @@ impl GpuSession {
         if !broken.is_empty() {
             // A sticky error (an illegal address, say) leaves the context unusable: the
             // cases after this one then fail with this cause instead of running.
-            if let Err(e) = device.ctx.synchronize() {
+            if let Err(e) = target.healthy() {
                 let _ = self.unusable.set(format!("{}: {e}", broken.join("; ")));
             }
             return Err(NotMeasured::Broken(broken.join("; ")));
@@ -303,28 +285,27 @@ impl GpuSession {
             mode: self.profile.probe.mode,
             profile: self.profile.name.clone(),
             source: "measured".into(),
-            environment: Some(device.environment(&probe.compiled().options, None)),
+            environment: Some(target.environment(None)),
             variants,
-            sass_unavailable: sass_unavailable(probe.compiled()),
+            sass_unavailable: target.compiled().and_then(sass_unavailable),
             timings: self.timings(),
         })
     }
 
     fn timings(&self) -> Option<crate::results::Timings> {
-        let (compile_s, cache) = self.compile_info.get()?.clone();
-        let c = self.compiled();
+        let c = self.target.as_ref().ok()?.compile_info()?;
         Some(crate::results::Timings {
-            compile_s,
-            nvrtc_s: c.map_or(0.0, |c| c.nvrtc_seconds),
-            sass_s: c.map_or(0.0, |c| c.sass_seconds),
-            compile_cache: cache,
+            compile_s: c.seconds,
+            nvrtc_s: c.nvrtc_seconds,
+            sass_s: c.sass_seconds,
+            compile_cache: c.cache,
             gpu_s: *self.gpu_seconds.lock().unwrap_or_else(|e| e.into_inner()),
         })
     }
 
     /// Everything measured so far, with the environment, or `None` when nothing was.
     pub fn measured_results(&self) -> Option<RunResults> {
-        let device = self.device.as_ref().ok()?;
+        let target = self.target.as_ref().ok()?;
         let measured = self.measured.lock().unwrap_or_else(|e| e.into_inner());
         let variants: Vec<VariantResult> = self
             .profile
@@ -338,27 +319,21 @@ impl GpuSession {
         }
         let mut clocks: Vec<f64> = variants.iter().filter_map(|r| r.sm_clock_mhz).collect();
         clocks.sort_by(f64::total_cmp);
-        let options = self
-            .probe
-            .get()
-            .and_then(|p| p.as_ref().ok())
-            .map(|p| p.compiled().options.clone())
-            .unwrap_or_default();
         Some(RunResults {
             schema: SCHEMA,
             mode: self.profile.probe.mode,
             profile: self.profile.name.clone(),
             source: "measured".into(),
-            environment: Some(device.environment(&options, clocks.get(clocks.len() / 2).copied())),
+            environment: Some(target.environment(clocks.get(clocks.len() / 2).copied())),
             variants,
-            sass_unavailable: self.compiled().and_then(sass_unavailable),
+            sass_unavailable: target.compiled().and_then(sass_unavailable),
             timings: self.timings(),
         })
     }
 
     /// The compiled matrix (CUBIN and ptxas log), when it was compiled.
     pub fn compiled(&self) -> Option<&compile::Compiled> {
-        self.probe.get()?.as_ref().ok().map(|p| p.compiled())
+        self.target.as_ref().ok()?.compiled()
     }
 }
 
@@ -448,13 +423,16 @@ fn gpu_trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>) -> Vec<Trial>
         .into_iter()
         .map(|case: Case| {
             let s = session.clone();
-            trial(recorder, suite.clone(), case.name.clone(), move || match s
-                .results_for(&case.needs)
-            {
-                Err(NotMeasured::NoGpu(reason)) => (Status::Ignored, reason),
-                Err(NotMeasured::Broken(e)) => (Status::Failed, e),
-                Ok(results) => completion(verdict::evaluate(&case, &s.profile, &results)),
-            })
+            trial(
+                recorder,
+                suite.clone(),
+                session.case_name(&case.name),
+                move || match s.results_for(&case.needs) {
+                    Err(NotMeasured::NoGpu(reason)) => (Status::Ignored, reason),
+                    Err(NotMeasured::Broken(e)) => (Status::Failed, e),
+                    Ok(results) => completion(verdict::evaluate(&case, &s.profile, &results)),
+                },
+            )
         })
         .collect()
 }
@@ -494,7 +472,65 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    run(&args, &Paths::from_env(), device::detect(), &options)
+    let paths = Paths::from_env();
+    let targets = device::detect_all().map(|devices| {
+        devices
+            .into_iter()
+            .map(|d| Arc::new(CudaTarget::new(d, paths.cache.clone())) as Arc<dyn Target>)
+            .collect()
+    });
+    run(&args, &paths, targets, &options)
+}
+
+/// The JUnit suite of a finished session; prints its table and writes its results, ptxas
+/// log and CUBIN (with `-gpuN` in the file names when the run has several devices).
+fn finish_session(s: &GpuSession, paths: &Paths, several: bool) -> SuiteInfo {
+    let mut info = SuiteInfo {
+        name: gpu_suite_name(s),
+        properties: vec![
+            ("profile".into(), s.profile.name.clone()),
+            ("profile_file".into(), s.profile.file.display().to_string()),
+            ("profile_selection".into(), s.selection_note.clone()),
+        ],
+        system_out: String::new(),
+    };
+    let results_path = match (&s.target, several) {
+        (Ok(t), true) => {
+            let stem = paths
+                .results
+                .file_stem()
+                .map_or("results".into(), |x| x.to_string_lossy().into_owned());
+            paths
+                .results
+                .with_file_name(format!("{stem}-gpu{}.json", t.ordinal()))
+        }
+        _ => paths.results.clone(),
+    };
+    if let Err(reason) = &s.target {
+        info.properties
+            .push(("no_gpu_reason".into(), reason.clone()));
+    }
+    if let Some(r) = s.measured_results() {
+        info.properties.extend(environment_properties(&r));
+        let table = report::table(&r, &s.profile.probe.chains, &s.profile.probe.accumulators);
+        println!("\n{}: {}\n{table}", s.device_label(), s.selection_note);
+        info.system_out = format!("{}\n{table}", s.selection_note);
+        match report::write_atomic(&results_path, &r.to_json()) {
+            Ok(()) => println!("results: {}", results_path.display()),
+            Err(e) => eprintln!("{}", Error::io(&results_path, "write results", e)),
+        }
+    }
+    if let Some(c) = s.compiled() {
+        let log_path = results_path.with_extension("ptxas.log");
+        if let Err(e) = report::write_atomic(&log_path, &c.log) {
+            eprintln!("{}", Error::io(&log_path, "write the ptxas log", e));
+        }
+        let cubin_path = results_path.with_extension("cubin");
+        if let Err(e) = std::fs::write(&cubin_path, &c.cubin) {
+            eprintln!("{}", Error::io(&cubin_path, "write the CUBIN", e));
+        }
+    }
+    info
 }
 
 /// What the environment may change about a run.
@@ -526,7 +562,7 @@ impl RunOptions {
 pub fn run(
     args: &Arguments,
     paths: &Paths,
-    device: Result<Device, String>,
+    targets: Result<Vec<Arc<dyn Target>>, String>,
     options: &RunOptions,
 ) -> ExitCode {
     let forced = options.profile.as_deref();
@@ -574,35 +610,51 @@ pub fn run(
         }
     }
 
-    let identity = device.as_ref().ok().map(|d| d.identity.clone());
-    let session = match profile::select(&profiles, identity.as_ref(), forced) {
-        Ok(mut sel) => {
-            if let Some(m) = options.mode {
-                sel.profile.probe.mode = m;
-            }
-            Some(Arc::new(GpuSession::new(
-                sel.profile,
-                sel.why,
-                device,
-                paths.cache.clone(),
-            )))
-        }
-        Err(e) => {
-            let message = e.to_string();
-            suites.push(SuiteInfo {
-                name: "profile selection".into(),
-                ..Default::default()
-            });
-            trials.push(trial(
-                &recorder,
-                "profile selection".into(),
-                "profile::select".into(),
-                move || (Status::Failed, message),
-            ));
-            None
-        }
+    // One session per device (one "no GPU" session when there is none), each with the
+    // profile chosen for its GPU.
+    let targets: Vec<Result<Arc<dyn Target>, String>> = match targets {
+        Ok(t) if !t.is_empty() => t.into_iter().map(Ok).collect(),
+        Ok(_) => vec![Err("no CUDA device found".to_string())],
+        Err(reason) => vec![Err(reason)],
     };
-    if let Some(s) = &session {
+    let several = targets.len() > 1;
+    let mut sessions: Vec<Arc<GpuSession>> = Vec::new();
+    for target in targets {
+        let identity = target.as_ref().ok().map(|t| t.identity().clone());
+        match profile::select(&profiles, identity.as_ref(), forced) {
+            Ok(mut sel) => {
+                if let Some(m) = options.mode {
+                    sel.profile.probe.mode = m;
+                }
+                let mut session = GpuSession::new(sel.profile, sel.why, target);
+                session.prefix = several;
+                sessions.push(Arc::new(session));
+            }
+            Err(e) => {
+                let message = e.to_string();
+                let name = match &target {
+                    Ok(t) if several => format!("gpu{}::profile::select", t.ordinal()),
+                    _ => "profile::select".to_string(),
+                };
+                if !suites
+                    .iter()
+                    .any(|s: &SuiteInfo| s.name == "profile selection")
+                {
+                    suites.push(SuiteInfo {
+                        name: "profile selection".into(),
+                        ..Default::default()
+                    });
+                }
+                trials.push(trial(
+                    &recorder,
+                    "profile selection".into(),
+                    name,
+                    move || (Status::Failed, message),
+                ));
+            }
+        }
+    }
+    for s in &sessions {
         let gpu = gpu_trials(&recorder, s);
         let mut planned: Vec<Variant> = s
             .profile
@@ -617,8 +669,8 @@ pub fn run(
         *s.planned.lock().unwrap_or_else(|e| e.into_inner()) = planned;
         trials.extend(gpu);
         if !args.list {
-            eprintln!("accprobe: {}", s.selection_note);
-            if let Err(reason) = &s.device {
+            eprintln!("accprobe: {}: {}", s.device_label(), s.selection_note);
+            if let Err(reason) = &s.target {
                 eprintln!("accprobe: GPU cases are ignored: {reason}");
             }
         }
@@ -629,7 +681,7 @@ pub fn run(
     }
 
     let mut known = suites.clone();
-    if let Some(s) = &session {
+    for s in &sessions {
         known.push(SuiteInfo {
             name: gpu_suite_name(s),
             ..Default::default()
@@ -638,41 +690,8 @@ pub fn run(
     recorder.set_suites(known);
     let conclusion = libtest_mimic::run(args, trials);
 
-    if let Some(s) = &session {
-        let mut info = SuiteInfo {
-            name: gpu_suite_name(s),
-            properties: vec![
-                ("profile".into(), s.profile.name.clone()),
-                ("profile_file".into(), s.profile.file.display().to_string()),
-                ("profile_selection".into(), s.selection_note.clone()),
-            ],
-            system_out: String::new(),
-        };
-        if let Err(reason) = &s.device {
-            info.properties
-                .push(("no_gpu_reason".into(), reason.clone()));
-        }
-        if let Some(r) = s.measured_results() {
-            info.properties.extend(environment_properties(&r));
-            let table = report::table(&r, &s.profile.probe.chains, &s.profile.probe.accumulators);
-            println!("\n{}\n{table}", s.selection_note);
-            info.system_out = format!("{}\n{table}", s.selection_note);
-            match report::write_atomic(&paths.results, &r.to_json()) {
-                Ok(()) => println!("results: {}", paths.results.display()),
-                Err(e) => eprintln!("{}", Error::io(&paths.results, "write results", e)),
-            }
-        }
-        if let Some(c) = s.compiled() {
-            let log_path = paths.results.with_extension("ptxas.log");
-            if let Err(e) = report::write_atomic(&log_path, &c.log) {
-                eprintln!("{}", Error::io(&log_path, "write the ptxas log", e));
-            }
-            let cubin_path = paths.results.with_extension("cubin");
-            if let Err(e) = std::fs::write(&cubin_path, &c.cubin) {
-                eprintln!("{}", Error::io(&cubin_path, "write the CUBIN", e));
-            }
-        }
-        suites.push(info);
+    for s in &sessions {
+        suites.push(finish_session(s, paths, several));
     }
     recorder.set_suites(suites);
     match recorder.write() {

@@ -260,3 +260,106 @@ fn a_profile_forced_by_name_that_does_not_exist_fails_loudly() {
         Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap();
     assert_eq!(counts(&r, "profile selection"), (1, 1, 0));
 }
+
+// --- the device layer abstracted: recorded devices stand in for GPUs -----------------------
+
+fn recorded_h200(ordinal: usize) -> std::sync::Arc<dyn accprobe::target::Target> {
+    let r = accprobe::results::RunResults::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/results/h200-2026-11-29.json"),
+    )
+    .unwrap();
+    std::sync::Arc::new(accprobe::target::RecordedTarget::new(ordinal, r).unwrap())
+}
+
+impl Sandbox {
+    fn run_on(
+        &self,
+        targets: Vec<std::sync::Arc<dyn accprobe::target::Target>>,
+        args: &[&str],
+    ) -> (ExitCode, Report) {
+        std::fs::create_dir_all(self.dir.join("out")).unwrap();
+        let log = self.dir.join("out/libtest.log").display().to_string();
+        let args = Arguments::from_iter(
+            ["probe", "--logfile", &log]
+                .into_iter()
+                .chain(args.iter().copied()),
+        );
+        let code = suite::run(&args, &self.paths(), Ok(targets), &RunOptions::default());
+        let xml = std::fs::read_to_string(self.paths().junit).unwrap();
+        (code, Report::deserialize_from_str(&xml).unwrap())
+    }
+}
+
+#[test]
+fn one_recorded_h200_goes_through_the_gpu_path_green_with_plain_names() {
+    let sb = Sandbox::new("one-device", &["documented", "h200"]);
+    let (code, r) = sb.run_on(vec![recorded_h200(0)], &[]);
+    assert_eq!(code, ExitCode::SUCCESS);
+    let (cases, failures, skipped) = counts(&r, "gpu0 NVIDIA H200 / profile h200");
+    assert_eq!((cases, failures), (replay_expectation("h200").0, 0));
+    assert_eq!(
+        skipped, 4,
+        "the known deviations: acc2 not the peak at N = 7, 13, 29; the policy at N = 13"
+    );
+    let gpu = r
+        .test_suites
+        .iter()
+        .find(|s| s.name.as_str().starts_with("gpu0"))
+        .unwrap();
+    assert!(gpu
+        .test_cases
+        .iter()
+        .any(|c| c.name.as_str() == "probe::chain7_acc1_effective1"));
+    assert!(gpu
+        .properties
+        .iter()
+        .any(|p| p.name.as_str() == "driver_version" && p.value.as_str() == "580.159.04"));
+    assert!(
+        sb.paths().results.exists(),
+        "one device: results.json as usual"
+    );
+}
+
+#[test]
+fn two_recorded_devices_get_their_own_names_suites_and_results_files() {
+    let sb = Sandbox::new("two-devices", &["documented", "h200"]);
+    let (code, r) = sb.run_on(
+        vec![recorded_h200(0), recorded_h200(1)],
+        &["--test-threads", "4"],
+    );
+    assert_eq!(code, ExitCode::SUCCESS);
+    for d in 0..2 {
+        let suite = format!("gpu{d} NVIDIA H200 / profile h200");
+        assert_eq!(counts(&r, &suite).1, 0, "{suite}");
+        let s = r
+            .test_suites
+            .iter()
+            .find(|s| s.name.as_str() == suite)
+            .unwrap();
+        assert!(
+            s.test_cases
+                .iter()
+                .all(|c| c.name.as_str().starts_with(&format!("gpu{d}::"))),
+            "{suite}"
+        );
+        assert!(sb.dir.join(format!("out/results-gpu{d}.json")).exists());
+    }
+    assert!(
+        !sb.paths().results.exists(),
+        "several devices: one results file each"
+    );
+    // A filter on one device's prefix measures and reports only that device.
+    let (_, r) = sb.run_on(
+        vec![recorded_h200(0), recorded_h200(1)],
+        &["gpu1::invariant::"],
+    );
+    let names: Vec<&str> = r
+        .test_suites
+        .iter()
+        .flat_map(|s| s.test_cases.iter().map(|c| c.name.as_str()))
+        .collect();
+    assert!(
+        !names.is_empty() && names.iter().all(|n| n.starts_with("gpu1::invariant::")),
+        "{names:?}"
+    );
+}

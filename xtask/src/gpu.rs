@@ -7,8 +7,10 @@ use accprobe::profile::{self, PROFILE_ENV};
 use accprobe::report::{self, write_atomic};
 use accprobe::results::RunResults;
 use accprobe::suite::GpuSession;
+use accprobe::target::{CudaTarget, Target};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A session on the GPU found, with the profile `name` (or the one that matches the GPU).
 fn session(
@@ -31,7 +33,8 @@ fn session(
         sel.profile.probe.mode = m;
     }
     eprintln!("accprobe: {}", sel.why);
-    Ok(GpuSession::new(sel.profile, sel.why, Ok(device), cache))
+    let target: Arc<dyn Target> = Arc::new(CudaTarget::new(device, cache));
+    Ok(GpuSession::new(sel.profile, sel.why, Ok(target)))
 }
 
 fn default_cache() -> PathBuf {

@@ -1,0 +1,209 @@
+//! The device layer as the suite sees it: a [`Target`] compiles the matrix and measures
+//! variants on one GPU. [`CudaTarget`] does it on a real device (stages 3 and 4);
+//! [`RecordedTarget`] replays a results file, so that the multi-device paths of the suite
+//! are tested on machines without a GPU.
+
+use crate::compile::{self, Compiled};
+use crate::device::Device;
+use crate::measure::{Mode, Probe};
+use crate::profile::{GpuIdentity, ProbeSettings};
+use crate::results::{Environment, RunResults, VariantResult};
+use crate::variant::Variant;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+/// How compiling went, for the results' timings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompileInfo {
+    pub seconds: f64,
+    pub nvrtc_seconds: f64,
+    pub sass_seconds: f64,
+    pub cache: String,
+}
+
+/// One GPU the suite measures on.
+pub trait Target: Send + Sync {
+    fn ordinal(&self) -> usize;
+    fn identity(&self) -> &GpuIdentity;
+    /// Measures `variants` (compiling `all` first if not yet done), in the settings' mode:
+    /// one result per variant, in order; `Err` when nothing could be measured.
+    fn measure(
+        &self,
+        variants: &[Variant],
+        settings: &ProbeSettings,
+        all: &[Variant],
+    ) -> Result<Vec<Result<VariantResult, String>>, String>;
+    /// The environment to record, with the SM clock the probe measured.
+    fn environment(&self, measured_clock_mhz: Option<f64>) -> Environment;
+    /// The compiled matrix, once compiled (none for a replay).
+    fn compiled(&self) -> Option<&Compiled>;
+    fn compile_info(&self) -> Option<CompileInfo>;
+    /// After an error: `Err(why)` when the device can no longer be used.
+    fn healthy(&self) -> Result<(), String>;
+}
+
+/// A real CUDA device: compiles through the cache at first use, then measures.
+pub struct CudaTarget {
+    device: Device,
+    cache: Option<PathBuf>,
+    probe: OnceLock<Result<Probe, String>>,
+    info: OnceLock<CompileInfo>,
+}
+
+impl CudaTarget {
+    pub fn new(device: Device, cache: Option<PathBuf>) -> CudaTarget {
+        CudaTarget {
+            device,
+            cache,
+            probe: OnceLock::new(),
+            info: OnceLock::new(),
+        }
+    }
+
+    fn probe(&self, all: &[Variant]) -> Result<&Probe, String> {
+        let p = self.probe.get_or_init(|| {
+            let (major, minor) = self.device.capability;
+            let mut options = compile::options(major, minor);
+            options.extend(compile::extra_options());
+            let start = Instant::now();
+            let (compiled, cache) = compile::compile_cached(all, &options, self.cache.as_deref())
+                .map_err(|e| e.to_string())?;
+            let _ = self.info.set(CompileInfo {
+                seconds: start.elapsed().as_secs_f64(),
+                nvrtc_seconds: compiled.nvrtc_seconds,
+                sass_seconds: compiled.sass_seconds,
+                cache: cache.to_string(),
+            });
+            Probe::load(&self.device, compiled)
+        });
+        p.as_ref()
+            .map_err(|e| format!("could not compile or load the probe: {e}"))
+    }
+}
+
+impl Target for CudaTarget {
+    fn ordinal(&self) -> usize {
+        self.device.ordinal
+    }
+
+    fn identity(&self) -> &GpuIdentity {
+        &self.device.identity
+    }
+
+    fn measure(
+        &self,
+        variants: &[Variant],
+        settings: &ProbeSettings,
+        all: &[Variant],
+    ) -> Result<Vec<Result<VariantResult, String>>, String> {
+        let probe = self.probe(all)?;
+        self.device
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| format!("cannot use device {}: {e}", self.device.ordinal))?;
+        match settings.mode {
+            Mode::Wave => match probe.measure_wave(variants, settings) {
+                Ok(rs) => Ok(rs.into_iter().map(Ok).collect()),
+                Err(e) => Ok(variants
+                    .iter()
+                    .map(|_| Err(format!("the wave failed: {e}")))
+                    .collect()),
+            },
+            Mode::Serial => Ok(variants
+                .iter()
+                .map(|&v| probe.measure(v, settings))
+                .collect()),
+        }
+    }
+
+    fn environment(&self, measured_clock_mhz: Option<f64>) -> Environment {
+        let options = self
+            .compiled()
+            .map(|c| c.options.clone())
+            .unwrap_or_default();
+        self.device.environment(&options, measured_clock_mhz)
+    }
+
+    fn compiled(&self) -> Option<&Compiled> {
+        self.probe.get()?.as_ref().ok().map(Probe::compiled)
+    }
+
+    fn compile_info(&self) -> Option<CompileInfo> {
+        self.info.get().cloned()
+    }
+
+    fn healthy(&self) -> Result<(), String> {
+        self.device.ctx.synchronize().map_err(|e| e.to_string())
+    }
+}
+
+/// A device that replays recorded results: the suite's multi-device paths without a GPU.
+pub struct RecordedTarget {
+    ordinal: usize,
+    identity: GpuIdentity,
+    results: RunResults,
+}
+
+impl RecordedTarget {
+    /// Replays `results` as device `ordinal`; its identity comes from the results'
+    /// environment.
+    pub fn new(ordinal: usize, results: RunResults) -> Result<RecordedTarget, String> {
+        let e = results
+            .environment
+            .as_ref()
+            .ok_or("recorded results without an environment cannot stand for a device")?;
+        let identity = GpuIdentity {
+            name: e.gpu_name.clone(),
+            compute_capability: e.compute_capability.clone(),
+        };
+        Ok(RecordedTarget {
+            ordinal,
+            identity,
+            results,
+        })
+    }
+}
+
+impl Target for RecordedTarget {
+    fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    fn identity(&self) -> &GpuIdentity {
+        &self.identity
+    }
+
+    fn measure(
+        &self,
+        variants: &[Variant],
+        _: &ProbeSettings,
+        _: &[Variant],
+    ) -> Result<Vec<Result<VariantResult, String>>, String> {
+        Ok(variants
+            .iter()
+            .map(|&v| {
+                self.results
+                    .get(v)
+                    .cloned()
+                    .ok_or_else(|| format!("{v} is not in the recorded results"))
+            })
+            .collect())
+    }
+
+    fn environment(&self, _: Option<f64>) -> Environment {
+        self.results.environment.clone().expect("checked in new")
+    }
+
+    fn compiled(&self) -> Option<&Compiled> {
+        None
+    }
+
+    fn compile_info(&self) -> Option<CompileInfo> {
+        None
+    }
+
+    fn healthy(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
