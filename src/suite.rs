@@ -473,12 +473,22 @@ pub fn main() -> ExitCode {
         }
     };
     let paths = Paths::from_env();
-    let targets = device::detect_all().map(|devices| {
+    let start = Instant::now();
+    let targets: Result<Vec<Arc<dyn Target>>, String> = device::detect_all().map(|devices| {
         devices
             .into_iter()
             .map(|d| Arc::new(CudaTarget::new(d, paths.cache.clone())) as Arc<dyn Target>)
             .collect()
     });
+    if !args.list {
+        if let Ok(t) = &targets {
+            eprintln!(
+                "accprobe: CUDA and NVRTC ready in {:.3} s ({} device(s))",
+                start.elapsed().as_secs_f64(),
+                t.len()
+            );
+        }
+    }
     run(&args, &paths, targets, &options)
 }
 
