@@ -9,8 +9,8 @@ bash $R ./.device/probe final-serial 2
 ACCPROBE_MODE=wave bash $R ./.device/probe final-wave 3
 ACCPROBE_PROFILE=tests/data/faulty/launch-out-of-resources.yaml bash $R ./.device/probe faulty 1
 c=$OUT/all/final-serial-1.cubin
-{ /usr/bin/time -f "cuobjdump -sass: %e s" cuobjdump -sass $c > $OUT/all/cuobjdump.txt; } 2>> $OUT/all/env.txt
-{ /usr/bin/time -f "nvdisasm: %e s" nvdisasm $c > $OUT/all/nvdisasm.txt; } 2>> $OUT/all/env.txt
+TIMEFORMAT="cuobjdump -sass: %R s"; { time cuobjdump -sass $c > $OUT/all/cuobjdump.txt; } 2>> $OUT/all/env.txt
+TIMEFORMAT="nvdisasm: %R s"; { time nvdisasm $c > $OUT/all/nvdisasm.txt; } 2>> $OUT/all/env.txt
 grep -h "ready in" $OUT/all/*.log >> $OUT/all/env.txt
 rm -f $OUT/all/final-serial-2.cubin $OUT/all/final-wave-*.cubin
 bash $R --pack
