@@ -103,6 +103,13 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseErro
             out.entry(name.to_string()).or_default();
             continue;
         }
+        if let Some(section) = line.strip_prefix(".section") {
+            // nvdisasm: data sections (.debug_frame, .nv.info...) hold no instructions.
+            if !section.trim_start().starts_with(".text.") {
+                current = None;
+            }
+            continue;
+        }
         if line.starts_with(".L_") && line.ends_with(':') {
             pending_labels.push(line.trim_end_matches(':').to_string());
             continue;
@@ -118,6 +125,9 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseErro
         }
         let address =
             u64::from_str_radix(addr, 16).map_err(|e| err(format!("bad address {addr:?}: {e}")))?;
+        if body.trim_start().starts_with('.') {
+            continue; // a data directive (.byte, .dword...) in nvdisasm output
+        }
         let Some(instr) = body
             .split(';')
             .next()
@@ -420,6 +430,33 @@ mod recorded {
     /// `cuobjdump -sass` of the CUBIN that ran on the H200 on 2026-11-29 (NVRTC 13.0, sm_90):
     /// the H200 profile's 69 variants.
     const H200: &str = include_str!("../tests/data/h200/sass.txt");
+    /// `nvdisasm` of the same CUBIN (CUDA 13.0's), with its data sections.
+    const H200_NVDISASM: &str = include_str!("../tests/data/h200/nvdisasm.txt");
+
+    #[test]
+    fn nvdisasm_and_cuobjdump_agree_on_every_loop() {
+        let a = parse(H200).unwrap();
+        let b = parse(H200_NVDISASM).unwrap();
+        assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+        let mut same_digest = 0;
+        for (name, f) in &a {
+            let (x, y) = (summarise(f).unwrap(), summarise(&b[name]).unwrap());
+            assert_eq!(
+                (x.loop_ffma, &x.loop_chains),
+                (y.loop_ffma, &y.loop_chains),
+                "{name}"
+            );
+            assert_eq!(
+                x.local_memory_instructions.len(),
+                y.local_memory_instructions.len(),
+                "{name}"
+            );
+            same_digest += usize::from(x.digest == y.digest);
+        }
+        // The normalisation (no addresses, no encodings, relative branch targets) makes the
+        // digest independent of the tool: a runner with either one checks the same baselines.
+        assert_eq!(same_digest, a.len());
+    }
 
     #[test]
     fn every_h200_variant_has_n_ffmas_over_e_registers_and_no_local_memory() {
