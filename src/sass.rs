@@ -162,6 +162,14 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseErro
                 return Err(err(format!("branch without a target: {instr:?}")));
             }
         }
+        if let Some(prev) = out.get(&name).and_then(|v| v.last()) {
+            if address <= prev.address {
+                return Err(err(format!(
+                    "address {address:#06x} does not follow {:#06x} in {name} (garbled or spliced?)",
+                    prev.address
+                )));
+            }
+        }
         out.entry(name).or_default().push(Instruction {
             address,
             text: instr,
@@ -299,7 +307,7 @@ pub fn summarise(instructions: &[Instruction]) -> Result<SassSummary, String> {
     // The measured loop: a backward branch whose body reads the clock.
     let back = instructions.iter().enumerate().find_map(|(end, i)| {
         let t = i.target.filter(|&t| t <= i.address)?;
-        let start = instructions.iter().position(|x| x.address == t)?;
+        let start = instructions[..=end].iter().rposition(|x| x.address == t)?;
         instructions[start..=end]
             .iter()
             .any(|x| x.text.contains("SR_CLOCKLO"))
@@ -414,6 +422,13 @@ mod tests {
             .unwrap_err()
             .message
             .contains("without a target"));
+        // Found by fuzzing: a spliced listing whose addresses repeat made the loop search
+        // slice backwards and panic.
+        let spliced = "Function : k\n /*0000*/ CS2R R4, SR_CLOCKLO ;\n /*0010*/ FFMA R1, R1, R2, R3 ;\n /*0000*/ @P0 BRA 0x10 ;";
+        assert!(parse(spliced)
+            .unwrap_err()
+            .message
+            .contains("does not follow"));
         let no_loop =
             parse("Function : k\n /*0000*/ FFMA R1, R1, R2, R3 ;\n /*0010*/ EXIT ;").unwrap();
         assert!(summarise(&no_loop["k"])
