@@ -59,3 +59,20 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A line of a tool's text output (ptxas log, SASS) that could not be read; `line` is 1-based.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineError {
+    /// What was being read: `ptxas log`, `SASS`.
+    pub what: &'static str,
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for LineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} line {}: {}", self.what, self.line, self.message)
+    }
+}
+
+impl std::error::Error for LineError {}

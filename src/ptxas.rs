@@ -20,18 +20,8 @@ pub struct PtxasReport {
     pub spill_load_bytes: u32,
 }
 
-/// A line of the log that could not be read; `line` is 1-based.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParseError {
-    pub line: usize,
-    pub message: String,
-}
-
-impl std::fmt::Display for ParseError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ptxas log line {}: {}", self.line, self.message)
-    }
-}
+/// A line that could not be read.
+pub type ParseError = crate::error::LineError;
 
 #[derive(Default)]
 struct Partial {
@@ -46,7 +36,11 @@ pub fn parse(log: &str) -> Result<BTreeMap<String, PtxasReport>, ParseError> {
     let mut current: Option<String> = None;
     for (i, line) in log.lines().enumerate() {
         let n = i + 1;
-        let err = |message: String| ParseError { line: n, message };
+        let err = |message: String| ParseError {
+            what: "ptxas log",
+            line: n,
+            message,
+        };
         let text = line.trim();
         if let Some(rest) = text
             .strip_prefix("ptxas info")
@@ -96,6 +90,7 @@ pub fn parse(log: &str) -> Result<BTreeMap<String, PtxasReport>, ParseError> {
     let mut out = BTreeMap::new();
     for (name, (line, p)) in found {
         let missing = |what: &str| ParseError {
+            what: "ptxas log",
             line,
             message: format!("function {name}: no {what} line (truncated log?)"),
         };

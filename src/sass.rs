@@ -66,18 +66,8 @@ impl Instruction {
     }
 }
 
-/// A parse failure; `line` is 1-based.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParseError {
-    pub line: usize,
-    pub message: String,
-}
-
-impl std::fmt::Display for ParseError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SASS line {}: {}", self.line, self.message)
-    }
-}
+/// A line that could not be read.
+pub type ParseError = crate::error::LineError;
 
 /// Parses disassembly into each function's instructions.
 pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseError> {
@@ -88,7 +78,11 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseErro
     let mut unresolved: Vec<(String, usize, usize, String)> = Vec::new(); // fn, index, line, label
     for (i, raw) in text.lines().enumerate() {
         let n = i + 1;
-        let err = |message: String| ParseError { line: n, message };
+        let err = |message: String| ParseError {
+            what: "SASS",
+            line: n,
+            message,
+        };
         let line = raw.trim();
         if let Some(name) = line.strip_prefix("Function : ") {
             current = Some(name.trim().to_string());
@@ -181,6 +175,7 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseErro
             .get(&format!("{f}/{label}"))
             .copied()
             .ok_or(ParseError {
+                what: "SASS",
                 line,
                 message: format!("branch to unknown label {label}"),
             })?;
@@ -190,6 +185,7 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseErro
     }
     if let Some((name, _)) = out.iter().find(|(_, v)| v.is_empty()) {
         return Err(ParseError {
+            what: "SASS",
             line: text.lines().count(),
             message: format!("function {name} has no instructions (truncated?)"),
         });

@@ -58,16 +58,20 @@ impl Sandbox {
         }
     }
 
-    fn run(&self, args: &[&str]) -> (ExitCode, Option<Report>) {
-        // libtest-mimic's own report goes to a log file, so that the inner runs' summary
-        // lines do not mix with this test binary's.
+    /// libtest arguments; libtest-mimic's own report goes to a log file, so that the inner
+    /// runs' summary lines do not mix with this test binary's.
+    fn args(&self, extra: &[&str]) -> Arguments {
         std::fs::create_dir_all(self.dir.join("out")).unwrap();
         let log = self.dir.join("out/libtest.log").display().to_string();
-        let args = Arguments::from_iter(
+        Arguments::from_iter(
             ["probe", "--logfile", &log]
                 .into_iter()
-                .chain(args.iter().copied()),
-        );
+                .chain(extra.iter().copied()),
+        )
+    }
+
+    fn run(&self, args: &[&str]) -> (ExitCode, Option<Report>) {
+        let args = self.args(args);
         let code = suite::run(
             &args,
             &self.paths(),
@@ -243,9 +247,7 @@ fn a_broken_profile_fails_its_own_case_and_the_others_still_run() {
 #[test]
 fn a_profile_forced_by_name_that_does_not_exist_fails_loudly() {
     let sb = Sandbox::new("forced", &["documented"]);
-    std::fs::create_dir_all(sb.dir.join("out")).unwrap();
-    let log = sb.dir.join("out/libtest.log").display().to_string();
-    let args = Arguments::from_iter(["probe", "--logfile", &log]);
+    let args = sb.args(&[]);
     let code = suite::run(
         &args,
         &sb.paths(),
@@ -277,13 +279,7 @@ impl Sandbox {
         targets: Vec<std::sync::Arc<dyn accprobe::target::Target>>,
         args: &[&str],
     ) -> (ExitCode, Report) {
-        std::fs::create_dir_all(self.dir.join("out")).unwrap();
-        let log = self.dir.join("out/libtest.log").display().to_string();
-        let args = Arguments::from_iter(
-            ["probe", "--logfile", &log]
-                .into_iter()
-                .chain(args.iter().copied()),
-        );
+        let args = self.args(args);
         let code = suite::run(&args, &self.paths(), Ok(targets), &RunOptions::default());
         let xml = std::fs::read_to_string(self.paths().junit).unwrap();
         (code, Report::deserialize_from_str(&xml).unwrap())
