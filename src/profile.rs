@@ -757,18 +757,23 @@ fn load_baselines(path: &Path, profile: &Profile, tolerance: f64) -> Result<Base
         ));
     }
     let variants = profile.probe.variants();
-    let mut progress = BTreeMap::new();
-    for (k, v) in &raw.progress {
-        if !variants.iter().any(|x| x.name() == k.value) {
-            return Err(at(
+    let known = |k: &Spanned<String>, what: &str| -> Result<()> {
+        if variants.iter().any(|x| x.name() == k.value) {
+            Ok(())
+        } else {
+            Err(at(
                 path,
                 k,
                 format!(
-                    "baseline for {:?}, which is not a variant of profile {:?}",
+                    "{what} for {:?}, which is not a variant of profile {:?}",
                     k.value, profile.name
                 ),
-            ));
+            ))
         }
+    };
+    let mut progress = BTreeMap::new();
+    for (k, v) in &raw.progress {
+        known(k, "baseline")?;
         if !(v.value.is_finite() && v.value > 0.0) {
             return Err(at(
                 path,
@@ -783,16 +788,7 @@ fn load_baselines(path: &Path, profile: &Profile, tolerance: f64) -> Result<Base
     }
     let mut sass = BTreeMap::new();
     for (k, v) in &raw.sass {
-        if !variants.iter().any(|x| x.name() == k.value) {
-            return Err(at(
-                path,
-                k,
-                format!(
-                    "SASS baseline for {:?}, which is not a variant of profile {:?}",
-                    k.value, profile.name
-                ),
-            ));
-        }
+        known(k, "SASS baseline")?;
         sass.insert(k.value.clone(), v.clone());
     }
     Ok(Baselines {

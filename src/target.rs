@@ -49,6 +49,7 @@ pub struct CudaTarget {
     cache: Option<PathBuf>,
     probe: OnceLock<Result<Probe, String>>,
     info: OnceLock<CompileInfo>,
+    env: OnceLock<Environment>,
 }
 
 impl CudaTarget {
@@ -58,6 +59,7 @@ impl CudaTarget {
             cache,
             probe: OnceLock::new(),
             info: OnceLock::new(),
+            env: OnceLock::new(),
         }
     }
 
@@ -118,11 +120,16 @@ impl Target for CudaTarget {
     }
 
     fn environment(&self, measured_clock_mhz: Option<f64>) -> Environment {
-        let options = self
-            .compiled()
-            .map(|c| c.options.clone())
-            .unwrap_or_default();
-        self.device.environment(&options, measured_clock_mhz)
+        // Read once (driver version file, date) after compiling; every case asks for it.
+        let mut e = match self.compiled() {
+            Some(c) => self
+                .env
+                .get_or_init(|| self.device.environment(&c.options, None))
+                .clone(),
+            None => self.device.environment(&[], None),
+        };
+        e.sm_clock_measured_mhz = measured_clock_mhz;
+        e
     }
 
     fn compiled(&self) -> Option<&Compiled> {

@@ -329,18 +329,32 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
     let header: Vec<String> = std::iter::once("case".to_string())
         .chain(inputs.iter().map(|i| i.label.clone()))
         .collect();
+    // Each input's verdicts by case name, evaluated once.
+    let verdicts: Vec<std::collections::BTreeMap<String, &'static str>> = inputs
+        .iter()
+        .map(|i| {
+            i.profile
+                .cases()
+                .iter()
+                .filter(|c| names.contains(&c.name))
+                .map(|c| {
+                    (
+                        c.name.clone(),
+                        verdict_cell(&verdict::evaluate(c, &i.profile, &i.results)),
+                    )
+                })
+                .collect()
+        })
+        .collect();
     let rows: Vec<Vec<String>> = names
         .iter()
         .map(|n| {
             std::iter::once(format!("`{n}`"))
-                .chain(inputs.iter().map(|i| {
-                    match i.profile.cases().into_iter().find(|c| &c.name == n) {
-                        Some(c) => {
-                            verdict_cell(&verdict::evaluate(&c, &i.profile, &i.results)).to_string()
-                        }
-                        None => "-".into(),
-                    }
-                }))
+                .chain(
+                    verdicts
+                        .iter()
+                        .map(|v| v.get(n).copied().unwrap_or("-").to_string()),
+                )
                 .collect()
         })
         .collect();
