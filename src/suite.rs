@@ -232,6 +232,8 @@ impl GpuSession {
                 "not measured: the GPU context is unusable since {cause}"
             )));
         }
+        let all = self.profile.probe.variants();
+        target.prepare(&all).map_err(NotMeasured::Broken)?;
         let measuring = Instant::now();
         let missing: Vec<Variant> = needs
             .iter()
@@ -252,7 +254,6 @@ impl GpuSession {
                 batch.sort();
                 batch.dedup();
             }
-            let all = self.profile.probe.variants();
             match target.measure(&batch, &self.profile.probe, &all) {
                 Ok(rs) => {
                     for (v, r) in batch.iter().zip(rs) {

@@ -26,6 +26,9 @@ pub struct CompileInfo {
 pub trait Target: Send + Sync {
     fn ordinal(&self) -> usize;
     fn identity(&self) -> &GpuIdentity;
+    /// Compiles and loads `all` (once); called before measuring, so that compile time is
+    /// not counted as GPU time.
+    fn prepare(&self, all: &[Variant]) -> Result<(), String>;
     /// Measures `variants` (compiling `all` first if not yet done), in the settings' mode:
     /// one result per variant, in order; `Err` when nothing could be measured.
     fn measure(
@@ -91,6 +94,10 @@ impl Target for CudaTarget {
 
     fn identity(&self) -> &GpuIdentity {
         &self.device.identity
+    }
+
+    fn prepare(&self, all: &[Variant]) -> Result<(), String> {
+        self.probe(all).map(|_| ())
     }
 
     fn measure(
@@ -179,6 +186,10 @@ impl Target for RecordedTarget {
 
     fn identity(&self) -> &GpuIdentity {
         &self.identity
+    }
+
+    fn prepare(&self, _: &[Variant]) -> Result<(), String> {
+        Ok(())
     }
 
     fn measure(
