@@ -699,7 +699,26 @@ pub fn run(
         });
     }
     recorder.set_suites(known);
+    // One thread per device measures what its cases will need, so that devices work in
+    // parallel whatever order libtest runs the cases in; the cases wait on their device's
+    // lock and find their variants measured.
+    let measuring: Vec<_> = sessions
+        .iter()
+        .filter(|s| s.target.is_ok())
+        .map(|s| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let planned = s.planned.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                if !planned.is_empty() {
+                    let _ = s.results_for(&planned);
+                }
+            })
+        })
+        .collect();
     let conclusion = libtest_mimic::run(args, trials);
+    for m in measuring {
+        let _ = m.join();
+    }
 
     for s in &sessions {
         suites.push(finish_session(s, paths, several));
