@@ -134,8 +134,18 @@ pub struct Baselines {
     pub progress: BTreeMap<String, f64>,
     /// Per variant: the SASS digest and loop body it was blessed with.
     pub sass: BTreeMap<String, SassBaseline>,
+    /// Variants with a wider tolerance than `tolerance`, each with the measured reason.
+    pub wider: BTreeMap<String, Wider>,
     /// Where the baselines were measured (`None` until a file is blessed).
     pub origin: Option<BaselineOrigin>,
+}
+
+/// A wider baseline tolerance for one variant, and why (measured numbers).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Wider {
+    pub tolerance: f64,
+    pub reason: String,
 }
 
 /// A variant's blessed SASS fingerprint.
@@ -407,6 +417,8 @@ struct BaselinesRef {
     /// Relative to the profile's folder.
     file: Spanned<String>,
     tolerance: Spanned<f64>,
+    #[serde(default)]
+    wider: BTreeMap<String, Spanned<Wider>>,
 }
 
 #[derive(Deserialize)]
@@ -696,7 +708,26 @@ impl Profile {
             let path = dir.join(&b.file.value);
             // A missing file is not a load error: every variant case then fails saying to
             // bless one, and `cargo xtask bless` can load the profile to write it.
-            profile.baselines = Some(if path.exists() {
+            let mut wider = BTreeMap::new();
+            let variants = profile.probe.variants();
+            for (name, w) in &b.wider {
+                if !variants.iter().any(|v| &v.name() == name) {
+                    return Err(at(file, w, format!("baselines.wider names {name:?}, which is not a variant of this profile")));
+                }
+                let t = &w.value.tolerance;
+                if !(t.is_finite() && *t > tolerance && *t < 1.0) {
+                    return Err(at(file, w, format!("baselines.wider.{name}.tolerance {t}: expected more than baselines.tolerance ({tolerance}) and less than 1")));
+                }
+                if w.value.reason.trim().is_empty() {
+                    return Err(at(
+                        file,
+                        w,
+                        format!("baselines.wider.{name}: give the measured reason"),
+                    ));
+                }
+                wider.insert(name.clone(), w.value.clone());
+            }
+            let mut loaded = if path.exists() {
                 load_baselines(&path, &profile, tolerance)?
             } else {
                 Baselines {
@@ -704,9 +735,12 @@ impl Profile {
                     file: path,
                     progress: BTreeMap::new(),
                     sass: BTreeMap::new(),
+                    wider: BTreeMap::new(),
                     origin: None,
                 }
-            });
+            };
+            loaded.wider = wider;
+            profile.baselines = Some(loaded);
         }
         let case_names: Vec<String> = profile.cases().into_iter().map(|c| c.name).collect();
         for d in &raw.known_deviations {
@@ -796,6 +830,7 @@ fn load_baselines(path: &Path, profile: &Profile, tolerance: f64) -> Result<Base
         file: path.to_path_buf(),
         progress,
         sass,
+        wider: BTreeMap::new(),
         origin: Some(raw.measured),
     })
 }

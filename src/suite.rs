@@ -462,7 +462,20 @@ fn environment_properties(r: &RunResults) -> Vec<(String, String)> {
 }
 
 /// The entry point of `tests/probe.rs`.
+/// When the process started, for the timing lines on stderr.
+static STARTED: OnceLock<Instant> = OnceLock::new();
+
+/// Prints how long the process has run, at a named point (stderr; not with --list).
+fn mark(args: &Arguments, what: &str) {
+    if !args.list {
+        if let Some(t) = STARTED.get() {
+            eprintln!("accprobe: {what} at {:.3} s", t.elapsed().as_secs_f64());
+        }
+    }
+}
+
 pub fn main() -> ExitCode {
+    let _ = STARTED.set(Instant::now());
     let args = Arguments::from_args();
     device::prepare_process_environment();
     install_interrupt_handler();
@@ -490,7 +503,9 @@ pub fn main() -> ExitCode {
             );
         }
     }
-    run(&args, &paths, targets, &options)
+    let code = run(&args, &paths, targets, &options);
+    mark(&args, "devices released");
+    code
 }
 
 /// The JUnit suite of a finished session; prints its table and writes its results, ptxas
@@ -719,12 +734,15 @@ pub fn run(
     for m in measuring {
         let _ = m.join();
     }
+    mark(args, "cases finished");
 
     for s in &sessions {
         suites.push(finish_session(s, paths, several));
     }
     recorder.set_suites(suites);
-    match recorder.write() {
+    let written = recorder.write();
+    mark(args, "results and JUnit written");
+    match written {
         Ok(()) => println!("junit: {}", paths.junit.display()),
         Err(e) => {
             eprintln!("{}", Error::io(&paths.junit, "write the JUnit report", e));

@@ -149,13 +149,16 @@ fn variant(v: Variant, r: &VariantResult, profile: &Profile) -> Outcome {
             Some(&base) => {
                 let now = r.baseline_progress();
                 let rel = (now - base) / base;
+                let wider = b.wider.get(&v.name());
+                let tolerance = wider.map_or(b.tolerance, |w| w.tolerance);
                 let line = format!(
-                    "{} progress {now:.1} vs baseline {base:.1}: {} (tolerance ±{:.2}%)",
+                    "{} progress {now:.1} vs baseline {base:.1}: {} (tolerance ±{:.2}%{})",
                     if r.summary.is_some() { "median" } else { "mean" },
                     pct(rel),
-                    b.tolerance * 100.0
+                    tolerance * 100.0,
+                    wider.map_or(String::new(), |w| format!(", wider for this variant: {}", w.reason))
                 );
-                if rel.abs() > b.tolerance {
+                if rel.abs() > tolerance {
                     let dir = if rel > 0.0 { "faster" } else { "slower" };
                     problems.push(format!(
                         "{line}: {dir} than its baseline beyond tolerance; if the change is expected, re-bless {}",

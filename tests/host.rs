@@ -749,3 +749,22 @@ fn the_shipped_policy_passes_on_the_study_and_changed_policies_fail() {
         "{m}"
     );
 }
+
+#[test]
+fn a_wider_tolerance_applies_to_its_variant_only() {
+    let p = load("h200");
+    let mut r = p.recorded.clone().unwrap();
+    // The known slow mode's median: between 178,570 and 166,666.
+    set(&mut r, Variant::new(7, 16), 172_618.0);
+    let o = outcome(&p, &r, "probe::chain7_acc16_effective7");
+    assert!(
+        matches!(&o, Outcome::Pass(d) if d.contains("-3.33%") && d.contains("wider for this variant: bimodal")),
+        "{o:?}"
+    );
+    set(&mut r, Variant::new(7, 16), 160_000.0);
+    let m = fail_text(outcome(&p, &r, "probe::chain7_acc16_effective7"));
+    assert!(m.contains("tolerance ±7.00%"), "{m}");
+    set(&mut r, Variant::new(7, 8), 172_618.0);
+    let m = fail_text(outcome(&p, &r, "probe::chain7_acc8_effective7"));
+    assert!(m.contains("tolerance ±0.50%)"), "{m}");
+}
