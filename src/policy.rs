@@ -5,8 +5,8 @@
 //! it name it, with a tolerance: at every chain length the K it picks must reach at least
 //! (1 - tolerance) of the best measured progress.
 
-use crate::error::{Error, Result};
-use crate::yaml::{parse_yaml, read_text};
+use crate::error::Result;
+use crate::yaml::{at, parse_document, read_text};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::path::{Path, PathBuf};
@@ -70,25 +70,24 @@ impl Policy {
     }
 
     pub fn parse(text: &str, file: &Path) -> Result<Policy> {
-        if text.trim().is_empty() {
-            return Err(Error::in_file(file, "policy is empty: expected name, short_chain_max, default_accumulators and probe_context"));
-        }
-        let raw: PolicyFile = parse_yaml(text, file)?;
-        let at = |line: u64, col: u64, m: String| Error::at(file, line, col, m);
+        let raw: PolicyFile = parse_document(
+            text,
+            file,
+            "policy",
+            "name, short_chain_max, default_accumulators and probe_context",
+        )?;
         if raw.default_accumulators.value == 0 {
-            let l = &raw.default_accumulators.referenced;
             return Err(at(
-                l.line(),
-                l.column(),
-                "default_accumulators is 0: expected K >= 1".into(),
+                file,
+                &raw.default_accumulators,
+                "default_accumulators is 0: expected K >= 1",
             ));
         }
         if let Some(w) = &raw.wide {
             if w.value.accumulators <= raw.default_accumulators.value {
-                let l = &w.referenced;
                 return Err(at(
-                    l.line(),
-                    l.column(),
+                    file,
+                    w,
                     format!(
                         "wide.accumulators {} must exceed default_accumulators {}",
                         w.value.accumulators, raw.default_accumulators.value
@@ -97,8 +96,7 @@ impl Policy {
             }
         }
         if raw.name.value.trim().is_empty() {
-            let l = &raw.name.referenced;
-            return Err(at(l.line(), l.column(), "policy name is empty".into()));
+            return Err(at(file, &raw.name, "policy name is empty"));
         }
         Ok(Policy {
             name: raw.name.value,

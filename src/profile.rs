@@ -13,7 +13,7 @@ use crate::measure::Mode;
 use crate::policy::Policy;
 use crate::results::{Resources, RunResults, VariantResult};
 use crate::variant::{matrix, Sink, Variant};
-use crate::yaml::{parse_yaml, read_text};
+use crate::yaml::{at, parse_document, parse_yaml, read_text};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::collections::{BTreeMap, HashMap};
@@ -456,10 +456,6 @@ pub struct BaselineOrigin {
     pub date: String,
 }
 
-fn at<T>(file: &Path, s: &Spanned<T>, message: impl Into<String>) -> Error {
-    Error::at(file, s.referenced.line(), s.referenced.column(), message)
-}
-
 /// Checks a list of positive, distinct counts.
 fn counts(
     file: &Path,
@@ -518,13 +514,12 @@ impl Profile {
 
     /// Checks a profile given as text; `file` names it in errors and anchors relative paths.
     pub fn parse(text: &str, file: &Path) -> Result<Profile> {
-        if text.trim().is_empty() {
-            return Err(Error::in_file(
-                file,
-                "profile is empty: expected a mapping with name, description, probe and invariants",
-            ));
-        }
-        let raw: ProfileFile = parse_yaml(text, file)?;
+        let raw: ProfileFile = parse_document(
+            text,
+            file,
+            "profile",
+            "a mapping with name, description, probe and invariants",
+        )?;
         let dir = file.parent().unwrap_or(Path::new("."));
         let name = raw.name.value.clone();
         if name.is_empty()

@@ -3,7 +3,30 @@
 
 use crate::error::{Error, Result};
 use serde::Deserialize;
+use serde_saphyr::Spanned;
 use std::path::Path;
+
+/// An error at a checked value's position in `file`.
+pub fn at<T>(file: &Path, s: &Spanned<T>, message: impl Into<String>) -> Error {
+    Error::at(file, s.referenced.line(), s.referenced.column(), message)
+}
+
+/// Parses a hand-written file that must not be empty; `what` and `expected` say what it is
+/// and what it should hold when it is.
+pub fn parse_document<T: for<'de> Deserialize<'de>>(
+    text: &str,
+    file: &Path,
+    what: &str,
+    expected: &str,
+) -> Result<T> {
+    if text.trim().is_empty() {
+        return Err(Error::in_file(
+            file,
+            format!("{what} is empty: expected {expected}"),
+        ));
+    }
+    parse_yaml(text, file)
+}
 
 /// Parses YAML into `T`, turning saphyr's error into one that names the file.
 pub fn parse_yaml<T: for<'de> Deserialize<'de>>(text: &str, file: &Path) -> Result<T> {
