@@ -76,3 +76,71 @@ impl fmt::Display for LineError {
 }
 
 impl std::error::Error for LineError {}
+
+/// Why the GPU side could not deliver a result. Its [`GpuError::kind`] decides what the
+/// front ends do: an unavailable GPU ignores GPU cases (or fails the run where a GPU is
+/// required), a configuration error stops with exit code 2, a broken GPU fails its cases.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GpuError {
+    #[error("no CUDA driver: libcuda.so not found")]
+    NoDriver,
+    #[error("no NVRTC: libnvrtc.so not found (install the CUDA toolkit's NVRTC or add it to LD_LIBRARY_PATH)")]
+    NoNvrtc,
+    #[error("CUDA driver found but {0}")]
+    Init(String),
+    #[error("no CUDA device found")]
+    NoDevice,
+    /// The device exists but a context or its attributes cannot be had.
+    #[error("{0}")]
+    Device(String),
+    /// `ACCPROBE_DEVICES`/`ACCPROBE_DEVICE` is malformed or names no visible device.
+    #[error("{0}")]
+    Config(String),
+    #[error("could not compile or load the probe: {0}")]
+    Compile(String),
+    #[error("CUDA error while {what}: {message}")]
+    Cuda { what: String, message: String },
+    /// An earlier sticky error left the context unusable.
+    #[error("not measured: the GPU context is unusable since {0}")]
+    Unusable(String),
+    /// A variant could not be measured (outside the CUDA API: a missing kernel, a replay
+    /// without it).
+    #[error("{0}")]
+    Variant(String),
+}
+
+/// What a [`GpuError`] means for a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuErrorKind {
+    /// No usable GPU here: GPU cases are ignored with the reason (unless a GPU is required).
+    Unavailable,
+    /// The user's configuration is wrong: exit code 2 before anything runs.
+    Config,
+    /// The GPU is there but compiling or measuring failed: the cases fail.
+    Broken,
+}
+
+impl GpuError {
+    pub fn kind(&self) -> GpuErrorKind {
+        match self {
+            GpuError::NoDriver
+            | GpuError::NoNvrtc
+            | GpuError::Init(_)
+            | GpuError::NoDevice
+            | GpuError::Device(_) => GpuErrorKind::Unavailable,
+            GpuError::Config(_) => GpuErrorKind::Config,
+            GpuError::Compile(_)
+            | GpuError::Cuda { .. }
+            | GpuError::Unusable(_)
+            | GpuError::Variant(_) => GpuErrorKind::Broken,
+        }
+    }
+
+    /// A CUDA driver error while doing `what`.
+    pub fn cuda(what: impl Into<String>, e: impl fmt::Display) -> GpuError {
+        GpuError::Cuda {
+            what: what.into(),
+            message: e.to_string(),
+        }
+    }
+}

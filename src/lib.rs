@@ -1,24 +1,24 @@
 //! accprobe: the accumulator-count probe as a GPU regression gate.
 //!
 //! The pipeline, one module per stage, data flowing one way (see ARCHITECTURE.md):
-//! profile -> variant -> compile -> measure -> results -> verdict -> report,
-//! with `device` finding the GPU and `suite` driving the generated test cases.
+//!
+//! ```text
+//! expectations -> model::variant -> compile -> measure -> model::results -> verdict -> report
+//! ```
+//!
+//! `model` holds the plain data every stage shares; `catalog` loads and chooses profiles;
+//! `bless` turns results into baselines. Two thin front ends use the same library: the
+//! libtest harness (`harness`, behind `tests/probe.rs`) and `cargo xtask`.
 
 pub mod bless;
+pub mod catalog;
 pub mod compile;
-pub mod device;
 pub mod error;
+pub mod expectations;
+pub mod harness;
 pub mod measure;
-pub mod policy;
-pub mod profile;
-pub mod ptxas;
+pub mod model;
 pub mod report;
-pub mod results;
-pub mod sass;
-pub mod suite;
-pub mod target;
-pub mod variant;
 pub mod verdict;
-pub mod yaml;
 
 pub use error::{Error, Result};

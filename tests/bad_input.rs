@@ -5,9 +5,9 @@
 //! Profiles in bad/profiles/baselines-*.yaml name a bad generated file in bad/baselines/,
 //! and the error must point into that file.
 
-use accprobe::policy::Policy;
-use accprobe::profile::Profile;
-use accprobe::results::RunResults;
+use accprobe::catalog;
+use accprobe::expectations::policy::Policy;
+use accprobe::model::results::RunResults;
 use std::panic::catch_unwind;
 use std::path::{Path, PathBuf};
 
@@ -103,7 +103,7 @@ fn run_folder(folder: &str, load: fn(&Path) -> Result<(), String>) -> (usize, Ve
 #[test]
 fn every_bad_file_is_refused_with_its_name_and_position_and_never_a_panic() {
     let profiles = run_folder("profiles", |p| {
-        Profile::load(p).map(|_| ()).map_err(|e| e.to_string())
+        catalog::load(p).map(|_| ()).map_err(|e| e.to_string())
     });
     let policies = run_folder("policies", |p| {
         Policy::load(p).map(|_| ()).map_err(|e| e.to_string())

@@ -2,10 +2,13 @@
 //! (results, ptxas log, SASS) or into the study's table, and names the case that must fail
 //! and words its message must contain. A new fault is one row.
 
+use accprobe::catalog;
 use accprobe::compile::{read_sass, Sass};
-use accprobe::profile::{Profile, SassBaseline};
-use accprobe::results::RunResults;
-use accprobe::variant::Variant;
+use accprobe::expectations::baselines::SassBaseline;
+use accprobe::expectations::profile::Profile;
+use accprobe::model::results::RunResults;
+use accprobe::model::variant::Variant;
+use accprobe::verdict::cases::cases;
 use accprobe::verdict::{evaluate, Outcome};
 use std::path::{Path, PathBuf};
 
@@ -14,7 +17,7 @@ fn root() -> PathBuf {
 }
 
 fn load(name: &str) -> Profile {
-    Profile::load(&root().join("expectations").join(format!("{name}.yaml"))).unwrap()
+    catalog::load(&root().join("expectations").join(format!("{name}.yaml"))).unwrap()
 }
 
 fn sass_text() -> String {
@@ -35,7 +38,10 @@ fn h200_with(sass: &str) -> (Profile, RunResults) {
     (p, r)
 }
 
-fn variant<'a>(r: &'a mut RunResults, name: &str) -> &'a mut accprobe::results::VariantResult {
+fn variant<'a>(
+    r: &'a mut RunResults,
+    name: &str,
+) -> &'a mut accprobe::model::results::VariantResult {
     r.variants.iter_mut().find(|v| v.name == name).unwrap()
 }
 
@@ -50,8 +56,7 @@ fn scale(r: &mut RunResults, name: &str, factor: f64) {
 
 /// The failure message of `case`, or a panic saying what it concluded instead.
 fn failure(p: &Profile, r: &RunResults, case: &str) -> String {
-    let c = p
-        .cases()
+    let c = cases(p)
         .into_iter()
         .find(|c| c.name == case)
         .unwrap_or_else(|| panic!("no case {case}"));
@@ -256,7 +261,8 @@ const FAULTS: &[Fault] = &[
         kind: "a truncated results file",
         caught_by: || {
             let text =
-                std::fs::read_to_string(root().join("docs/results/h200-2026-11-29.json")).unwrap();
+                std::fs::read_to_string(root().join("expectations/recorded/h200-2026-11-29.json"))
+                    .unwrap();
             let cut = &text[..text.len() / 2];
             RunResults::from_json(cut, Path::new("docs/results/cut.json"))
                 .unwrap_err()
@@ -316,7 +322,7 @@ fn every_fault_kind_is_caught_with_a_message_that_names_it() {
 #[test]
 fn without_faults_the_same_cases_hold() {
     let (p, r) = h200_with(&sass_text());
-    for c in p.cases() {
+    for c in cases(&p) {
         let o = evaluate(&c, &p, &r);
         assert!(!o.is_fail(), "{}: {o:?}", c.name);
     }

@@ -2,13 +2,18 @@
 //! what `--list` does, what a filter runs, how a broken profile is reported, and what the
 //! JUnit file holds. The JUnit file is read back with quick-junit's own deserializer.
 
-use accprobe::suite::{self, Paths, RunOptions};
+use accprobe::error::GpuError;
+use accprobe::harness::{self, Paths, RunOptions};
+use accprobe::verdict::cases::cases;
 use libtest_mimic::Arguments;
 use quick_junit::{Report, TestCaseStatus};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const NO_GPU: &str = "no CUDA driver: libcuda.so not found (test)";
+/// The reason a run without a driver gives.
+fn no_gpu() -> String {
+    GpuError::NoDriver.to_string()
+}
 
 struct Sandbox {
     dir: PathBuf,
@@ -28,7 +33,7 @@ impl Sandbox {
             dir.join("expectations/policies/study.yaml"),
         )
         .unwrap();
-        std::fs::create_dir_all(dir.join("docs/results")).unwrap();
+        std::fs::create_dir_all(dir.join("expectations/recorded")).unwrap();
         for p in profiles {
             std::fs::copy(
                 root.join(format!("expectations/{p}.yaml")),
@@ -42,8 +47,8 @@ impl Sandbox {
         )
         .unwrap();
         std::fs::copy(
-            root.join("docs/results/h200-2026-11-29.json"),
-            dir.join("docs/results/h200-2026-11-29.json"),
+            root.join("expectations/recorded/h200-2026-11-29.json"),
+            dir.join("expectations/recorded/h200-2026-11-29.json"),
         )
         .unwrap();
         Sandbox { dir }
@@ -72,10 +77,10 @@ impl Sandbox {
 
     fn run(&self, args: &[&str]) -> (ExitCode, Option<Report>) {
         let args = self.args(args);
-        let code = suite::run(
+        let code = harness::run(
             &args,
             &self.paths(),
-            Err(NO_GPU.to_string()),
+            Err(GpuError::NoDriver),
             &RunOptions::default(),
         );
         let junit = std::fs::read_to_string(self.paths().junit).ok();
@@ -96,12 +101,12 @@ impl Drop for Sandbox {
 /// should give, from the verdict layer itself.
 fn replay_expectation(profile: &str) -> (usize, usize, usize) {
     use accprobe::verdict::{evaluate, Outcome};
-    let p = accprobe::profile::Profile::load(
+    let p = accprobe::catalog::load(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("expectations/{profile}.yaml")),
     )
     .unwrap();
     let r = p.recorded.clone().unwrap();
-    let outcomes: Vec<Outcome> = p.cases().iter().map(|c| evaluate(c, &p, &r)).collect();
+    let outcomes: Vec<Outcome> = cases(&p).iter().map(|c| evaluate(c, &p, &r)).collect();
     let skipped = outcomes
         .iter()
         .filter(|o| matches!(o, Outcome::Skipped(_) | Outcome::KnownDeviation { .. }))
@@ -162,7 +167,10 @@ fn without_a_gpu_every_gpu_case_is_skipped_with_the_reason_and_replays_pass() {
     for c in &gpu.test_cases {
         match &c.status {
             TestCaseStatus::Skipped { message, .. } => {
-                assert_eq!(message.as_ref().map(|m| m.as_str()), Some(NO_GPU))
+                assert_eq!(
+                    message.as_ref().map(|m| m.as_str()),
+                    Some(no_gpu().as_str())
+                )
             }
             other => panic!("{} was not skipped: {other:?}", c.name.as_str()),
         }
@@ -170,7 +178,7 @@ fn without_a_gpu_every_gpu_case_is_skipped_with_the_reason_and_replays_pass() {
     assert!(gpu
         .properties
         .iter()
-        .any(|p| p.name.as_str() == "no_gpu_reason" && p.value.as_str() == NO_GPU));
+        .any(|p| p.name.as_str() == "no_gpu_reason" && p.value.as_str() == no_gpu()));
     assert!(
         !sb.paths().results.exists(),
         "nothing was measured, so no results file"
@@ -248,10 +256,10 @@ fn a_broken_profile_fails_its_own_case_and_the_others_still_run() {
 fn a_profile_forced_by_name_that_does_not_exist_fails_loudly() {
     let sb = Sandbox::new("forced", &["documented"]);
     let args = sb.args(&[]);
-    let code = suite::run(
+    let code = harness::run(
         &args,
         &sb.paths(),
-        Err(NO_GPU.into()),
+        Err(GpuError::NoDriver),
         &RunOptions {
             profile: Some("nonesuch".into()),
             mode: None,
@@ -265,22 +273,22 @@ fn a_profile_forced_by_name_that_does_not_exist_fails_loudly() {
 
 // --- the device layer abstracted: recorded devices stand in for GPUs -----------------------
 
-fn recorded_h200(ordinal: usize) -> std::sync::Arc<dyn accprobe::target::Target> {
-    let r = accprobe::results::RunResults::load(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/results/h200-2026-11-29.json"),
+fn recorded_h200(ordinal: usize) -> std::sync::Arc<dyn accprobe::measure::target::Target> {
+    let r = accprobe::model::results::RunResults::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("expectations/recorded/h200-2026-11-29.json"),
     )
     .unwrap();
-    std::sync::Arc::new(accprobe::target::RecordedTarget::new(ordinal, r).unwrap())
+    std::sync::Arc::new(accprobe::measure::target::RecordedTarget::new(ordinal, r).unwrap())
 }
 
 impl Sandbox {
     fn run_on(
         &self,
-        targets: Vec<std::sync::Arc<dyn accprobe::target::Target>>,
+        targets: Vec<std::sync::Arc<dyn accprobe::measure::target::Target>>,
         args: &[&str],
     ) -> (ExitCode, Report) {
         let args = self.args(args);
-        let code = suite::run(&args, &self.paths(), Ok(targets), &RunOptions::default());
+        let code = harness::run(&args, &self.paths(), Ok(targets), &RunOptions::default());
         let xml = std::fs::read_to_string(self.paths().junit).unwrap();
         (code, Report::deserialize_from_str(&xml).unwrap())
     }

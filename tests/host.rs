@@ -3,10 +3,13 @@
 //! recorded data the way a regression would and checks that the right case fails with a
 //! message that gives measured against expected.
 
-use accprobe::profile::{self, Case, GpuIdentity, Profile};
-use accprobe::ptxas;
-use accprobe::results::{Resources, RunResults};
-use accprobe::variant::Variant;
+use accprobe::catalog;
+use accprobe::compile::ptxas;
+use accprobe::expectations::profile::Profile;
+use accprobe::model::gpu::GpuIdentity;
+use accprobe::model::results::{Resources, RunResults};
+use accprobe::model::variant::Variant;
+use accprobe::verdict::cases::{cases, Case};
 use accprobe::verdict::{evaluate, Outcome};
 use std::path::{Path, PathBuf};
 
@@ -15,7 +18,7 @@ fn root() -> PathBuf {
 }
 
 fn load(name: &str) -> Profile {
-    Profile::load(&root().join("expectations").join(format!("{name}.yaml"))).unwrap()
+    catalog::load(&root().join("expectations").join(format!("{name}.yaml"))).unwrap()
 }
 
 fn case<'a>(cases: &'a [Case], name: &str) -> &'a Case {
@@ -40,7 +43,7 @@ fn set(results: &mut RunResults, v: Variant, progress: f64) {
 }
 
 fn outcome(p: &Profile, r: &RunResults, name: &str) -> Outcome {
-    evaluate(case(&p.cases(), name), p, r)
+    evaluate(case(&cases(p), name), p, r)
 }
 
 fn fail_text(o: Outcome) -> String {
@@ -54,7 +57,7 @@ fn fail_text(o: Outcome) -> String {
 fn documented_profile_passes_on_its_recorded_table() {
     let p = load("documented");
     let r = p.recorded.clone().unwrap();
-    let cases = p.cases();
+    let cases = cases(&p);
     // 24 variants, 24 SASS shapes, 24 ceilings, 24 durations, 3 peaks, 1 trend, 3 spill
     // sources, 3 policy checks.
     assert_eq!(cases.len(), 24 * 4 + 3 + 1 + 3 + 3);
@@ -172,7 +175,7 @@ fn h200_profile_is_green_on_its_recorded_run_with_four_known_deviations() {
         ("NVIDIA H200", "580.159.04", "13.0")
     );
     let mut deviations = 0;
-    for c in p.cases() {
+    for c in cases(&p) {
         match evaluate(&c, &p, &r) {
             Outcome::Pass(_) => {}
             Outcome::KnownDeviation { .. } => deviations += 1,
@@ -255,14 +258,14 @@ invariants:
 ";
 
 fn bad(text: &str) -> String {
-    let e = Profile::parse(text, Path::new("expectations/t.yaml")).unwrap_err();
+    let e = catalog::parse(text, Path::new("expectations/t.yaml")).unwrap_err();
     e.to_string()
 }
 
 #[test]
 fn the_good_fixture_loads() {
-    let p = Profile::parse(GOOD, Path::new("expectations/t.yaml")).unwrap();
-    assert_eq!(p.cases().len(), 4 + 4 + 2 + 1 + 3);
+    let p = catalog::parse(GOOD, Path::new("expectations/t.yaml")).unwrap();
+    assert_eq!(cases(&p).len(), 4 + 4 + 2 + 1 + 3);
 }
 
 #[test]
@@ -299,7 +302,7 @@ fn empty_and_non_utf8_files_are_clear_errors() {
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("latin1.yaml");
     std::fs::write(&f, b"name: caf\xe9\n").unwrap();
-    let e = Profile::load(&f).unwrap_err().to_string();
+    let e = catalog::load(&f).unwrap_err().to_string();
     assert!(
         e.contains("latin1.yaml") && e.contains("not valid UTF-8 (byte offset 9)"),
         "{e}"
@@ -318,9 +321,9 @@ fn gpu(name: &str, cc: &str) -> GpuIdentity {
 
 #[test]
 fn selection_by_name_capability_force_and_fallback() {
-    let (profiles, errors) = profile::load_dir(&root().join("expectations"));
+    let (profiles, errors) = catalog::load_dir(&root().join("expectations"));
     assert!(errors.is_empty(), "{errors:?}");
-    let pick = |g: Option<GpuIdentity>, f: Option<&str>| profile::select(&profiles, g.as_ref(), f);
+    let pick = |g: Option<GpuIdentity>, f: Option<&str>| catalog::select(&profiles, g.as_ref(), f);
     let s = pick(Some(gpu("NVIDIA H200", "9.0")), None).unwrap();
     assert_eq!(s.profile.name, "h200");
     assert!(s.why.contains("matches GPU name"), "{}", s.why);
@@ -436,7 +439,7 @@ fn bless_writes_a_loadable_generated_file_and_a_readable_diff() {
     // The written file loads as this profile's baselines.
     std::fs::write(&file, &b.contents).unwrap();
     copy_h200_profile_to(&dir);
-    let reloaded = Profile::load(&dir.join("h200.yaml")).unwrap();
+    let reloaded = catalog::load(&dir.join("h200.yaml")).unwrap();
     assert_eq!(
         reloaded.baselines.unwrap().progress["chain7_acc1_effective1"],
         150_000.0
@@ -463,7 +466,7 @@ fn with_sass(sass: &str, mutated: &str) -> (Profile, RunResults) {
         .map(|(k, s)| {
             (
                 k.clone(),
-                accprobe::profile::SassBaseline {
+                accprobe::expectations::baselines::SassBaseline {
                     digest: s.digest.clone(),
                     loop_body: s.loop_body.clone(),
                 },
@@ -500,8 +503,7 @@ fn mutate(sass: &str, function: &str, from: &str, to: &str) -> String {
 fn unmutated_sass_passes_every_sass_case_on_the_h200() {
     let sass = h200_sass();
     let (p, r) = with_sass(&sass, &sass);
-    for c in p
-        .cases()
+    for c in cases(&p)
         .iter()
         .filter(|c| c.name.starts_with("sass::") || c.name.starts_with("invariant::no_spills"))
     {
@@ -659,7 +661,7 @@ fn bless_carries_sass_digests_and_loop_bodies_into_the_generated_file() {
     );
     std::fs::write(&file, &b.contents).unwrap();
     copy_h200_profile_to(&dir);
-    let reloaded = Profile::load(&dir.join("h200.yaml")).unwrap();
+    let reloaded = catalog::load(&dir.join("h200.yaml")).unwrap();
     assert_eq!(reloaded.baselines.unwrap().sass, p.baselines.unwrap().sass);
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -670,8 +672,8 @@ fn copy_h200_profile_to(dir: &Path) {
     let text = std::fs::read_to_string(root().join("expectations/h200.yaml"))
         .unwrap()
         .replace(
-            "../docs/results/",
-            &format!("{}/docs/results/", root().display()),
+            "recorded/",
+            &format!("{}/expectations/recorded/", root().display()),
         )
         .replace(
             "policies/",
@@ -684,7 +686,7 @@ fn copy_h200_profile_to(dir: &Path) {
 
 #[test]
 fn the_shipped_policy_passes_on_the_study_and_changed_policies_fail() {
-    use accprobe::policy::Policy;
+    use accprobe::expectations::policy::Policy;
     let p = load("documented");
     let r = p.recorded.clone().unwrap();
     let shipped = &p.heuristic.as_ref().unwrap().policy;

@@ -3,8 +3,8 @@
 //! Ignored with the reason where libnvrtc is absent. `.ci/run` installs NVRTC from PyPI so
 //! that CI runs it.
 
+use accprobe::catalog;
 use accprobe::compile;
-use accprobe::profile::Profile;
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use std::path::Path;
 
@@ -14,9 +14,9 @@ fn nvrtc_reason() -> Option<String> {
     })
 }
 
-fn documented_variants() -> Vec<accprobe::variant::Variant> {
+fn documented_variants() -> Vec<accprobe::model::variant::Variant> {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("expectations/documented.yaml");
-    Profile::load(&file)
+    catalog::load(&file)
         .expect("documented profile loads")
         .probe
         .variants()

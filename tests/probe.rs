@@ -2,5 +2,5 @@
 //! that matches the GPU (see src/suite.rs for the harness contract).
 
 fn main() -> std::process::ExitCode {
-    accprobe::suite::main()
+    accprobe::harness::main()
 }

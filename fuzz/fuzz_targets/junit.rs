@@ -1,7 +1,7 @@
 //! The JUnit writer with arbitrary suite and case names and messages (control characters
 //! included): the XML must always parse back, with the same number of cases.
 #![no_main]
-use accprobe::report::{junit, CaseRecord, Status, SuiteInfo};
+use accprobe::report::junit::{junit, CaseRecord, Status, SuiteInfo};
 use libfuzzer_sys::fuzz_target;
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    if let Ok(p) = accprobe::profile::Profile::parse(text, std::path::Path::new("fuzz.yaml")) {
-        let _ = p.cases();
+    if let Ok(p) = accprobe::profile::catalog::parse(text, std::path::Path::new("fuzz.yaml")) {
+        let _ = cases(&p);
     }
 });

@@ -2,7 +2,7 @@
 
 use crate::{find_profile, workspace};
 use accprobe::bless;
-use accprobe::results::RunResults;
+use accprobe::model::results::RunResults;
 use std::path::Path;
 
 pub fn run(
@@ -11,7 +11,7 @@ pub fn run(
     from: &Path,
     allow_invalid: bool,
     dry_run: bool,
-) -> Result<(), String> {
+) -> crate::Outcome {
     let p = find_profile(dir, name)?;
     let r = RunResults::load(from).map_err(|e| e.to_string())?;
     bless::check(&p, &r, allow_invalid).map_err(|e| e.to_string())?;

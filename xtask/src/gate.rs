@@ -1,21 +1,22 @@
 //! `cargo xtask gate`: every verdict of a profile on a results file, on any machine.
 
 use crate::find_profile;
+use accprobe::model::results::RunResults;
 use accprobe::report;
-use accprobe::results::RunResults;
-use accprobe::verdict::{self, Outcome};
+use accprobe::verdict::{self, cases::cases, Outcome};
 use std::path::Path;
 
 /// Prints every case's verdict; `Err("")` when any failed (already printed).
-pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> Result<(), String> {
+pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> crate::Outcome {
     let r = RunResults::load(results).map_err(|e| e.to_string())?;
     let p = find_profile(dir, profile.unwrap_or(&r.profile))?;
+    verdict::comparable(&p, &r).map_err(|e| format!("{}: {e}", results.display()))?;
     println!(
         "{}",
         report::table(&r, &p.probe.chains, &p.probe.accumulators)
     );
     let mut failed = 0;
-    for case in p.cases() {
+    for case in cases(&p) {
         let (tag, text) = match verdict::evaluate(&case, &p, &r) {
             Outcome::Pass(d) => ("ok     ", d),
             Outcome::Fail(m) => {
@@ -42,6 +43,6 @@ pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> Result<(), Stri
     if failed == 0 {
         Ok(())
     } else {
-        Err(String::new())
+        Err(crate::Failure::Printed)
     }
 }

@@ -1,13 +1,13 @@
 //! The commands that run the probe on a GPU: `probe`, `agree` and `bench`.
 
 use crate::workspace;
-use accprobe::device;
-use accprobe::measure::Mode;
-use accprobe::profile::{self, PROFILE_ENV};
+use accprobe::catalog::{self, PROFILE_ENV};
+use accprobe::measure::device;
+use accprobe::measure::session::GpuSession;
+use accprobe::measure::target::{CudaTarget, Target};
+use accprobe::model::results::RunResults;
+use accprobe::model::settings::Mode;
 use accprobe::report::{self, write_atomic};
-use accprobe::results::RunResults;
-use accprobe::suite::GpuSession;
-use accprobe::target::{CudaTarget, Target};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,16 +18,16 @@ fn session(
     name: Option<&str>,
     mode: Option<Mode>,
     cache: Option<PathBuf>,
-) -> Result<GpuSession, String> {
-    let device = device::detect().map_err(|reason| format!("no GPU: {reason}"))?;
-    let (profiles, errors) = profile::load_dir(dir);
+) -> Result<GpuSession, crate::Failure> {
+    let device = device::detect()?;
+    let (profiles, errors) = catalog::load_dir(dir);
     if let Some(e) = errors.first() {
-        return Err(format!("{e}"));
+        return Err(format!("{e}").into());
     }
     let forced = name
         .map(str::to_string)
         .or_else(|| std::env::var(PROFILE_ENV).ok());
-    let mut sel = profile::select(&profiles, Some(&device.identity), forced.as_deref())
+    let mut sel = catalog::select(&profiles, Some(&device.identity), forced.as_deref())
         .map_err(|e| e.to_string())?;
     if let Some(m) = mode {
         sel.profile.probe.mode = m;
@@ -64,7 +64,7 @@ fn env_line(r: &RunResults) -> String {
 }
 
 /// `cargo xtask probe`: the whole matrix, the study's table, a results file.
-pub fn probe(dir: &Path, name: Option<&str>, mode: Option<Mode>, out: &Path) -> Result<(), String> {
+pub fn probe(dir: &Path, name: Option<&str>, mode: Option<Mode>, out: &Path) -> crate::Outcome {
     let s = session(dir, name, mode, Some(default_cache()))?;
     let r = s.measure_all()?;
     println!("{}\n", env_line(&r));
@@ -99,7 +99,7 @@ struct Agreement {
 }
 
 /// `cargo xtask agree`: serial and wave on the same matrix, per-variant differences.
-pub fn agree(dir: &Path, name: Option<&str>, tolerance: f64, out: &Path) -> Result<(), String> {
+pub fn agree(dir: &Path, name: Option<&str>, tolerance: f64, out: &Path) -> crate::Outcome {
     let serial = session(dir, name, Some(Mode::Serial), Some(default_cache()))?.measure_all()?;
     let wave = session(dir, name, Some(Mode::Wave), Some(default_cache()))?.measure_all()?;
     let mut rows = Vec::new();
@@ -156,7 +156,7 @@ pub fn agree(dir: &Path, name: Option<&str>, tolerance: f64, out: &Path) -> Resu
         },
     )?;
     println!("agreement: {}", out.display());
-    accepted.then_some(()).ok_or_else(String::new)
+    accepted.then_some(()).ok_or(crate::Failure::Printed)
 }
 
 /// For each counted wave, how many distinct SMs its variants' first blocks ran on.
@@ -220,7 +220,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// `cargo xtask bench`: GPU phase of each mode against its floor, compile cold and cached,
 /// medians of `runs` runs.
-pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> Result<(), String> {
+pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Outcome {
     let cache = std::env::temp_dir().join(format!("accprobe-bench-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&cache);
     let mut rows = Vec::new();

@@ -15,8 +15,10 @@ mod gpu;
 mod report;
 mod sass;
 
-use accprobe::measure::Mode;
-use accprobe::profile::{self, Profile};
+use accprobe::catalog;
+use accprobe::error::{GpuError, GpuErrorKind};
+use accprobe::expectations::profile::Profile;
+use accprobe::model::settings::Mode;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -137,6 +139,42 @@ enum Command {
     },
 }
 
+/// How a command failed; the exit code comes from the type.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum Failure {
+    /// Already reported (failing verdicts were printed): exit 1.
+    #[error("failed (reported above)")]
+    Printed,
+    /// The GPU side: exit 2 when there is no usable GPU or the device configuration is
+    /// wrong, 1 when the GPU failed.
+    #[error("{0}")]
+    Gpu(GpuError),
+    /// Anything else, with what to print: exit 1.
+    #[error("{0}")]
+    Message(String),
+}
+
+impl From<String> for Failure {
+    fn from(m: String) -> Failure {
+        Failure::Message(m)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(m: &str) -> Failure {
+        Failure::Message(m.to_string())
+    }
+}
+
+impl From<GpuError> for Failure {
+    fn from(e: GpuError) -> Failure {
+        Failure::Gpu(e)
+    }
+}
+
+/// What a command returns.
+pub type Outcome = Result<(), Failure>;
+
 /// The workspace root: where this xtask was built from, or the working directory when run
 /// as a copied binary on a machine without the source tree there.
 pub fn workspace() -> PathBuf {
@@ -151,7 +189,7 @@ pub fn workspace() -> PathBuf {
 
 /// The profile called `name` in `dir`, or an error listing what failed to load.
 pub fn find_profile(dir: &Path, name: &str) -> Result<Profile, String> {
-    let (profiles, errors) = profile::load_dir(dir);
+    let (profiles, errors) = catalog::load_dir(dir);
     if let Some(p) = profiles.into_iter().find(|p| p.name == name) {
         return Ok(p);
     }
@@ -163,7 +201,7 @@ pub fn find_profile(dir: &Path, name: &str) -> Result<Profile, String> {
 }
 
 fn main() -> ExitCode {
-    accprobe::device::prepare_process_environment();
+    accprobe::measure::device::prepare_process_environment();
     let cli = Cli::parse();
     let dir = &cli.expectations;
     let mode = |m: &Option<ModeArg>| {
@@ -180,7 +218,7 @@ fn main() -> ExitCode {
             out,
         } => {
             if let Some(d) = device {
-                std::env::set_var(accprobe::device::DEVICE_ENV, d.to_string());
+                std::env::set_var(accprobe::measure::device::DEVICE_ENV, d.to_string());
             }
             gpu::probe(dir, profile.as_deref(), mode(m), out)
         }
@@ -191,12 +229,12 @@ fn main() -> ExitCode {
             allow_invalid,
             dry_run,
         } => bless::run(dir, profile, from, *allow_invalid, *dry_run),
-        Command::Report { files, out } => report::run(dir, files, out),
+        Command::Report { files, out } => report::run(dir, files, out).map_err(Failure::from),
         Command::Sass {
             chain,
             accumulators,
             results,
-        } => sass::run(results, chain, accumulators),
+        } => sass::run(results, chain, accumulators).map_err(Failure::from),
         Command::Agree {
             profile,
             tolerance,
@@ -206,12 +244,22 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.is_empty() => ExitCode::FAILURE,
-        Err(e) if e.starts_with("no GPU:") => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-        Err(e) => {
+        Err(Failure::Printed) => ExitCode::FAILURE,
+        Err(Failure::Gpu(e)) => match e.kind() {
+            GpuErrorKind::Unavailable => {
+                eprintln!("error: no GPU: {e}");
+                ExitCode::from(2)
+            }
+            GpuErrorKind::Config => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+            GpuErrorKind::Broken => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(Failure::Message(e)) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
@@ -228,7 +276,7 @@ mod tests {
     }
 
     fn committed() -> PathBuf {
-        workspace().join("docs/results/h200-2026-11-29.json")
+        workspace().join("expectations/recorded/h200-2026-11-29.json")
     }
 
     fn temp(tag: &str) -> PathBuf {
@@ -241,7 +289,7 @@ mod tests {
     #[test]
     fn gate_passes_the_committed_run_and_fails_a_slower_one() {
         gate::run(&expectations(), &committed(), None).unwrap();
-        let mut r = accprobe::results::RunResults::load(&committed()).unwrap();
+        let mut r = accprobe::model::results::RunResults::load(&committed()).unwrap();
         let v = r
             .variants
             .iter_mut()
@@ -254,12 +302,12 @@ mod tests {
         std::fs::write(&slower, r.to_json()).unwrap();
         assert_eq!(
             gate::run(&expectations(), &slower, None),
-            Err(String::new()),
-            "failures are printed, the error is empty"
+            Err(Failure::Printed),
+            "failures are printed, not returned"
         );
         let e = gate::run(&expectations(), &dir.join("missing.json"), None).unwrap_err();
         assert!(
-            e.contains("missing.json") && e.contains("cannot read results"),
+            e.to_string().contains("missing.json") && e.to_string().contains("cannot read results"),
             "{e}"
         );
         std::fs::remove_dir_all(dir).unwrap();
@@ -268,7 +316,7 @@ mod tests {
     #[test]
     fn report_writes_markdown_and_readable_svg_charts_from_the_committed_runs() {
         let dir = temp("report");
-        let wave = workspace().join("docs/results/h200-2026-11-29-wave.json");
+        let wave = workspace().join("expectations/recorded/h200-2026-11-29-wave.json");
         report::run(&expectations(), &[committed(), wave], &dir).unwrap();
         let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
         assert!(md.starts_with("<!-- Generated by `cargo xtask report`"));
@@ -315,7 +363,10 @@ mod tests {
         bless::run(&expectations(), "h200", &committed(), false, true).unwrap();
         assert_eq!(std::fs::read(&file).unwrap(), before);
         let e = bless::run(&expectations(), "nonesuch", &committed(), false, true).unwrap_err();
-        assert!(e.contains("no profile named \"nonesuch\""), "{e}");
+        assert!(
+            e.to_string().contains("no profile named \"nonesuch\""),
+            "{e}"
+        );
     }
 
     #[test]

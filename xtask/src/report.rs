@@ -2,10 +2,10 @@
 //! (several GPUs or drivers side by side), with the study's recorded numbers as reference.
 
 use crate::find_profile;
-use accprobe::profile::Profile;
+use accprobe::expectations::profile::Profile;
+use accprobe::model::results::RunResults;
+use accprobe::model::variant::{Sink, Variant};
 use accprobe::report::{markdown_grid, markdown_table, write_atomic};
-use accprobe::results::RunResults;
-use accprobe::variant::{Sink, Variant};
 use accprobe::verdict::{self, Outcome};
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -26,8 +26,8 @@ fn label(r: &RunResults, file: &Path) -> String {
             e.driver_version,
             e.nvrtc_version,
             match r.mode {
-                accprobe::measure::Mode::Serial => "serial",
-                accprobe::measure::Mode::Wave => "wave",
+                accprobe::model::settings::Mode::Serial => "serial",
+                accprobe::model::settings::Mode::Wave => "wave",
             }
         ),
         None => file
@@ -248,7 +248,7 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
     if files.is_empty() {
         return Err("give at least one results file".into());
     }
-    let study_profile = find_profile(dir, accprobe::profile::DOCUMENTED)?;
+    let study_profile = find_profile(dir, accprobe::catalog::DOCUMENTED)?;
     let study = study_profile
         .recorded
         .clone()
@@ -318,7 +318,7 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
     // The invariants side by side.
     let mut names: Vec<String> = Vec::new();
     for i in &inputs {
-        for c in i.profile.cases() {
+        for c in accprobe::verdict::cases::cases(&i.profile) {
             if (c.name.starts_with("invariant::") || c.name.starts_with("policy::"))
                 && !names.contains(&c.name)
             {
@@ -333,8 +333,7 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
     let verdicts: Vec<std::collections::BTreeMap<String, &'static str>> = inputs
         .iter()
         .map(|i| {
-            i.profile
-                .cases()
+            accprobe::verdict::cases::cases(&i.profile)
                 .iter()
                 .filter(|c| names.contains(&c.name))
                 .map(|c| {

@@ -1,7 +1,7 @@
 //! `cargo xtask sass`: a variant's SASS loop body from a results file, each FFMA marked
 //! with the partial accumulator (dependency chain) it extends.
 
-use accprobe::results::RunResults;
+use accprobe::model::results::RunResults;
 use std::path::Path;
 
 fn count(word: &str, prefix: &str) -> Result<u32, String> {
@@ -14,7 +14,7 @@ fn count(word: &str, prefix: &str) -> Result<u32, String> {
 }
 
 pub fn run(results: &Path, chain: &str, acc: &str) -> Result<(), String> {
-    let v = accprobe::variant::Variant::new(count(chain, "chain")?, count(acc, "acc")?);
+    let v = accprobe::model::variant::Variant::new(count(chain, "chain")?, count(acc, "acc")?);
     let r = RunResults::load(results).map_err(|e| e.to_string())?;
     let vr = r
         .get(v)
@@ -38,14 +38,17 @@ pub fn run(results: &Path, chain: &str, acc: &str) -> Result<(), String> {
     println!(
         "loop: {} FFMAs, {} chains {:?}, destinations {}; digest {}",
         s.loop_ffma,
-        s.loop_chains.len(),
-        s.loop_chains,
+        s.loop_partials.len(),
+        s.loop_partials,
         s.loop_ffma_destinations.join(" "),
         &s.digest[..16]
     );
-    let body = accprobe::sass::from_lines(&s.loop_body);
+    let body = accprobe::compile::sass::from_lines(&s.loop_body);
     let width = s.loop_body.iter().map(|l| l.len()).max().unwrap_or(0);
-    for (instr, chain) in body.iter().zip(accprobe::sass::chain_of_each(&body)) {
+    for (instr, chain) in body
+        .iter()
+        .zip(accprobe::compile::sass::chain_of_each(&body))
+    {
         match chain {
             Some(c) => {
                 let ops = instr.operands();

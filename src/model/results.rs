@@ -1,12 +1,13 @@
-//! Stage 5 of the pipeline: results, as plain data.
+//! Stage 5 of the pipeline: results, as plain data (imported by every stage).
 //!
 //! What the measure stage produced (or what a study recorded), with the environment it
 //! came from. Everything downstream (verdicts, tables, JUnit, baselines) reads this and
 //! never a GPU. Stored as versioned JSON.
 
 use crate::error::{Error, Result};
-use crate::sass::SassSummary;
-use crate::variant::{Sink, Variant};
+use crate::model::gpu::Environment;
+use crate::model::settings::{Mode, RunSettings};
+use crate::model::variant::{Sink, Variant};
 
 fn is_sink_a(s: &Sink) -> bool {
     *s == Sink::A
@@ -14,8 +15,11 @@ fn is_sink_a(s: &Sink) -> bool {
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// Bumped whenever a field changes meaning; readers refuse other versions.
-pub const SCHEMA: u32 = 1;
+/// Bumped whenever a field changes meaning. 2 added `settings` (and renamed a SASS
+/// summary's `loop_chains` to `loop_partials`); files of schema 1 are still read.
+pub const SCHEMA: u32 = 2;
+/// The oldest schema this accprobe reads.
+pub const OLDEST_SCHEMA: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -29,7 +33,11 @@ pub struct RunResults {
     pub variants: Vec<VariantResult>,
     /// How the variants shared the GPU while measured.
     #[serde(default)]
-    pub mode: crate::measure::Mode,
+    pub mode: Mode,
+    /// The launch settings the run was measured with (schema 2; `None` in schema 1 files,
+    /// whose settings-dependent verdicts are then skipped with that reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<RunSettings>,
     /// Where the run's time went, when measured by this tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timings: Option<Timings>,
@@ -56,27 +64,28 @@ pub struct Timings {
     pub gpu_s: f64,
 }
 
-/// Where a measurement was taken: enough to tell a GPU, driver or toolchain change.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What the SASS of one variant shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Environment {
-    pub gpu_name: String,
-    /// `major.minor`, e.g. `9.0`.
-    pub compute_capability: String,
-    pub sm_count: u32,
-    /// The kernel driver's version (e.g. `580.159.04`), or `unknown`.
-    pub driver_version: String,
-    /// The CUDA version the driver supports (cuDriverGetVersion), e.g. `13.0`.
-    pub cuda_driver_api: String,
-    pub nvrtc_version: String,
-    /// The device's rated SM clock (CU_DEVICE_ATTRIBUTE_CLOCK_RATE), MHz.
-    pub sm_clock_rated_mhz: Option<f64>,
-    /// The SM clock seen during the probe: clock64 budget over %globaltimer time, MHz.
-    pub sm_clock_measured_mhz: Option<f64>,
-    /// RFC 3339, UTC.
-    pub date: String,
-    /// The NVRTC options the kernels were compiled with.
-    pub compile_options: Vec<String>,
+pub struct SassSummary {
+    /// SHA-256 of the whole function's normalised instructions.
+    pub digest: String,
+    /// Local-memory instructions (`LDL`/`STL`) anywhere in the function.
+    pub local_memory_instructions: Vec<String>,
+    /// The measured loop, normalised: from the back branch's target to the back branch.
+    pub loop_body: Vec<String>,
+    /// FFMAs in the loop body.
+    pub loop_ffma: u32,
+    /// Distinct FFMA destination registers in the loop, in order of first appearance.
+    pub loop_ffma_destinations: Vec<String>,
+    /// Every loop FFMA's destination is also one of its sources (the accumulator).
+    pub ffma_accumulates_in_place: bool,
+    /// FFMAs per independent partial in the loop: a partial's dependency path starts at an
+    /// FFMA whose sources no earlier loop FFMA wrote, and follows through FFMAs and MOVs.
+    /// This counts partials even where ptxas renames registers between iterations (it does
+    /// at N=29). (Schema 1 files called it `loop_chains`.)
+    #[serde(alias = "loop_chains")]
+    pub loop_partials: Vec<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -248,11 +257,11 @@ impl RunResults {
                 format!("not a results file: {e}"),
             )
         })?;
-        if r.schema != SCHEMA {
+        if !(OLDEST_SCHEMA..=SCHEMA).contains(&r.schema) {
             return Err(Error::in_file(
                 file,
                 format!(
-                    "results schema {} is not the one this accprobe reads ({SCHEMA})",
+                    "results schema {} is not one this accprobe reads ({OLDEST_SCHEMA} to {SCHEMA})",
                     r.schema
                 ),
             ));
@@ -302,6 +311,7 @@ mod tests {
         let r = RunResults {
             schema: SCHEMA,
             mode: Default::default(),
+            settings: None,
             profile: "p".into(),
             source: "measured".into(),
             environment: None,
@@ -311,10 +321,10 @@ mod tests {
         };
         let path = Path::new("r.json");
         assert_eq!(RunResults::from_json(&r.to_json(), path).unwrap(), r);
-        let other = r.to_json().replace("\"schema\": 1", "\"schema\": 99");
+        let other = r.to_json().replace("\"schema\": 2", "\"schema\": 99");
         let e = RunResults::from_json(&other, path).unwrap_err();
         assert!(e.to_string().contains("schema 99"), "{e}");
-        let e = RunResults::from_json("{\n  \"schema\": 1,\n  \"bogus\": 2\n}", path).unwrap_err();
+        let e = RunResults::from_json("{\n  \"schema\": 2,\n  \"bogus\": 2\n}", path).unwrap_err();
         assert_eq!(e.position.map(|p| p.0), Some(3), "{e}");
         assert!(e.to_string().starts_with("r.json:3:"), "{e}");
     }

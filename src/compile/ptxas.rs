@@ -196,7 +196,7 @@ ptxas info    : Used 40 registers, used 0 barriers, 392 bytes cmem[0]
 #[cfg(test)]
 mod recorded {
     /// The ptxas report NVRTC 13.0 gave for the H200 profile's matrix (2026-11-29).
-    const H200: &str = include_str!("../tests/data/h200/ptxas.log");
+    const H200: &str = include_str!("../../tests/data/h200/ptxas.log");
 
     #[test]
     fn reads_every_variant_of_the_h200_log() {

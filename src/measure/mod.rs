@@ -6,11 +6,16 @@
 //! launches every variant of a set at once, one stream each (one block each lands on its
 //! own SM), and repeats as successive waves. Produces plain [`VariantResult`]s.
 
+pub mod device;
+pub mod session;
+pub mod target;
+
 use crate::compile::Compiled;
-use crate::device::Device;
-use crate::profile::ProbeSettings;
-use crate::results::{Resources, VariantResult};
-use crate::variant::Variant;
+use crate::error::GpuError;
+use crate::measure::device::Device;
+use crate::model::results::{Resources, VariantResult};
+use crate::model::settings::ProbeSettings;
+use crate::model::variant::Variant;
 use cudarc::driver::{
     sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig,
     PushKernelArg,
@@ -26,17 +31,6 @@ const POISON_F32: u32 = 0x7FBA_DBAD;
 const POISON_U64: u64 = u64::MAX;
 const POISON_U32: u32 = u32::MAX;
 
-/// How variants share the GPU while measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// One variant at a time.
-    #[default]
-    Serial,
-    /// Every variant at once, one stream (and SM) each; repeats as successive waves.
-    Wave,
-}
-
 /// A compiled matrix loaded on a device.
 pub struct Probe {
     ctx: Arc<CudaContext>,
@@ -45,8 +39,8 @@ pub struct Probe {
     compiled: Compiled,
 }
 
-fn cuda(what: &str) -> impl Fn(cudarc::driver::DriverError) -> String + '_ {
-    move |e| format!("CUDA error while {what}: {e}")
+fn cuda(what: &str) -> impl Fn(cudarc::driver::DriverError) -> GpuError + '_ {
+    move |e| GpuError::cuda(what, e)
 }
 
 /// One variant's kernel, buffers and what its launches gave so far.
@@ -65,7 +59,7 @@ struct Run {
 }
 
 impl Probe {
-    pub fn load(device: &Device, compiled: Compiled) -> Result<Probe, String> {
+    pub fn load(device: &Device, compiled: Compiled) -> Result<Probe, GpuError> {
         let module = device
             .ctx
             .load_module(cudarc::nvrtc::Ptx::from_binary(compiled.cubin.clone()))
@@ -83,7 +77,7 @@ impl Probe {
     }
 
     /// Runs one variant: `warmup_launches` uncounted, then `repeats` counted launches.
-    pub fn measure(&self, v: Variant, s: &ProbeSettings) -> Result<VariantResult, String> {
+    pub fn measure(&self, v: Variant, s: &ProbeSettings) -> Result<VariantResult, GpuError> {
         let mut run = self.prepare(v, s, self.stream.clone())?;
         for launch in 0..(s.warmup_launches + s.repeats) {
             self.start(&mut run, s)?;
@@ -102,7 +96,7 @@ impl Probe {
         &self,
         vs: &[Variant],
         s: &ProbeSettings,
-    ) -> Result<Vec<VariantResult>, String> {
+    ) -> Result<Vec<VariantResult>, GpuError> {
         let mut runs = Vec::new();
         for &v in vs {
             let stream = self.ctx.new_stream().map_err(cuda("creating a stream"))?;
@@ -129,18 +123,18 @@ impl Probe {
         v: Variant,
         s: &ProbeSettings,
         stream: Arc<CudaStream>,
-    ) -> Result<Run, String> {
+    ) -> Result<Run, GpuError> {
         let name = v.name();
         let func = self
             .module
             .load_function(&name)
-            .map_err(|e| format!("kernel {name} not in the CUBIN: {e}"))?;
+            .map_err(|e| GpuError::Variant(format!("kernel {name} not in the CUBIN: {e}")))?;
         let report = self.compiled.reports.get(&name).ok_or_else(|| {
-            format!(
+            GpuError::Variant(format!(
                 "the ptxas log has no report for {name} ({} reports, {} log lines)",
                 self.compiled.reports.len(),
                 self.compiled.log.lines().count()
-            )
+            ))
         })?;
         let local = func
             .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
@@ -189,7 +183,7 @@ impl Probe {
     }
 
     /// Poisons the outputs and launches, between two timing events.
-    fn start(&self, run: &mut Run, s: &ProbeSettings) -> Result<(), String> {
+    fn start(&self, run: &mut Run, s: &ProbeSettings) -> Result<(), GpuError> {
         let st = run.stream.clone();
         st.memcpy_htod(
             &vec![f32::from_bits(POISON_F32); run.out.len()],
@@ -228,9 +222,12 @@ impl Probe {
     }
 
     /// Reads one finished launch back and checks it.
-    fn finish(&self, run: &mut Run, s: &ProbeSettings, launch: u32) -> Result<(), String> {
+    fn finish(&self, run: &mut Run, s: &ProbeSettings, launch: u32) -> Result<(), GpuError> {
         let st = run.stream.clone();
-        let (begin, end) = run.events.take().ok_or("finish without start")?;
+        let (begin, end) = run
+            .events
+            .take()
+            .ok_or_else(|| GpuError::Variant("finish without start".into()))?;
         let ms = begin
             .elapsed_ms(&end)
             .map_err(cuda("reading event times"))? as f64;

@@ -4,11 +4,15 @@
 //! are tested on machines without a GPU.
 
 use crate::compile::{self, Compiled};
-use crate::device::Device;
-use crate::measure::{Mode, Probe};
-use crate::profile::{GpuIdentity, ProbeSettings};
-use crate::results::{Environment, RunResults, VariantResult};
-use crate::variant::Variant;
+use crate::error::GpuError;
+use crate::measure::device::Device;
+use crate::measure::Probe;
+use crate::model::gpu::Environment;
+use crate::model::gpu::GpuIdentity;
+use crate::model::results::{RunResults, VariantResult};
+use crate::model::settings::Mode;
+use crate::model::settings::ProbeSettings;
+use crate::model::variant::Variant;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -28,7 +32,7 @@ pub trait Target: Send + Sync {
     fn identity(&self) -> &GpuIdentity;
     /// Compiles and loads `all` (once); called before measuring, so that compile time is
     /// not counted as GPU time.
-    fn prepare(&self, all: &[Variant]) -> Result<(), String>;
+    fn prepare(&self, all: &[Variant]) -> Result<(), GpuError>;
     /// Measures `variants` (compiling `all` first if not yet done), in the settings' mode:
     /// one result per variant, in order; `Err` when nothing could be measured.
     fn measure(
@@ -36,21 +40,21 @@ pub trait Target: Send + Sync {
         variants: &[Variant],
         settings: &ProbeSettings,
         all: &[Variant],
-    ) -> Result<Vec<Result<VariantResult, String>>, String>;
+    ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError>;
     /// The environment to record, with the SM clock the probe measured.
     fn environment(&self, measured_clock_mhz: Option<f64>) -> Environment;
     /// The compiled matrix, once compiled (none for a replay).
     fn compiled(&self) -> Option<&Compiled>;
     fn compile_info(&self) -> Option<CompileInfo>;
     /// After an error: `Err(why)` when the device can no longer be used.
-    fn healthy(&self) -> Result<(), String>;
+    fn healthy(&self) -> Result<(), GpuError>;
 }
 
 /// A real CUDA device: compiles through the cache at first use, then measures.
 pub struct CudaTarget {
     device: Device,
     cache: Option<PathBuf>,
-    probe: OnceLock<Result<Probe, String>>,
+    probe: OnceLock<Result<Probe, GpuError>>,
     info: OnceLock<CompileInfo>,
     env: OnceLock<Environment>,
 }
@@ -66,14 +70,14 @@ impl CudaTarget {
         }
     }
 
-    fn probe(&self, all: &[Variant]) -> Result<&Probe, String> {
+    fn probe(&self, all: &[Variant]) -> Result<&Probe, GpuError> {
         let p = self.probe.get_or_init(|| {
             let (major, minor) = self.device.capability;
             let mut options = compile::options(major, minor);
             options.extend(compile::extra_options());
             let start = Instant::now();
             let (compiled, cache) = compile::compile_cached(all, &options, self.cache.as_deref())
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| GpuError::Compile(e.to_string()))?;
             let _ = self.info.set(CompileInfo {
                 seconds: start.elapsed().as_secs_f64(),
                 nvrtc_seconds: compiled.nvrtc_seconds,
@@ -82,8 +86,10 @@ impl CudaTarget {
             });
             Probe::load(&self.device, compiled)
         });
-        p.as_ref()
-            .map_err(|e| format!("could not compile or load the probe: {e}"))
+        p.as_ref().map_err(|e| match e {
+            GpuError::Compile(_) => e.clone(),
+            other => GpuError::Compile(other.to_string()),
+        })
     }
 }
 
@@ -96,7 +102,7 @@ impl Target for CudaTarget {
         &self.device.identity
     }
 
-    fn prepare(&self, all: &[Variant]) -> Result<(), String> {
+    fn prepare(&self, all: &[Variant]) -> Result<(), GpuError> {
         self.probe(all).map(|_| ())
     }
 
@@ -105,18 +111,18 @@ impl Target for CudaTarget {
         variants: &[Variant],
         settings: &ProbeSettings,
         all: &[Variant],
-    ) -> Result<Vec<Result<VariantResult, String>>, String> {
+    ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
         let probe = self.probe(all)?;
         self.device
             .ctx
             .bind_to_thread()
-            .map_err(|e| format!("cannot use device {}: {e}", self.device.ordinal))?;
+            .map_err(|e| GpuError::cuda(format!("binding device {}", self.device.ordinal), e))?;
         match settings.mode {
             Mode::Wave => match probe.measure_wave(variants, settings) {
                 Ok(rs) => Ok(rs.into_iter().map(Ok).collect()),
                 Err(e) => Ok(variants
                     .iter()
-                    .map(|_| Err(format!("the wave failed: {e}")))
+                    .map(|_| Err(GpuError::Variant(format!("the wave failed: {e}"))))
                     .collect()),
             },
             Mode::Serial => Ok(variants
@@ -147,8 +153,11 @@ impl Target for CudaTarget {
         self.info.get().cloned()
     }
 
-    fn healthy(&self) -> Result<(), String> {
-        self.device.ctx.synchronize().map_err(|e| e.to_string())
+    fn healthy(&self) -> Result<(), GpuError> {
+        self.device
+            .ctx
+            .synchronize()
+            .map_err(|e| GpuError::cuda("synchronising the context", e))
     }
 }
 
@@ -162,11 +171,12 @@ pub struct RecordedTarget {
 impl RecordedTarget {
     /// Replays `results` as device `ordinal`; its identity comes from the results'
     /// environment.
-    pub fn new(ordinal: usize, results: RunResults) -> Result<RecordedTarget, String> {
-        let e = results
-            .environment
-            .as_ref()
-            .ok_or("recorded results without an environment cannot stand for a device")?;
+    pub fn new(ordinal: usize, results: RunResults) -> Result<RecordedTarget, GpuError> {
+        let e = results.environment.as_ref().ok_or_else(|| {
+            GpuError::Device(
+                "recorded results without an environment cannot stand for a device".into(),
+            )
+        })?;
         let identity = GpuIdentity {
             name: e.gpu_name.clone(),
             compute_capability: e.compute_capability.clone(),
@@ -188,7 +198,7 @@ impl Target for RecordedTarget {
         &self.identity
     }
 
-    fn prepare(&self, _: &[Variant]) -> Result<(), String> {
+    fn prepare(&self, _: &[Variant]) -> Result<(), GpuError> {
         Ok(())
     }
 
@@ -197,14 +207,14 @@ impl Target for RecordedTarget {
         variants: &[Variant],
         _: &ProbeSettings,
         _: &[Variant],
-    ) -> Result<Vec<Result<VariantResult, String>>, String> {
+    ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
         Ok(variants
             .iter()
             .map(|&v| {
                 self.results
                     .get(v)
                     .cloned()
-                    .ok_or_else(|| format!("{v} is not in the recorded results"))
+                    .ok_or_else(|| GpuError::Variant(format!("{v} is not in the recorded results")))
             })
             .collect())
     }
@@ -221,7 +231,7 @@ impl Target for RecordedTarget {
         None
     }
 
-    fn healthy(&self) -> Result<(), String> {
+    fn healthy(&self) -> Result<(), GpuError> {
         Ok(())
     }
 }

@@ -6,7 +6,7 @@
 //! (1 - tolerance) of the best measured progress.
 
 use crate::error::Result;
-use crate::yaml::{at, parse_document, read_text};
+use crate::expectations::yaml::{at, parse_document, read_text};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::path::{Path, PathBuf};

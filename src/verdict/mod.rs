@@ -3,9 +3,13 @@
 //! Architecture invariant: nothing here touches a GPU; every verdict can be replayed on
 //! recorded results on any machine.
 
-use crate::profile::{Case, Check, Profile, SpillSource};
-use crate::results::{RunResults, VariantResult};
-use crate::variant::Variant;
+pub mod cases;
+
+use crate::expectations::profile::Profile;
+use crate::model::results::{RunResults, VariantResult};
+use crate::model::settings::RunSettings;
+use crate::model::variant::Variant;
+use cases::{Case, Check, SpillSource};
 
 /// What a case concluded.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,7 +40,7 @@ pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome
         Err(e) => return Outcome::Fail(e),
     };
     let raw = evaluate_raw(case, profile, results, &found);
-    match (profile.known_deviations.get(&case.name), raw) {
+    match (profile.known_deviations.get(&case.name).map(|d| &d.reason), raw) {
         (None, raw) => raw,
         (Some(reason), Outcome::Fail(detail)) => Outcome::KnownDeviation { reason: reason.clone(), detail },
         (Some(reason), Outcome::Pass(detail)) => Outcome::Fail(format!(
@@ -46,6 +50,25 @@ pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome
             profile.file.display()
         )),
         (Some(_), other) => other,
+    }
+}
+
+/// Refuses to judge `results` by `profile` when they were measured with other launch
+/// settings than the profile asks for: a verdict never mixes the two.
+pub fn comparable(profile: &Profile, results: &RunResults) -> Result<(), String> {
+    let Some(measured) = &results.settings else {
+        return Ok(());
+    };
+    let diff = measured.differences(&profile.probe.run_settings());
+    if diff.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the results were measured with other settings than profile {:?} ({}) asks for: {}",
+            profile.name,
+            profile.file.display(),
+            diff.join(", ")
+        ))
     }
 }
 
@@ -107,7 +130,7 @@ fn evaluate_raw(
         Check::SassShape(v) => sass_shape(v, found[0], results),
         Check::SassUnchanged(v) => sass_unchanged(v, found[0], profile, results),
         Check::BaselineEnvironment => baseline_environment(profile, results),
-        Check::Ceiling(v) => ceiling(v, found[0], profile),
+        Check::Ceiling(v) => ceiling(v, found[0], profile, results),
         Check::Duration(_) => duration(found[0], profile, results),
         Check::Policy {
             chain,
@@ -349,18 +372,19 @@ fn sass_shape(v: Variant, r: &VariantResult, results: &RunResults) -> Outcome {
             s.loop_ffma
         ));
     }
-    if s.loop_chains.len() as u32 != e {
+    if s.loop_partials.len() as u32 != e {
         problems.push(format!(
             "the loop has {} independent FFMA chains {:?}, expected E = {e}",
-            s.loop_chains.len(),
-            s.loop_chains
+            s.loop_partials.len(),
+            s.loop_partials
         ));
-    } else if s.loop_chains.iter().max().unwrap_or(&0) - s.loop_chains.iter().min().unwrap_or(&0)
+    } else if s.loop_partials.iter().max().unwrap_or(&0)
+        - s.loop_partials.iter().min().unwrap_or(&0)
         > 1
     {
         problems.push(format!(
             "the chains {:?} are not round-robin (lengths differ by more than one)",
-            s.loop_chains
+            s.loop_partials
         ));
     }
     if e == 1 && !s.ffma_accumulates_in_place {
@@ -377,8 +401,8 @@ fn sass_shape(v: Variant, r: &VariantResult, results: &RunResults) -> Outcome {
         } else {
             format!("unrolled x{unroll}")
         },
-        s.loop_chains.len(),
-        s.loop_chains,
+        s.loop_partials.len(),
+        s.loop_partials,
         s.loop_ffma_destinations.len(),
         s.loop_ffma_destinations,
         if e == 1 && s.ffma_accumulates_in_place {
@@ -440,11 +464,25 @@ fn sass_unchanged(
     ))
 }
 
-fn ceiling(v: Variant, r: &VariantResult, profile: &Profile) -> Outcome {
+/// The launch settings the results were measured with, or why a verdict that needs them
+/// is skipped.
+fn settings(results: &RunResults) -> Result<RunSettings, Outcome> {
+    results.settings.ok_or_else(|| {
+        Outcome::Skipped(format!(
+            "the results carry no launch settings (schema {} file, source: {}): re-measure to judge this",
+            results.schema, results.source
+        ))
+    })
+}
+
+fn ceiling(v: Variant, r: &VariantResult, profile: &Profile, results: &RunResults) -> Outcome {
     let Some(val) = profile.validity else {
         return Outcome::Skipped("the profile has no validity settings".into());
     };
-    let p = &profile.probe;
+    let p = match settings(results) {
+        Ok(p) => p,
+        Err(skip) => return skip,
+    };
     let warps_per_scheduler = p
         .block_threads
         .div_ceil(32)
@@ -489,7 +527,11 @@ fn duration(r: &VariantResult, profile: &Profile, results: &RunResults) -> Outco
     else {
         return Outcome::Skipped("no SM clock in the results' environment".into());
     };
-    let expected = profile.probe.budget_cycles as f64 / (mhz * 1e3);
+    let p = match settings(results) {
+        Ok(p) => p,
+        Err(skip) => return skip,
+    };
+    let expected = p.budget_cycles as f64 / (mhz * 1e3);
     let worst = r
         .launch_ms
         .iter()
@@ -570,10 +612,7 @@ fn baseline_environment(profile: &Profile, results: &RunResults) -> Outcome {
             results.source
         ));
     };
-    let now = format!(
-        "{} / driver {} / NVRTC {}",
-        e.gpu_name, e.driver_version, e.nvrtc_version
-    );
+    let now = e.fingerprint();
     let then = format!(
         "{} / driver {} / NVRTC {}",
         o.gpu_name, o.driver_version, o.nvrtc_version

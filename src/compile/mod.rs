@@ -5,17 +5,20 @@
 //! Only [`compile`] and [`nvrtc_version`] touch NVRTC; the source and options are plain
 //! functions, tested everywhere.
 
+pub mod ptxas;
+pub mod sass;
+
 use crate::error::{Error, Result};
-use crate::ptxas::{self, PtxasReport};
-use crate::sass::{self, SassSummary};
-use crate::variant::{Sink, Variant};
+use crate::model::results::SassSummary;
+use crate::model::variant::{Sink, Variant};
 use cudarc::nvrtc::{result as nvrtc, sys};
+use ptxas::PtxasReport;
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
 
 /// The probe kernel, built into the binary so that it runs without the source tree.
-pub const KERNEL_SOURCE: &str = include_str!("../kernels/probe.cu");
+pub const KERNEL_SOURCE: &str = include_str!("../../kernels/probe.cu");
 
 /// The kernel source plus one instantiation per variant.
 pub fn source(variants: &[Variant]) -> String {

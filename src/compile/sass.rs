@@ -6,7 +6,7 @@
 //! `nvdisasm` output (`.text.NAME:` headers, `.L_x_N:` labels, `` `(.L_x_N) `` targets).
 //! Pure text in, plain data out: tested on SASS recorded on the H200.
 
-use serde::{Deserialize, Serialize};
+use crate::model::results::SassSummary;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
@@ -193,30 +193,9 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseErro
     Ok(out)
 }
 
-/// What the SASS of one variant shows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SassSummary {
-    /// SHA-256 of the whole function's normalised instructions.
-    pub digest: String,
-    /// Local-memory instructions (`LDL`/`STL`) anywhere in the function.
-    pub local_memory_instructions: Vec<String>,
-    /// The measured loop, normalised: from the back branch's target to the back branch.
-    pub loop_body: Vec<String>,
-    /// FFMAs in the loop body.
-    pub loop_ffma: u32,
-    /// Distinct FFMA destination registers in the loop, in order of first appearance.
-    pub loop_ffma_destinations: Vec<String>,
-    /// Every loop FFMA's destination is also one of its sources (the accumulator).
-    pub ffma_accumulates_in_place: bool,
-    /// FFMAs per independent dependency chain in the loop: a chain starts at an FFMA whose
-    /// sources no earlier loop FFMA wrote, and follows through FFMAs and MOVs. This counts
-    /// partials even where ptxas renames registers between iterations (it does at N=29).
-    pub loop_chains: Vec<u32>,
-}
-
-/// The dependency chains of the FFMAs in a loop body (see [`SassSummary::loop_chains`]).
-fn chains(body: &[Instruction]) -> Vec<u32> {
+/// The independent partials (dependency paths) of the FFMAs in a loop body (see
+/// [`SassSummary::loop_partials`]).
+fn partials(body: &[Instruction]) -> Vec<u32> {
     let mut lengths: Vec<u32> = Vec::new();
     for c in chain_of_each(body).into_iter().flatten() {
         if c >= lengths.len() {
@@ -330,7 +309,7 @@ pub fn summarise(instructions: &[Instruction]) -> Result<SassSummary, String> {
         loop_ffma: ffmas.len() as u32,
         loop_ffma_destinations: dests,
         ffma_accumulates_in_place: in_place,
-        loop_chains: chains(body),
+        loop_partials: partials(body),
     })
 }
 
@@ -381,7 +360,7 @@ mod tests {
         assert_eq!(a.loop_ffma, 2);
         assert_eq!(a.loop_ffma_destinations, vec!["R10", "R11"]);
         assert!(a.ffma_accumulates_in_place);
-        assert_eq!(a.loop_chains, vec![1, 1]);
+        assert_eq!(a.loop_partials, vec![1, 1]);
         assert!(a.local_memory_instructions.is_empty());
     }
 
@@ -436,13 +415,13 @@ mod tests {
 #[cfg(test)]
 mod recorded {
     use super::*;
-    use crate::variant::{matrix, Sink};
+    use crate::model::variant::{matrix, Sink};
 
     /// `cuobjdump -sass` of the CUBIN that ran on the H200 on 2026-11-29 (NVRTC 13.0, sm_90):
     /// the H200 profile's 69 variants.
-    const H200: &str = include_str!("../tests/data/h200/sass.txt");
+    const H200: &str = include_str!("../../tests/data/h200/sass.txt");
     /// `nvdisasm` of the same CUBIN (CUDA 13.0's), with its data sections.
-    const H200_NVDISASM: &str = include_str!("../tests/data/h200/nvdisasm.txt");
+    const H200_NVDISASM: &str = include_str!("../../tests/data/h200/nvdisasm.txt");
 
     #[test]
     fn nvdisasm_and_cuobjdump_agree_on_every_loop() {
@@ -453,8 +432,8 @@ mod recorded {
         for (name, f) in &a {
             let (x, y) = (summarise(f).unwrap(), summarise(&b[name]).unwrap());
             assert_eq!(
-                (x.loop_ffma, &x.loop_chains),
-                (y.loop_ffma, &y.loop_chains),
+                (x.loop_ffma, &x.loop_partials),
+                (y.loop_ffma, &y.loop_partials),
                 "{name}"
             );
             assert_eq!(
@@ -489,16 +468,20 @@ mod recorded {
             let s = summarise(&functions[&v.name()]).unwrap();
             assert_eq!(s.loop_ffma, v.chain, "{v}: {:#?}", s.loop_body);
             assert_eq!(
-                s.loop_chains.len() as u32,
+                s.loop_partials.len() as u32,
                 v.effective(),
                 "{v}: {:?}",
-                s.loop_chains
+                s.loop_partials
             );
             let (lo, hi) = (
-                s.loop_chains.iter().min().unwrap(),
-                s.loop_chains.iter().max().unwrap(),
+                s.loop_partials.iter().min().unwrap(),
+                s.loop_partials.iter().max().unwrap(),
             );
-            assert!(hi - lo <= 1, "{v}: round-robin chains {:?}", s.loop_chains);
+            assert!(
+                hi - lo <= 1,
+                "{v}: round-robin chains {:?}",
+                s.loop_partials
+            );
             if v.effective() == 1 {
                 assert!(s.ffma_accumulates_in_place, "{v}");
             }

@@ -5,8 +5,8 @@
 //! driver, and nothing calls it before [`detect`] has checked that libcuda and libnvrtc
 //! can be loaded (cudarc panics otherwise).
 
-use crate::profile::GpuIdentity;
-use crate::results::Environment;
+use crate::error::GpuError;
+use crate::model::gpu::{Environment, GpuIdentity};
 use cudarc::driver::{sys, CudaContext};
 use std::sync::Arc;
 
@@ -40,7 +40,7 @@ pub struct Device {
 }
 
 /// Finds the GPU, or says why there is none: the reason GPU cases are ignored with.
-pub fn detect() -> Result<Device, String> {
+pub fn detect() -> Result<Device, GpuError> {
     let count = driver_ready()?;
     let ordinal = match std::env::var(DEVICE_ENV) {
         Ok(s) => parse_ordinals(&s, count)?.first().copied().unwrap_or(0),
@@ -54,7 +54,7 @@ pub const DEVICES_ENV: &str = "ACCPROBE_DEVICES";
 
 /// Every device the suite should test: those `ACCPROBE_DEVICES` names (or the one
 /// `ACCPROBE_DEVICE` names), else all visible devices. `Err` is the reason there is none.
-pub fn detect_all() -> Result<Vec<Device>, String> {
+pub fn detect_all() -> Result<Vec<Device>, GpuError> {
     let count = driver_ready()?;
     let ordinals = match (std::env::var(DEVICES_ENV), std::env::var(DEVICE_ENV)) {
         (Ok(s), _) => parse_ordinals(&s, count)?,
@@ -65,7 +65,7 @@ pub fn detect_all() -> Result<Vec<Device>, String> {
 }
 
 /// `0,2` -> [0, 2], each below `count`, none twice.
-pub fn parse_ordinals(text: &str, count: usize) -> Result<Vec<usize>, String> {
+pub fn parse_ordinals(text: &str, count: usize) -> Result<Vec<usize>, GpuError> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let o = part
@@ -73,44 +73,44 @@ pub fn parse_ordinals(text: &str, count: usize) -> Result<Vec<usize>, String> {
             .ok()
             .filter(|&o| o < count)
             .ok_or_else(|| {
-                format!(
+                GpuError::Config(format!(
                     "device {part:?} is not an ordinal below {count} (visible devices: {count})"
-                )
+                ))
             })?;
         if !out.contains(&o) {
             out.push(o);
         }
     }
     if out.is_empty() {
-        return Err(format!("{text:?} names no device"));
+        return Err(GpuError::Config(format!("{text:?} names no device")));
     }
     Ok(out)
 }
 
 /// Checks libcuda and libnvrtc, initialises the driver and counts devices.
-fn driver_ready() -> Result<usize, String> {
+fn driver_ready() -> Result<usize, GpuError> {
     if !unsafe { sys::is_culib_present() } {
-        return Err("no CUDA driver: libcuda.so not found".into());
+        return Err(GpuError::NoDriver);
     }
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err("no NVRTC: libnvrtc.so not found (install the CUDA toolkit's NVRTC or add it to LD_LIBRARY_PATH)".into());
+        return Err(GpuError::NoNvrtc);
     }
-    cudarc::driver::result::init()
-        .map_err(|e| format!("CUDA driver found but cuInit failed: {e}"))?;
-    let count =
-        CudaContext::device_count().map_err(|e| format!("cannot count CUDA devices: {e}"))?;
+    cudarc::driver::result::init().map_err(|e| GpuError::Init(format!("cuInit failed: {e}")))?;
+    let count = CudaContext::device_count()
+        .map_err(|e| GpuError::Init(format!("cannot count CUDA devices: {e}")))?;
     if count <= 0 {
-        return Err("no CUDA device found".into());
+        return Err(GpuError::NoDevice);
     }
     Ok(count as usize)
 }
 
 /// A context on device `ordinal` and what identifies it.
-fn open(ordinal: usize) -> Result<Device, String> {
-    let ctx = CudaContext::new(ordinal)
-        .map_err(|e| format!("cannot create a context on device {ordinal}: {e}"))?;
+fn open(ordinal: usize) -> Result<Device, GpuError> {
+    let ctx = CudaContext::new(ordinal).map_err(|e| {
+        GpuError::Device(format!("cannot create a context on device {ordinal}: {e}"))
+    })?;
     let err = |what: &str, e: cudarc::driver::DriverError| {
-        format!("cannot read {what} of device {ordinal}: {e}")
+        GpuError::Device(format!("cannot read {what} of device {ordinal}: {e}"))
     };
     let name = ctx.name().map_err(|e| err("the name", e))?;
     let capability = ctx
@@ -127,8 +127,9 @@ fn open(ordinal: usize) -> Result<Device, String> {
     let mut api = 0;
     unsafe { sys::cuDriverGetVersion(&mut api) }
         .result()
-        .map_err(|e| format!("cuDriverGetVersion failed: {e}"))?;
-    let nvrtc_version = crate::compile::nvrtc_version().map_err(|e| e.to_string())?;
+        .map_err(|e| GpuError::Device(format!("cuDriverGetVersion failed: {e}")))?;
+    let nvrtc_version = crate::compile::nvrtc_version()
+        .map_err(|e| GpuError::Init(format!("cannot read the NVRTC version: {e}")))?;
     Ok(Device {
         ordinal,
         identity: GpuIdentity {
@@ -210,10 +211,11 @@ mod tests {
         assert_eq!(parse_ordinals(" 1 , 1 ", 4), Ok(vec![1]));
         assert!(parse_ordinals("4", 4)
             .unwrap_err()
+            .to_string()
             .contains("not an ordinal below 4"));
         assert!(parse_ordinals("a", 4).is_err());
-        assert!(parse_ordinals("", 4)
-            .unwrap_err()
-            .contains("names no device"));
+        let e = parse_ordinals("", 4).unwrap_err();
+        assert!(e.to_string().contains("names no device"));
+        assert_eq!(e.kind(), crate::error::GpuErrorKind::Config);
     }
 }

@@ -1,0 +1,10 @@
+//! Stage 1 of the pipeline: the expectations. Hand-written profiles and policies, the
+//! generated baselines file each profile names, and the recorded results it replays.
+//! Everything here reads files and checks them, naming file, line and column on refusal;
+//! nothing here knows a GPU.
+
+pub mod baselines;
+pub mod policy;
+pub mod profile;
+pub mod recorded;
+pub mod yaml;

@@ -1,0 +1,118 @@
+//! Recorded results a profile replays on every machine: the study's table written in the
+//! profile, or a committed results file (`expectations/recorded/`).
+
+use crate::error::{Error, Result};
+use crate::expectations::yaml::at;
+use crate::model::results::{Resources, RunResults, VariantResult, SCHEMA};
+use crate::model::settings::ProbeSettings;
+use crate::model::variant::Variant;
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RecordedFile {
+    /// Where the figures come from.
+    source: String,
+    /// Spill bytes observed in every variant, when the source states it.
+    spill_bytes: Option<u32>,
+    /// chain -> accumulators -> average progress.
+    progress: Option<Spanned<BTreeMap<u32, BTreeMap<u32, f64>>>>,
+    /// A results file, relative to the profile's folder.
+    results: Option<Spanned<String>>,
+}
+
+/// The results a profile replays: its recorded table, or the results file it names
+/// (relative to `dir`), which must have been measured with the profile's settings.
+pub(crate) fn load(
+    file: &Path,
+    dir: &Path,
+    r: &RecordedFile,
+    profile: &str,
+    probe: &ProbeSettings,
+) -> Result<RunResults> {
+    // A recorded table holds the documented matrix (sink mode A) only.
+    let variants = probe.main_variants();
+    match (&r.progress, &r.results) {
+        (Some(table), None) => {
+            let resources = r.spill_bytes.map(|b| Resources {
+                spill_store_bytes: b,
+                spill_load_bytes: b,
+                ..Default::default()
+            });
+            let mut out = Vec::new();
+            for v in &variants {
+                let Some(p) = table
+                    .value
+                    .get(&v.chain)
+                    .and_then(|row| row.get(&v.accumulators))
+                else {
+                    return Err(at(
+                        file,
+                        table,
+                        format!(
+                            "recorded.progress has no figure for chain {} acc {} ({v})",
+                            v.chain, v.accumulators
+                        ),
+                    ));
+                };
+                out.push(VariantResult::recorded(*v, *p, resources));
+            }
+            let extra = table
+                .value
+                .iter()
+                .flat_map(|(n, row)| row.keys().map(move |k| Variant::new(*n, *k)))
+                .find(|v| !variants.contains(v));
+            if let Some(v) = extra {
+                return Err(at(file, table, format!("recorded.progress has chain {} acc {}, which is outside probe.chains x probe.accumulators", v.chain, v.accumulators)));
+            }
+            Ok(RunResults {
+                schema: SCHEMA,
+                mode: Default::default(),
+                // The study states its setup; the profile restates it.
+                settings: Some(probe.run_settings()),
+                profile: profile.to_string(),
+                source: r.source.clone(),
+                environment: None,
+                variants: out,
+                sass_unavailable: None,
+                timings: None,
+            })
+        }
+        (None, Some(path)) => {
+            let results_file = dir.join(&path.value);
+            if !results_file.is_file() {
+                return Err(at(
+                    file,
+                    path,
+                    format!(
+                        "recorded results file {} does not exist",
+                        results_file.display()
+                    ),
+                ));
+            }
+            let results = RunResults::load(&results_file)?;
+            if let Some(s) = &results.settings {
+                let diff = s.differences(&probe.run_settings());
+                if !diff.is_empty() {
+                    return Err(at(
+                        file,
+                        path,
+                        format!(
+                            "recorded results {} were measured with other settings than the profile's probe section ({}): re-measure, or replay them under a profile with their settings",
+                            results_file.display(),
+                            diff.join(", ")
+                        ),
+                    ));
+                }
+            }
+            Ok(results)
+        }
+        _ => Err(Error::in_file(
+            file,
+            "recorded: expected exactly one of `progress` (a table) or `results` (a results file)",
+        )),
+    }
+}

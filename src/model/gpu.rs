@@ -1,0 +1,71 @@
+//! What identifies a GPU, and the environment a measurement was taken in.
+
+use serde::{Deserialize, Serialize};
+
+/// What identifies a GPU for profile selection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuIdentity {
+    pub name: String,
+    pub compute_capability: String,
+}
+
+/// Where a measurement was taken: enough to tell a GPU, driver or toolchain change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Environment {
+    pub gpu_name: String,
+    /// `major.minor`, e.g. `9.0`.
+    pub compute_capability: String,
+    pub sm_count: u32,
+    /// The kernel driver's version (e.g. `580.159.04`), or `unknown`.
+    pub driver_version: String,
+    /// The CUDA version the driver supports (cuDriverGetVersion), e.g. `13.0`.
+    pub cuda_driver_api: String,
+    pub nvrtc_version: String,
+    /// The device's rated SM clock (CU_DEVICE_ATTRIBUTE_CLOCK_RATE), MHz.
+    pub sm_clock_rated_mhz: Option<f64>,
+    /// The SM clock seen during the probe: clock64 budget over %globaltimer time, MHz.
+    pub sm_clock_measured_mhz: Option<f64>,
+    /// RFC 3339, UTC.
+    pub date: String,
+    /// The NVRTC options the kernels were compiled with.
+    pub compile_options: Vec<String>,
+}
+
+impl Environment {
+    /// The GPU, driver and NVRTC on one line: what tells a hardware or toolchain change.
+    pub fn fingerprint(&self) -> String {
+        format!(
+            "{} / driver {} / NVRTC {}",
+            self.gpu_name, self.driver_version, self.nvrtc_version
+        )
+    }
+
+    /// Everything, as name/value pairs (JUnit properties).
+    pub fn properties(&self) -> Vec<(String, String)> {
+        let opt = |x: Option<f64>| x.map_or("unknown".to_string(), |v| format!("{v:.0}"));
+        vec![
+            ("gpu_name".into(), self.gpu_name.clone()),
+            ("compute_capability".into(), self.compute_capability.clone()),
+            ("sm_count".into(), self.sm_count.to_string()),
+            ("driver_version".into(), self.driver_version.clone()),
+            ("cuda_driver_api".into(), self.cuda_driver_api.clone()),
+            ("nvrtc_version".into(), self.nvrtc_version.clone()),
+            ("sm_clock_rated_mhz".into(), opt(self.sm_clock_rated_mhz)),
+            (
+                "sm_clock_measured_mhz".into(),
+                opt(self.sm_clock_measured_mhz),
+            ),
+            ("date".into(), self.date.clone()),
+            ("compile_options".into(), self.compile_options.join(" ")),
+        ]
+    }
+
+    /// What identifies the GPU, for profile matching.
+    pub fn identity(&self) -> GpuIdentity {
+        GpuIdentity {
+            name: self.gpu_name.clone(),
+            compute_capability: self.compute_capability.clone(),
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! How the probe runs: the settings a profile asks for and a results file records.
+
+use crate::model::variant::{matrix, Sink, Variant};
+use serde::{Deserialize, Serialize};
+
+/// How variants share the GPU while measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// One variant at a time.
+    #[default]
+    Serial,
+    /// Every variant at once, one stream (and SM) each; repeats as successive waves.
+    Wave,
+}
+
+/// How the probe runs. Defaults are none: every profile states its setup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeSettings {
+    pub blocks: u32,
+    pub block_threads: u32,
+    pub warmup_launches: u32,
+    pub repeats: u32,
+    pub budget_cycles: u64,
+    pub chains: Vec<u32>,
+    pub accumulators: Vec<u32>,
+    /// Sink-isolation modes measured besides the documented probe (mode A).
+    pub sink_modes: Vec<Sink>,
+    /// The accumulator counts the sink modes are measured at.
+    pub sink_accumulators: Vec<u32>,
+    /// Serial (one variant at a time) or wave (all at once, one SM each).
+    pub mode: Mode,
+}
+
+impl ProbeSettings {
+    /// Every variant: the documented matrix, then each sink mode's.
+    pub fn variants(&self) -> Vec<Variant> {
+        let mut all = self.main_variants();
+        for &m in &self.sink_modes {
+            all.extend(
+                matrix(&self.chains, &self.sink_accumulators)
+                    .into_iter()
+                    .map(|v| v.with_sink(m)),
+            );
+        }
+        all
+    }
+
+    /// The documented matrix (sink mode A): what the invariants are about.
+    pub fn main_variants(&self) -> Vec<Variant> {
+        matrix(&self.chains, &self.accumulators)
+    }
+
+    pub fn warps(&self) -> u32 {
+        self.blocks * self.block_threads / 32
+    }
+}
+
+/// The launch settings a run was measured with, recorded in its results file (schema 2) so
+/// that every verdict reads them from the results, never from whichever profile judges them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSettings {
+    pub blocks: u32,
+    pub block_threads: u32,
+    pub warmup_launches: u32,
+    pub repeats: u32,
+    pub budget_cycles: u64,
+}
+
+impl RunSettings {
+    pub fn warps(&self) -> u32 {
+        self.blocks * self.block_threads / 32
+    }
+
+    /// Each setting that differs from `asked`, as `name: asked X, measured Y`.
+    pub fn differences(&self, asked: &RunSettings) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut cmp = |name: &str, a: u64, m: u64| {
+            if a != m {
+                out.push(format!("{name}: asked {a}, measured {m}"));
+            }
+        };
+        cmp("blocks", asked.blocks.into(), self.blocks.into());
+        cmp(
+            "block_threads",
+            asked.block_threads.into(),
+            self.block_threads.into(),
+        );
+        cmp(
+            "warmup_launches",
+            asked.warmup_launches.into(),
+            self.warmup_launches.into(),
+        );
+        cmp("repeats", asked.repeats.into(), self.repeats.into());
+        cmp("budget_cycles", asked.budget_cycles, self.budget_cycles);
+        out
+    }
+}
+
+impl ProbeSettings {
+    /// The launch settings to record with results measured under these settings.
+    pub fn run_settings(&self) -> RunSettings {
+        RunSettings {
+            blocks: self.blocks,
+            block_threads: self.block_threads,
+            warmup_launches: self.warmup_launches,
+            repeats: self.repeats,
+            budget_cycles: self.budget_cycles,
+        }
+    }
+}

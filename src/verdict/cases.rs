@@ -1,0 +1,165 @@
+//! The cases a profile generates: the verdict stage's vocabulary. Each case names what it
+//! checks and which variants it needs measured.
+
+use crate::expectations::profile::{Invariant, Profile};
+use crate::model::variant::Variant;
+
+/// Where a spill is looked for; each is its own verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpillSource {
+    /// ptxas's spill stores and loads.
+    PtxasReport,
+    /// The loaded function's local memory size.
+    LocalMemory,
+    /// `LDL`/`STL` instructions in the SASS.
+    Sass,
+}
+
+impl SpillSource {
+    pub const ALL: [SpillSource; 3] = [
+        SpillSource::PtxasReport,
+        SpillSource::LocalMemory,
+        SpillSource::Sass,
+    ];
+
+    pub fn id(&self) -> &'static str {
+        match self {
+            SpillSource::PtxasReport => "ptxas_report",
+            SpillSource::LocalMemory => "local_memory",
+            SpillSource::Sass => "sass",
+        }
+    }
+}
+
+/// One generated test case: what it checks and which variants it needs measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    pub name: String,
+    pub check: Check,
+    pub needs: Vec<Variant>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Check {
+    /// It ran, its output is valid, it is within its baseline, it does not spill.
+    Variant(Variant),
+    /// One [`Invariant::Peak`] at one chain length.
+    Peak {
+        chain: u32,
+        accumulators: u32,
+        tolerance: f64,
+    },
+    GainGrows {
+        accumulators: u32,
+        over: u32,
+        min_increase: f64,
+    },
+    /// No variant spills, by one source.
+    NoSpills(SpillSource),
+    /// The measured loop has N FFMAs (times the unroll factor) over E independent chains;
+    /// for E = 1 each FFMA accumulates in place (the strict chain).
+    SassShape(Variant),
+    /// The SASS digest is the blessed one.
+    SassUnchanged(Variant),
+    /// The results come from the GPU, driver and NVRTC the baselines were measured with.
+    BaselineEnvironment,
+    /// Progress does not exceed the physical ceiling of the launch.
+    Ceiling(Variant),
+    /// Each launch took budget / SM clock, within the tolerance.
+    Duration(Variant),
+    /// The K a policy picks at this chain reaches (1 - tolerance) of the best progress.
+    Policy {
+        chain: u32,
+        accumulators: u32,
+        tolerance: f64,
+    },
+}
+
+/// Every case `profile` generates, in a stable order.
+pub fn cases(profile: &Profile) -> Vec<Case> {
+    let all = profile.probe.variants();
+    let main = profile.probe.main_variants();
+    let mut cases: Vec<Case> = all
+        .iter()
+        .map(|&v| Case {
+            name: format!("probe::{v}"),
+            check: Check::Variant(v),
+            needs: vec![v],
+        })
+        .collect();
+    let per_variant = |prefix: &str, suffix: &str, check: fn(Variant) -> Check| -> Vec<Case> {
+        all.iter()
+            .map(|&v| Case {
+                name: format!("{prefix}::{v}::{suffix}"),
+                check: check(v),
+                needs: vec![v],
+            })
+            .collect()
+    };
+    cases.extend(per_variant("sass", "shape", Check::SassShape));
+    if profile.baselines.is_some() {
+        cases.push(Case {
+            name: "baselines::environment".into(),
+            check: Check::BaselineEnvironment,
+            needs: Vec::new(),
+        });
+        cases.extend(per_variant("sass", "unchanged", Check::SassUnchanged));
+    }
+    if profile.validity.is_some() {
+        cases.extend(per_variant("validity", "ceiling", Check::Ceiling));
+        cases.extend(per_variant("validity", "duration", Check::Duration));
+    }
+    for inv in &profile.invariants {
+        let id = inv.id();
+        match *inv {
+            Invariant::Peak {
+                accumulators,
+                tolerance,
+            } => cases.extend(profile.probe.chains.iter().map(|&chain| Case {
+                name: format!("invariant::{id}::chain{chain}"),
+                check: Check::Peak {
+                    chain,
+                    accumulators,
+                    tolerance,
+                },
+                needs: main.iter().copied().filter(|v| v.chain == chain).collect(),
+            })),
+            Invariant::GainGrows {
+                accumulators,
+                over,
+                min_increase,
+            } => cases.push(Case {
+                name: format!("invariant::{id}"),
+                check: Check::GainGrows {
+                    accumulators,
+                    over,
+                    min_increase,
+                },
+                needs: main
+                    .iter()
+                    .copied()
+                    .filter(|v| v.accumulators == accumulators || v.accumulators == over)
+                    .collect(),
+            }),
+            Invariant::NoSpills => cases.extend(SpillSource::ALL.iter().map(|src| Case {
+                name: format!("invariant::{id}::{}", src.id()),
+                check: Check::NoSpills(*src),
+                needs: all.clone(),
+            })),
+        }
+    }
+    if let Some(h) = &profile.heuristic {
+        for &chain in &profile.probe.chains {
+            cases.push(Case {
+                name: format!("policy::{}::chain{chain}", h.policy.name),
+                check: Check::Policy {
+                    chain,
+                    accumulators: h.policy.choose_for_probe(chain),
+                    tolerance: h.tolerance,
+                },
+                needs: main.iter().copied().filter(|v| v.chain == chain).collect(),
+            });
+        }
+    }
+    cases
+}
