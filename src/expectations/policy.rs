@@ -1,4 +1,4 @@
-//! The accumulator-split heuristic (PROBE.md, "The heuristic these results feed") as data,
+//! The accumulator-split heuristic (docs/study.md, "The heuristic, and what gating means") as data,
 //! and a small evaluator that returns the accumulator count K for an accumulation.
 //!
 //! A policy lives in `expectations/policies/<name>.yaml` (hand-written). Profiles that gate

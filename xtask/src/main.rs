@@ -346,7 +346,7 @@ mod tests {
                 "{}",
                 c.display()
             );
-            for words in ["study (PROBE.md)", "</text>"] {
+            for words in ["study (docs/study.md)", "</text>"] {
                 assert!(svg.contains(words), "{} lacks {words}", c.display());
             }
         }

@@ -136,7 +136,7 @@ fn progress_chart(path: &Path, input: &Input, study: &RunResults) -> Result<(), 
             chart
                 .draw_series(DashedLineSeries::new(reference, 6, 4, c.stroke_width(1)))
                 .map_err(|e| e.to_string())?
-                .label(format!("N={n} study (PROBE.md)"))
+                .label(format!("N={n} study (docs/study.md)"))
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(1))
                 });
@@ -222,7 +222,7 @@ fn gain_chart(
             BLACK.stroke_width(1),
         ))
         .map_err(|e| e.to_string())?
-        .label("study (PROBE.md)")
+        .label("study (docs/study.md)")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
     chart
         .configure_series_labels()
