@@ -1,13 +1,18 @@
-//! The bad-input corpus: every file under tests/data/bad/ must be refused with an error
+//! Loading and choosing profiles. The bad-input corpus: every file under tests/data/bad/ must be refused with an error
 //! that names the file (and line and column where the format has them), never a panic.
 //! Adding a case is adding a file: YAML files say what the error must contain in a first
 //! line `# expect: ...` (a leading `:L:C:` there means "at line L, column C of the file").
 //! Profiles in bad/profiles/baselines-*.yaml name a bad generated file in bad/baselines/,
 //! and the error must point into that file.
 
+mod common;
+
 use accprobe::catalog;
 use accprobe::expectations::policy::Policy;
+use accprobe::model::gpu::GpuIdentity;
 use accprobe::model::results::RunResults;
+use accprobe::verdict::cases::cases;
+use common::root;
 use std::panic::catch_unwind;
 use std::path::{Path, PathBuf};
 
@@ -127,4 +132,62 @@ fn results_errors_carry_a_position_where_json_has_one() {
         }
         assert!(e.position.is_some(), "{name}: {e}");
     }
+}
+
+// --- a good profile, and selection --------------------------------------------------
+
+const GOOD: &str = "\
+name: t
+description: d
+probe:
+  blocks: 1
+  block_threads: 256
+  warmup_launches: 1
+  repeats: 10
+  budget_cycles: 1000
+  chains: [7, 13]
+  accumulators: [1, 2]
+invariants:
+  - peak: {accumulators: 2, tolerance: 0.0}
+  - gain_grows: {accumulators: 2, over: 1, min_increase: 0.0}
+  - no_spills: {}
+";
+
+#[test]
+fn the_good_fixture_loads() {
+    let p = catalog::parse(GOOD, Path::new("expectations/t.yaml")).unwrap();
+    assert_eq!(cases(&p).len(), 4 + 4 + 2 + 1 + 3);
+}
+
+fn gpu(name: &str, cc: &str) -> GpuIdentity {
+    GpuIdentity {
+        name: name.into(),
+        compute_capability: cc.into(),
+    }
+}
+
+#[test]
+fn selection_by_name_capability_force_and_fallback() {
+    let (profiles, errors) = catalog::load_dir(&root().join("expectations"));
+    assert!(errors.is_empty(), "{errors:?}");
+    let pick = |g: Option<GpuIdentity>, f: Option<&str>| catalog::select(&profiles, g.as_ref(), f);
+    let s = pick(Some(gpu("NVIDIA H200", "9.0")), None).unwrap();
+    assert_eq!(s.profile.name, "h200");
+    assert!(s.why.contains("matches GPU name"), "{}", s.why);
+    let s = pick(Some(gpu("NVIDIA H100 80GB HBM3", "9.0")), None).unwrap();
+    assert_eq!(s.profile.name, "h200");
+    assert!(s.why.contains("compute capability 9.0"), "{}", s.why);
+    let s = pick(Some(gpu("NVIDIA A100-SXM4-80GB", "8.0")), None).unwrap();
+    assert_eq!(s.profile.name, "documented");
+    assert!(
+        s.why
+            .contains("no profile matches GPU \"NVIDIA A100-SXM4-80GB\""),
+        "{}",
+        s.why
+    );
+    let s = pick(Some(gpu("NVIDIA H200", "9.0")), Some("documented")).unwrap();
+    assert_eq!(s.profile.name, "documented");
+    assert!(s.why.contains("forced by ACCPROBE_PROFILE"), "{}", s.why);
+    let e = pick(None, Some("nope")).unwrap_err().to_string();
+    assert!(e.contains("names no profile") && e.contains("h200"), "{e}");
 }

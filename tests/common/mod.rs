@@ -1,0 +1,147 @@
+//! What the test files share: the repository's committed data, loaded, and ways to
+//! mutate it the way a regression would. Fixtures live in `tests/data/` and the
+//! recorded runs the profiles replay in `expectations/recorded/`.
+#![allow(dead_code)] // each test file uses a part
+
+use accprobe::catalog;
+use accprobe::compile::{read_sass, Sass};
+use accprobe::expectations::baselines::SassBaseline;
+use accprobe::expectations::profile::Profile;
+use accprobe::model::results::{RunResults, VariantResult};
+use accprobe::model::variant::Variant;
+use accprobe::verdict::cases::{cases, Case};
+use accprobe::verdict::{evaluate, Outcome};
+use std::path::{Path, PathBuf};
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A committed profile, by name.
+pub fn load(name: &str) -> Profile {
+    catalog::load(&root().join("expectations").join(format!("{name}.yaml"))).unwrap()
+}
+
+pub fn case<'a>(cases: &'a [Case], name: &str) -> &'a Case {
+    cases
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no case {name}"))
+}
+
+pub fn outcome(p: &Profile, r: &RunResults, name: &str) -> Outcome {
+    evaluate(case(&cases(p), name), p, r)
+}
+
+pub fn fail_text(o: Outcome) -> String {
+    match o {
+        Outcome::Fail(m) => m,
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+/// The failure message of `case`, or a panic saying what it concluded instead.
+pub fn failure(p: &Profile, r: &RunResults, case: &str) -> String {
+    match outcome(p, r, case) {
+        Outcome::Fail(m) => m,
+        other => panic!("{case} did not fail: {other:?}"),
+    }
+}
+
+pub fn variant<'a>(r: &'a mut RunResults, name: &str) -> &'a mut VariantResult {
+    r.variants.iter_mut().find(|v| v.name == name).unwrap()
+}
+
+/// Sets a variant's progress: its mean and, where it has samples, its median too.
+pub fn set(results: &mut RunResults, v: Variant, progress: f64) {
+    let r = results
+        .variants
+        .iter_mut()
+        .find(|r| r.variant() == v)
+        .unwrap();
+    r.mean_progress = progress;
+    if let Some(s) = r.summary.as_mut() {
+        s.mean = progress;
+        s.median = progress;
+    }
+}
+
+/// Scales a variant's mean and median progress.
+pub fn scale(r: &mut RunResults, name: &str, factor: f64) {
+    let v = variant(r, name);
+    v.mean_progress *= factor;
+    if let Some(s) = v.summary.as_mut() {
+        s.mean *= factor;
+        s.median *= factor;
+    }
+}
+
+/// The cuobjdump SASS recorded on the H200 for the whole H200 matrix.
+pub fn h200_sass() -> String {
+    std::fs::read_to_string(root().join("tests/data/h200/sass.txt")).unwrap()
+}
+
+/// `sass` with the first `from` after `function`'s header replaced by `to`.
+pub fn mutate(sass: &str, function: &str, from: &str, to: &str) -> String {
+    let at = sass.find(&format!("Function : {function}\n")).unwrap();
+    let rel = sass[at..]
+        .find(from)
+        .unwrap_or_else(|| panic!("{from:?} not in {function}"));
+    format!(
+        "{}{}{}",
+        &sass[..at + rel],
+        to,
+        &sass[at + rel + from.len()..]
+    )
+}
+
+/// The H200 profile and its recorded run, the run carrying the SASS of `sass`.
+pub fn h200_with(sass: &str) -> (Profile, RunResults) {
+    let p = load("h200");
+    let variants = p.probe.variants();
+    let Sass::Read { kernels, .. } = read_sass(sass.to_string(), "test".into(), &variants) else {
+        panic!("SASS")
+    };
+    let mut r = p.recorded.clone().unwrap();
+    for v in r.variants.iter_mut() {
+        v.sass = Some(kernels[&v.name].clone());
+    }
+    (p, r)
+}
+
+/// [`h200_with`] `mutated`, with SASS baselines blessed from `clean`.
+pub fn h200_blessed(clean: &str, mutated: &str) -> (Profile, RunResults) {
+    let (mut p, r) = h200_with(mutated);
+    let (_, blessed) = h200_with(clean);
+    let b = p.baselines.as_mut().unwrap();
+    b.sass = blessed
+        .variants
+        .iter()
+        .map(|v| {
+            let s = v.sass.clone().unwrap();
+            (
+                v.name.clone(),
+                SassBaseline {
+                    digest: s.digest,
+                    loop_body: s.loop_body,
+                },
+            )
+        })
+        .collect();
+    (p, r)
+}
+
+/// Writes the H200 profile into `dir`, its references pointing back into the repository.
+pub fn copy_h200_profile_to(dir: &Path) {
+    let text = std::fs::read_to_string(root().join("expectations/h200.yaml"))
+        .unwrap()
+        .replace(
+            "recorded/",
+            &format!("{}/expectations/recorded/", root().display()),
+        )
+        .replace(
+            "policies/",
+            &format!("{}/expectations/policies/", root().display()),
+        );
+    std::fs::write(dir.join("h200.yaml"), text).unwrap();
+}
