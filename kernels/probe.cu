@@ -34,6 +34,12 @@ __device__ __forceinline__ void accprobe_chain(float a, float b, long long budge
         acc[e] = b * (float)(threadIdx.x + e + 1);
     }
     float total = 0.0f;
+    // All warps of the block leave this barrier together, so the relative start phase of
+    // the two warps that share a scheduler no longer depends on how the block was
+    // dispatched. Without it, that phase picked one of several stable loop rates per launch
+    // (56, 60 or 62 cycles per iteration for chain 7 with 7 partials on the H200): see
+    // docs/h200.md, "One rate per variant".
+    __syncthreads();
     unsigned long long t0;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     const long long start = clock64();
