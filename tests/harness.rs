@@ -47,8 +47,8 @@ impl Sandbox {
         )
         .unwrap();
         std::fs::copy(
-            root.join("expectations/recorded/h200-2026-11-29.json"),
-            dir.join("expectations/recorded/h200-2026-11-29.json"),
+            root.join("expectations/recorded/h200-2026-11-30.json"),
+            dir.join("expectations/recorded/h200-2026-11-30.json"),
         )
         .unwrap();
         Sandbox { dir }
@@ -275,7 +275,7 @@ fn a_profile_forced_by_name_that_does_not_exist_fails_loudly() {
 
 fn recorded_h200(ordinal: usize) -> std::sync::Arc<dyn accprobe::measure::target::Target> {
     let r = accprobe::model::results::RunResults::load(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("expectations/recorded/h200-2026-11-29.json"),
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("expectations/recorded/h200-2026-11-30.json"),
     )
     .unwrap();
     std::sync::Arc::new(accprobe::measure::target::RecordedTarget::new(ordinal, r).unwrap())

@@ -29,10 +29,13 @@ struct Partial {
     registers: Option<u32>,
 }
 
-/// Parses every entry function's report. Each function must have both its properties line
-/// and its `Used N registers` line; anything else in the log is passed over.
+/// Parses every entry function's report. Each entry function must have both its properties
+/// line and its `Used N registers` line; anything else in the log is passed over, including
+/// the properties of device functions that are not entries (with `-G`, ptxas reports
+/// `Function properties for clock64` with no register line of its own).
 pub fn parse(log: &str) -> Result<BTreeMap<String, PtxasReport>, ParseError> {
     let mut found: BTreeMap<String, (usize, Partial)> = BTreeMap::new();
+    let mut entries = std::collections::BTreeSet::new();
     let mut current: Option<String> = None;
     for (i, line) in log.lines().enumerate() {
         let n = i + 1;
@@ -52,6 +55,7 @@ pub fn parse(log: &str) -> Result<BTreeMap<String, PtxasReport>, ParseError> {
                     return Err(err(format!("unterminated function name in {text:?}")));
                 }
                 current = Some(name.to_string());
+                entries.insert(name.to_string());
                 found
                     .entry(name.to_string())
                     .or_insert((n, Partial::default()));
@@ -88,7 +92,9 @@ pub fn parse(log: &str) -> Result<BTreeMap<String, PtxasReport>, ParseError> {
         }
     }
     let mut out = BTreeMap::new();
-    for (name, (line, p)) in found {
+    // Logs without `Compiling entry function` lines (older tools) name only entries.
+    let is_entry = |name: &str| entries.is_empty() || entries.contains(name);
+    for (name, (line, p)) in found.into_iter().filter(|(n, _)| is_entry(n)) {
         let missing = |what: &str| ParseError {
             what: "ptxas log",
             line,
@@ -132,6 +138,34 @@ fn properties(text: &str) -> Option<(u32, u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_functions_without_a_register_line_are_passed_over() {
+        // What `-G` (device debug) gives: a called device function reported with its
+        // stack frame but no register count (seen on the H200, NVRTC 13.0, 2026-11-30).
+        let log = "\
+ptxas info    : 0 bytes gmem
+ptxas info    : Function properties for clock64
+    8 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Compiling entry function 'chain7_acc1_effective1' for 'sm_90'
+ptxas info    : Function properties for chain7_acc1_effective1
+    64 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 30 registers, used 1 barriers, 64 bytes cumulative stack size
+";
+        let r = parse(log).unwrap();
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(r["chain7_acc1_effective1"].registers, 30);
+        assert_eq!(r["chain7_acc1_effective1"].stack_frame_bytes, 64);
+        // An entry function that lacks its register line is still an error.
+        let cut = log.replace(
+            "ptxas info    : Used 30 registers, used 1 barriers, 64 bytes cumulative stack size\n",
+            "",
+        );
+        assert!(parse(&cut)
+            .unwrap_err()
+            .message
+            .contains("Used N registers"));
+    }
 
     const LOG: &str = "\
 ptxas info    : 0 bytes gmem
@@ -195,7 +229,7 @@ ptxas info    : Used 40 registers, used 0 barriers, 392 bytes cmem[0]
 
 #[cfg(test)]
 mod recorded {
-    /// The ptxas report NVRTC 13.0 gave for the H200 profile's matrix (2026-11-29).
+    /// The ptxas report NVRTC 13.0 gave for the H200 profile's matrix (2026-11-30).
     const H200: &str = include_str!("../../tests/data/h200/ptxas.log");
 
     #[test]
