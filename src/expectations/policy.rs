@@ -6,7 +6,7 @@
 //! (1 - tolerance) of the best measured progress.
 
 use crate::error::Result;
-use crate::expectations::yaml::{at, parse_document, read_text};
+use crate::expectations::yaml::{at, number, parse_document, read_text};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::path::{Path, PathBuf};
@@ -16,9 +16,10 @@ use std::path::{Path, PathBuf};
 #[serde(deny_unknown_fields)]
 pub struct Accumulation {
     /// N: how many FMAs feed the accumulation per iteration.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "number::plain")]
     pub chain: u32,
     /// Registers per thread free for extra partials.
+    #[serde(deserialize_with = "number::plain")]
     pub register_headroom: u32,
     /// The sum of the partials (the sink) is isolated from the loop or amortised.
     pub sink_isolated: bool,
@@ -32,8 +33,10 @@ pub struct Accumulation {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Wide {
+    #[serde(deserialize_with = "number::plain")]
     pub accumulators: u32,
     /// Extra live registers per partial beyond the default count.
+    #[serde(deserialize_with = "number::plain")]
     pub registers_per_accumulator: u32,
     pub requires_sink_isolated: bool,
     pub requires_surrounding_ilp: bool,
@@ -57,10 +60,12 @@ pub struct Policy {
 #[serde(deny_unknown_fields)]
 struct PolicyFile {
     name: Spanned<String>,
+    #[serde(deserialize_with = "number::plain")]
     short_chain_max: u32,
+    #[serde(deserialize_with = "number::spanned")]
     default_accumulators: Spanned<u32>,
     wide: Option<Spanned<Wide>>,
-    probe_context: Accumulation,
+    probe_context: Spanned<Accumulation>,
 }
 
 impl Policy {
@@ -104,7 +109,7 @@ impl Policy {
             short_chain_max: raw.short_chain_max,
             default_accumulators: raw.default_accumulators.value,
             wide: raw.wide.map(|w| w.value),
-            probe_context: raw.probe_context,
+            probe_context: raw.probe_context.value,
         })
     }
 

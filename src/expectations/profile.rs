@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::expectations::baselines::{self, Baselines, Wider};
 use crate::expectations::policy::Policy;
 use crate::expectations::recorded::{self, RecordedFile};
-use crate::expectations::yaml::{at, parse_document};
+use crate::expectations::yaml::{at, number, parse_document};
 use crate::model::gpu::GpuIdentity;
 use crate::model::results::RunResults;
 use crate::model::settings::{Mode, ProbeSettings};
@@ -112,11 +112,14 @@ impl Invariant {
 #[serde(deny_unknown_fields)]
 pub struct Validity {
     /// Dependent FFMA latency, cycles (4 on sm_90).
+    #[serde(deserialize_with = "number::plain")]
     pub ffma_latency_cycles: u32,
     /// Warp schedulers per SM (4 on sm_90): warps sharing one issue at most one instruction
     /// per cycle between them.
+    #[serde(deserialize_with = "number::plain")]
     pub schedulers_per_sm: u32,
     /// How far a launch's duration (CUDA events) may be from budget / SM clock, relative.
+    #[serde(deserialize_with = "number::plain")]
     pub duration_tolerance: f64,
 }
 
@@ -153,6 +156,7 @@ struct ProfileFile {
 #[serde(deny_unknown_fields)]
 struct SinkFile {
     modes: Vec<Spanned<Sink>>,
+    #[serde(deserialize_with = "number::spanned_list")]
     accumulators: Vec<Spanned<u32>>,
 }
 
@@ -161,18 +165,26 @@ struct SinkFile {
 struct HeuristicFile {
     /// Relative to the profile's folder.
     policy: Spanned<String>,
+    #[serde(deserialize_with = "number::spanned")]
     tolerance: Spanned<f64>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ProbeFile {
+    #[serde(deserialize_with = "number::spanned")]
     blocks: Spanned<u32>,
+    #[serde(deserialize_with = "number::spanned")]
     block_threads: Spanned<u32>,
-    warmup_launches: u32,
+    #[serde(deserialize_with = "number::spanned")]
+    warmup_launches: Spanned<u32>,
+    #[serde(deserialize_with = "number::spanned")]
     repeats: Spanned<u32>,
+    #[serde(deserialize_with = "number::spanned")]
     budget_cycles: Spanned<u64>,
+    #[serde(deserialize_with = "number::spanned_list")]
     chains: Vec<Spanned<u32>>,
+    #[serde(deserialize_with = "number::spanned_list")]
     accumulators: Vec<Spanned<u32>>,
     #[serde(default)]
     mode: Mode,
@@ -182,12 +194,17 @@ struct ProbeFile {
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
 enum InvariantFile {
     Peak {
+        #[serde(deserialize_with = "number::spanned")]
         accumulators: Spanned<u32>,
+        #[serde(deserialize_with = "number::spanned")]
         tolerance: Spanned<f64>,
     },
     GainGrows {
+        #[serde(deserialize_with = "number::spanned")]
         accumulators: Spanned<u32>,
+        #[serde(deserialize_with = "number::spanned")]
         over: Spanned<u32>,
+        #[serde(deserialize_with = "number::spanned")]
         min_increase: Spanned<f64>,
     },
     NoSpills {},
@@ -205,6 +222,7 @@ struct DeviationFile {
 struct BaselinesRef {
     /// Relative to the profile's folder.
     file: Spanned<String>,
+    #[serde(deserialize_with = "number::spanned")]
     tolerance: Spanned<f64>,
     #[serde(default)]
     wider: BTreeMap<String, Spanned<Wider>>,
@@ -309,7 +327,7 @@ impl Profile {
         let probe = ProbeSettings {
             blocks: positive(&p.blocks, "blocks")?,
             block_threads,
-            warmup_launches: p.warmup_launches,
+            warmup_launches: p.warmup_launches.value,
             repeats: positive(&p.repeats, "repeats")?,
             budget_cycles: p.budget_cycles.value,
             chains: counts(file, "chains", &p.chains, &raw.name)?,
