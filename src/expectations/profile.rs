@@ -228,7 +228,33 @@ struct BaselinesRef {
     wider: BTreeMap<String, Spanned<Wider>>,
 }
 
-/// Checks a list of positive, distinct counts.
+// ---------------------------------------------------------------------------------------
+// Upper bounds on the probe settings. A profile beyond one is refused at the value, naming
+// the bound: past them a run would take hours, compile for minutes, or measure something
+// other than what the probe stands for.
+
+/// The longest chain and the most accumulators a variant may have. The kernel template
+/// unrolls N FFMAs per loop iteration and keeps E = min(K, N) partials in registers; a
+/// thread has at most 255 registers, so beyond 256 every extra partial lives in local
+/// memory and the loop no longer measures a register accumulation, and an N-FFMA body
+/// per variant, for every variant of the matrix in one NVRTC program, is what compile time
+/// grows with.
+pub const MAX_COUNT: u32 = 256;
+/// The most values `probe.chains` or `probe.accumulators` may list: 64 x 64 variants (and
+/// as many again per sink mode) already make one NVRTC program of thousands of kernels.
+pub const MAX_VALUES: usize = 64;
+/// The most counted repeats: each is one launch per variant (a wave in wave mode).
+pub const MAX_REPEATS: u32 = 1000;
+/// The most warm-up launches: a few settle the clocks; more only add time.
+pub const MAX_WARMUP: u32 = 100;
+/// The most blocks per launch: more than any GPU has SMs (an H200 has 132).
+pub const MAX_BLOCKS: u32 = 1024;
+/// The longest clock64 budget: 10^10 cycles, a launch of about 5 s at 2 GHz, per variant
+/// and repeat.
+pub const MAX_BUDGET_CYCLES: u64 = 10_000_000_000;
+
+/// Checks a list of positive, distinct counts, at most [`MAX_VALUES`] of them, each at most
+/// [`MAX_COUNT`].
 fn counts(
     file: &Path,
     what: &str,
@@ -242,8 +268,28 @@ fn counts(
             format!("probe.{what} is empty: expected at least one count"),
         ));
     }
+    if let Some(s) = list.get(MAX_VALUES) {
+        return Err(at(
+            file,
+            s,
+            format!(
+                "probe.{what} lists {} values: at most {MAX_VALUES} (each is a row or column of variants, all compiled into one program)",
+                list.len()
+            ),
+        ));
+    }
     let mut out = Vec::new();
     for s in list {
+        if s.value > MAX_COUNT {
+            return Err(at(
+                file,
+                s,
+                format!(
+                    "probe.{what}: {} is above {MAX_COUNT}, the most this probe measures (the kernel unrolls N FFMAs per iteration and keeps up to N partials in registers; a thread has at most 255)",
+                    s.value
+                ),
+            ));
+        }
         if s.value == 0 {
             return Err(at(
                 file,
@@ -316,6 +362,45 @@ impl Profile {
         let block_threads = positive(&p.block_threads, "block_threads")?;
         if block_threads % 32 != 0 || block_threads > 1024 {
             return Err(at(file, &p.block_threads, format!("probe.block_threads {block_threads}: expected a multiple of 32 (whole warps) up to 1024")));
+        }
+        let at_most = |s: &Spanned<u32>, what: &str, max: u32, why: &str| -> Result<()> {
+            if s.value > max {
+                Err(at(
+                    file,
+                    s,
+                    format!("probe.{what} {} is above {max}: {why}", s.value),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        at_most(
+            &p.blocks,
+            "blocks",
+            MAX_BLOCKS,
+            "more blocks than any GPU has SMs",
+        )?;
+        at_most(
+            &p.repeats,
+            "repeats",
+            MAX_REPEATS,
+            "each repeat is one more launch of every variant",
+        )?;
+        at_most(
+            &p.warmup_launches,
+            "warmup_launches",
+            MAX_WARMUP,
+            "a few warm-up launches settle the clocks; more only add time",
+        )?;
+        if p.budget_cycles.value > MAX_BUDGET_CYCLES {
+            return Err(at(
+                file,
+                &p.budget_cycles,
+                format!(
+                    "probe.budget_cycles {} is above {MAX_BUDGET_CYCLES}, about 5 s per launch at 2 GHz",
+                    p.budget_cycles.value
+                ),
+            ));
         }
         if p.budget_cycles.value == 0 {
             return Err(at(
