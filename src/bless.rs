@@ -9,6 +9,7 @@ use crate::expectations::baselines::{self, BaselineOrigin, Baselines, SassBaseli
 use crate::expectations::profile::Profile;
 use crate::model::results::RunResults;
 use crate::report::write_atomic;
+use crate::verdict;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -21,24 +22,77 @@ pub struct Blessing {
     pub diff: Vec<String>,
 }
 
-/// Why `results` may not become baselines of `profile`, if anything: another GPU, another
-/// matrix, or runs that failed their validity checks (unless `allow_invalid`).
+/// Why `results` may not become baselines of `profile`, if anything.
+///
+/// Refused whatever `allow_invalid` says, because the file written would not describe this
+/// profile on this GPU: results without an environment or launch settings; another GPU
+/// (by name when the profile lists `gpu_names`: an H100 has the H200's compute capability
+/// 9.0, so capability alone is not enough then); another profile; other launch settings
+/// ([`verdict::comparable`]); another mode than the profile's `probe.mode`; a variant
+/// missing, or whose baseline figure would be zero or not finite (the generated file
+/// would then not load).
+///
+/// About the mode: `ACCPROBE_MODE` may measure a profile serially or as a wave, and every
+/// verdict judges either against the same baselines; but the baselines, and the
+/// tolerances the profile reasons from them, are those of the mode its probe section
+/// names. A wave run is therefore judged against serial baselines and never becomes them:
+/// to bless from another mode, change `probe.mode` in the profile (a reviewed edit) first.
+///
+/// Refused unless `allow_invalid`: runs that failed their validity checks (output
+/// problems, no samples, no register report, spills in the ptxas report or local-memory
+/// instructions in the SASS).
 pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Result<()> {
     let env = results.environment.as_ref().ok_or_else(|| {
         Error::msg("the results have no environment: only measured results can be blessed")
     })?;
+    let mut wrong = Vec::new();
     let m = &profile.matches;
-    if !m.matches(&env.identity()) {
-        return Err(Error::msg(format!(
+    let gpu = env.identity();
+    if !m.gpu_names.is_empty() {
+        if !m.by_name(&gpu) {
+            wrong.push(format!(
+                "the results come from {:?} (compute capability {}), which profile {:?} does not match: not one of its GPUs {:?} (the compute capability alone is not enough when the profile names its GPUs)",
+                env.gpu_name, env.compute_capability, profile.name, m.gpu_names
+            ));
+        }
+    } else if !m.matches(&gpu) {
+        wrong.push(format!(
             "the results come from {:?} (compute capability {}), which profile {:?} does not match ({m:?})",
             env.gpu_name, env.compute_capability, profile.name
-        )));
+        ));
+    }
+    if results.profile != profile.name {
+        wrong.push(format!(
+            "the results were measured under profile {:?}, not {:?}",
+            results.profile, profile.name
+        ));
+    }
+    if results.settings.is_none() {
+        wrong.push(
+            "the results record no launch settings (an old schema): re-measure to bless".into(),
+        );
+    }
+    if let Err(e) = verdict::comparable(profile, results) {
+        wrong.push(e);
+    }
+    if results.mode != profile.probe.mode {
+        wrong.push(format!(
+            "the results were measured in {:?} mode, profile {:?} measures in {:?} mode: its baselines are that mode's (change probe.mode in the profile first to bless another)",
+            results.mode, profile.name, profile.probe.mode
+        ));
     }
     let mut invalid = Vec::new();
     for v in profile.probe.variants() {
         match results.get(v) {
-            None => invalid.push(format!("{v}: not in the results")),
+            None => wrong.push(format!("{v}: not in the results")),
             Some(r) => {
+                let base = r.baseline_progress();
+                if !(base.is_finite() && rounded(base) > 0.0) {
+                    wrong.push(format!(
+                        "{v}: progress {base} would be written as baseline {}: the probe loop did not run",
+                        rounded(base)
+                    ));
+                }
                 if r.samples.is_empty() {
                     invalid.push(format!("{v}: no samples"));
                 }
@@ -49,8 +103,33 @@ pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Re
                         invalid.extend(res.spill_report().map(|s| format!("{v}: spills: {s}")))
                     }
                 }
+                if let Some(sass) = &r.sass {
+                    let in_loop: Vec<&String> = sass
+                        .loop_body
+                        .iter()
+                        .filter(|i| is_local_memory(i))
+                        .collect();
+                    if !sass.local_memory_instructions.is_empty() || !in_loop.is_empty() {
+                        invalid.push(format!(
+                            "{v}: spills: local-memory instructions in the SASS: {}",
+                            sass.local_memory_instructions
+                                .iter()
+                                .chain(in_loop)
+                                .map(String::as_str)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ));
+                    }
+                }
             }
         }
+    }
+    if !wrong.is_empty() {
+        return Err(Error::msg(format!(
+            "refusing to bless: these results cannot be profile {:?}'s baselines (--allow-invalid does not change that):\n  {}",
+            profile.name,
+            wrong.join("\n  ")
+        )));
     }
     if !invalid.is_empty() && !allow_invalid {
         return Err(Error::msg(format!(
@@ -59,6 +138,21 @@ pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Re
         )));
     }
     Ok(())
+}
+
+/// A progress figure as the baselines file holds it: to 0.1.
+fn rounded(progress: f64) -> f64 {
+    (progress * 10.0).round() / 10.0
+}
+
+/// Whether a SASS line is a local-memory load or store (`LDL`, `STL`, any width or predicate).
+fn is_local_memory(text: &str) -> bool {
+    let mut words = text.split_whitespace();
+    let mut op = words.next().unwrap_or("");
+    if op.starts_with('@') {
+        op = words.next().unwrap_or("");
+    }
+    matches!(op.split('.').next(), Some("LDL" | "STL"))
 }
 
 /// The baselines file for `profile` from `results`, and its diff against `current`.
@@ -98,7 +192,7 @@ pub fn prepare(
     let mut with_sass = Vec::new();
     for v in profile.probe.variants() {
         if let Some(r) = results.get(v) {
-            new.insert(v.name(), (r.baseline_progress() * 10.0).round() / 10.0);
+            new.insert(v.name(), rounded(r.baseline_progress()));
             if let Some(x) = &r.sass {
                 new_sass.insert(
                     v.name(),
@@ -147,19 +241,41 @@ pub fn prepare(
     }
 }
 
+/// The environment variables that say a CI system runs the command: `CI` (set by most),
+/// and those of GitHub Actions, GitLab CI, Buildkite, Jenkins and Azure Pipelines, which
+/// set their own (Jenkins and Azure do not set `CI`).
+pub const CI_VARIABLES: [&str; 6] = [
+    "CI",
+    "GITHUB_ACTIONS",
+    "GITLAB_CI",
+    "BUILDKITE",
+    "JENKINS_URL",
+    "TF_BUILD",
+];
+
 /// Refuses under CI: baselines change only in a reviewed commit made by a person.
 pub fn refuse_under_ci() -> Result<()> {
-    refuse_if_ci(std::env::var("CI").ok().as_deref())
+    refuse_if_ci(|name| std::env::var(name).ok())
 }
 
-/// [`refuse_under_ci`] for a given value of `CI`.
-pub fn refuse_if_ci(ci: Option<&str>) -> Result<()> {
-    match ci {
-        Some(v) if !v.is_empty() && v != "0" && v != "false" => Err(Error::msg(
-            "CI is set: bless never writes baselines in CI. Run it on your machine and commit the diff for review.",
-        )),
-        _ => Ok(()),
+/// [`refuse_under_ci`] with the environment read through `var`. Any of [`CI_VARIABLES`]
+/// set to a non-empty value means CI, except `CI=false` and `CI=0`, which say "not CI"
+/// (a person may export them to mean so); the other variables count whatever their value.
+pub fn refuse_if_ci(var: impl Fn(&str) -> Option<String>) -> Result<()> {
+    for name in CI_VARIABLES {
+        let Some(value) = var(name).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        if name == "CI" && (value == "false" || value == "0") {
+            continue;
+        }
+        return Err(Error::msg(format!(
+            "{name}={value:?} is set: bless never writes baselines in CI. Run it on your machine and commit the diff for review. \
+             (Any of {} set non-empty counts as CI, except CI=false or CI=0.)",
+            CI_VARIABLES.join(", ")
+        )));
     }
+    Ok(())
 }
 
 impl Blessing {

@@ -3,6 +3,8 @@
 mod common;
 
 use accprobe::catalog;
+use accprobe::expectations::profile::Profile;
+use accprobe::model::results::RunResults;
 use accprobe::model::variant::Variant;
 use common::*;
 
@@ -38,11 +40,158 @@ fn bless_refuses_other_gpus_invalid_runs_and_ci() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("only measured results can be blessed"), "{e}");
+}
 
-    assert!(bless::refuse_if_ci(Some("true")).is_err());
-    assert!(bless::refuse_if_ci(Some("1")).is_err());
-    assert!(bless::refuse_if_ci(None).is_ok());
-    assert!(bless::refuse_if_ci(Some("false")).is_ok());
+/// The environment with only `name` set to `value`.
+fn only(name: &'static str, value: &'static str) -> impl Fn(&str) -> Option<String> {
+    move |n| (n == name).then(|| value.to_string())
+}
+
+#[test]
+fn bless_refuses_under_every_ci_system_and_says_what_counts() {
+    use accprobe::bless::{refuse_if_ci, CI_VARIABLES};
+    assert!(refuse_if_ci(|_| None).is_ok());
+    for name in CI_VARIABLES {
+        for value in ["true", "1", "yes"] {
+            let e = refuse_if_ci(only(name, value)).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("{name}=\"{value}\" is set")) && e.contains("CI=false or CI=0"),
+                "{name}={value}: {e}"
+            );
+        }
+        // Set but empty is unset.
+        assert!(refuse_if_ci(only(name, "")).is_ok(), "{name}=\"\"");
+    }
+    for name in [
+        "GITHUB_ACTIONS",
+        "GITLAB_CI",
+        "BUILDKITE",
+        "JENKINS_URL",
+        "TF_BUILD",
+    ] {
+        assert!(CI_VARIABLES.contains(&name), "{name}");
+        // Only CI's own false and 0 mean "not CI"; a CI system's variable counts anyway.
+        assert!(refuse_if_ci(only(name, "false")).is_err(), "{name}=false");
+    }
+    assert!(refuse_if_ci(only("CI", "false")).is_ok());
+    assert!(refuse_if_ci(only("CI", "0")).is_ok());
+    // CI=false does not hide a CI system's own variable.
+    let both = |n: &str| match n {
+        "CI" => Some("false".to_string()),
+        "GITHUB_ACTIONS" => Some("true".to_string()),
+        _ => None,
+    };
+    assert!(refuse_if_ci(both).is_err());
+}
+
+/// The committed H200 run, and the profile it belongs to.
+fn h200_run() -> (Profile, RunResults) {
+    let p = load("h200");
+    let r = p.recorded.clone().unwrap();
+    (p, r)
+}
+
+fn bless_error(p: &Profile, r: &RunResults, allow_invalid: bool) -> String {
+    accprobe::bless::check(p, r, allow_invalid)
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn bless_refuses_zero_progress_even_with_allow_invalid() {
+    let (p, mut r) = h200_run();
+    let v = Variant::new(13, 4);
+    // A median that would round to 0.0 in the baselines file: the profile would not load.
+    for progress in [0.0, 0.04, f64::NAN] {
+        set(&mut r, v, progress);
+        for allow in [false, true] {
+            let e = bless_error(&p, &r, allow);
+            assert!(
+                e.contains("chain13_acc4_effective4: progress")
+                    && e.contains("did not run")
+                    && e.contains("--allow-invalid does not change that"),
+                "{progress}: {e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bless_refuses_a_spill_seen_only_in_the_sass() {
+    let (p, good) = h200_run();
+    let mut listed = good.clone();
+    let sass = listed.variants[2].sass.as_mut().unwrap();
+    sass.local_memory_instructions
+        .push("/*0100*/ STL [R1], R10".into());
+    let e = bless_error(&p, &listed, false);
+    assert!(
+        e.contains("spills: local-memory instructions in the SASS: /*0100*/ STL [R1], R10")
+            && e.contains("--allow-invalid to bless them anyway"),
+        "{e}"
+    );
+    accprobe::bless::check(&p, &listed, true).unwrap();
+    let mut in_loop = good.clone();
+    in_loop.variants[2]
+        .sass
+        .as_mut()
+        .unwrap()
+        .loop_body
+        .insert(1, "@P0 LDL.64 R2, [R1+0x8]".into());
+    let e = bless_error(&p, &in_loop, false);
+    assert!(e.contains("@P0 LDL.64 R2, [R1+0x8]"), "{e}");
+    accprobe::bless::check(&p, &in_loop, true).unwrap();
+}
+
+#[test]
+fn bless_refuses_another_profile_settings_or_mode_even_with_allow_invalid() {
+    use accprobe::model::settings::Mode;
+    let (p, good) = h200_run();
+    let mut other = good.clone();
+    other.profile = "documented".into();
+    let mut settings = good.clone();
+    settings.settings.as_mut().unwrap().budget_cycles = 20_000_000;
+    let mut unsettled = good.clone();
+    unsettled.settings = None;
+    let mut wave = good.clone();
+    wave.mode = Mode::Wave;
+    for (r, says) in [
+        (
+            &other,
+            "measured under profile \"documented\", not \"h200\"",
+        ),
+        (
+            &settings,
+            "budget_cycles: asked 10000000, measured 20000000",
+        ),
+        (&unsettled, "record no launch settings"),
+        (&wave, "measured in Wave mode"),
+    ] {
+        for allow in [false, true] {
+            let e = bless_error(&p, r, allow);
+            assert!(e.contains(says), "{says}: {e}");
+        }
+    }
+}
+
+#[test]
+fn bless_refuses_an_h100_into_the_h200_profile() {
+    let (p, good) = h200_run();
+    assert_eq!(p.matches.compute_capabilities, ["9.0"]);
+    let mut h100 = good.clone();
+    h100.environment.as_mut().unwrap().gpu_name = "NVIDIA H100 80GB HBM3".into();
+    assert_eq!(h100.environment.as_ref().unwrap().compute_capability, "9.0");
+    for allow in [false, true] {
+        let e = bless_error(&p, &h100, allow);
+        assert!(
+            e.contains("\"NVIDIA H100 80GB HBM3\" (compute capability 9.0), which profile \"h200\" does not match: not one of its GPUs")
+                && e.contains("capability alone is not enough"),
+            "{e}"
+        );
+    }
+    // The name is compared case-insensitively, as profile selection does.
+    let mut shouting = good.clone();
+    shouting.environment.as_mut().unwrap().gpu_name = "nvidia h200".into();
+    accprobe::bless::check(&p, &shouting, false).unwrap();
 }
 
 #[test]

@@ -191,3 +191,110 @@ fn selection_by_name_capability_force_and_fallback() {
     let e = pick(None, Some("nope")).unwrap_err().to_string();
     assert!(e.contains("names no profile") && e.contains("h200"), "{e}");
 }
+
+/// Each inconsistent results file is refused for its own inconsistency, naming the variant
+/// and pointing at its entry: before any verdict (replay, gate, bless, report) reads it.
+#[test]
+fn inconsistent_results_are_refused_for_what_is_wrong_with_them() {
+    let v = "variant \"chain7_acc2_effective2\" (entry 2)";
+    let table: &[(&str, &str, &str)] = &[
+        (
+            "summary-contradicts-samples.json",
+            v,
+            "the summary contradicts the samples: max 250 (samples: 202)",
+        ),
+        (
+            "mean-contradicts-samples.json",
+            v,
+            "mean_progress 210 is not the mean of the samples (201)",
+        ),
+        (
+            "missing-warps.json",
+            "variant \"chain7_acc1_effective1\" (entry 1)",
+            "repeat 0 has 2 samples, but the settings launch 8 warps",
+        ),
+        (
+            "ragged-repeats.json",
+            v,
+            "repeat 1 has 1 warps' samples, repeat 0 has 2",
+        ),
+        (
+            "repeats-not-settings.json",
+            v,
+            "3 repeats of samples, but the settings ask for 2",
+        ),
+        (
+            "empty-samples-with-summary.json",
+            v,
+            "a summary without samples",
+        ),
+        (
+            "samples-without-summary.json",
+            v,
+            "samples without a summary",
+        ),
+        (
+            "duplicate-variant.json",
+            "variant \"chain7_acc2_effective2\" (entry 3)",
+            "a second entry for chain7_acc2_effective2",
+        ),
+        (
+            "name-mismatch.json",
+            "variant \"chain7_acc4_effective4\" (entry 2)",
+            "expected \"chain7_acc2_effective2\"",
+        ),
+        (
+            "effective-not-min.json",
+            v,
+            "effective 1 is not min(accumulators 2, chain 7) = 2",
+        ),
+        (
+            "poison-sample.json",
+            v,
+            "repeat 1 warp 0 holds the poison value 18446744073709551615",
+        ),
+        (
+            "sample-above-budget.json",
+            v,
+            "repeat 0 warp 0 made 200 iterations, more than its budget of 150 cycles",
+        ),
+        (
+            "loop-stl-not-listed.json",
+            v,
+            "\"STL [R1], R10\", which local_memory_instructions does not list",
+        ),
+        (
+            "launch-times-not-repeats.json",
+            v,
+            "1 launch times for 2 repeats",
+        ),
+        (
+            "sm-ids-not-repeats.json",
+            v,
+            "3 repeats of SM ids for 2 repeats",
+        ),
+    ];
+    let mut problems = Vec::new();
+    for &(name, variant, says) in table {
+        let path = corpus().join("results").join(name);
+        let e = RunResults::load(&path).unwrap_err();
+        let text = e.to_string();
+        if !(text.contains("inconsistent results") && text.contains(variant) && text.contains(says))
+        {
+            problems.push(format!("{name}: expected {variant}: {says}; got {text}"));
+        }
+        if e.position.is_none() {
+            problems.push(format!("{name}: no position: {text}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // Every inconsistent file in the folder is in the table above.
+    for f in files("results") {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let text = RunResults::load(&f).unwrap_err().to_string();
+        assert!(
+            !text.contains("inconsistent results") || table.iter().any(|t| t.0 == name),
+            "{name} is not in the table"
+        );
+    }
+}

@@ -3,6 +3,7 @@
 //! the format is defined once.
 
 use crate::error::Result;
+use crate::expectations::yaml::number::{self, Unquoted};
 use crate::expectations::yaml::{at, parse_yaml, read_text};
 use crate::model::variant::Variant;
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,7 @@ pub struct Baselines {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Wider {
+    #[serde(deserialize_with = "number::plain")]
     pub tolerance: f64,
     pub reason: String,
 }
@@ -48,7 +50,7 @@ pub struct SassBaseline {
 struct BaselinesFile {
     profile: Spanned<String>,
     measured: BaselineOrigin,
-    progress: HashMap<Spanned<String>, Spanned<f64>>,
+    progress: HashMap<Spanned<String>, Spanned<Unquoted<f64>>>,
     #[serde(default)]
     sass: HashMap<Spanned<String>, SassBaseline>,
 }
@@ -137,17 +139,17 @@ pub fn load(
     let mut progress = BTreeMap::new();
     for (k, v) in &raw.progress {
         known(k, "baseline")?;
-        if !(v.value.is_finite() && v.value > 0.0) {
+        if !(v.value.0.is_finite() && v.value.0 > 0.0) {
             return Err(at(
                 path,
                 v,
                 format!(
                     "baseline progress {} for {}: expected a positive number",
-                    v.value, k.value
+                    v.value.0, k.value
                 ),
             ));
         }
-        progress.insert(k.value.clone(), v.value);
+        progress.insert(k.value.clone(), v.value.0);
     }
     let mut sass = BTreeMap::new();
     for (k, v) in &raw.sass {

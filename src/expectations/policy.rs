@@ -6,7 +6,7 @@
 //! (1 - tolerance) of the best measured progress.
 
 use crate::error::Result;
-use crate::expectations::yaml::{at, parse_document, read_text};
+use crate::expectations::yaml::{at, number, parse_document, read_text};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::path::{Path, PathBuf};
@@ -16,9 +16,10 @@ use std::path::{Path, PathBuf};
 #[serde(deny_unknown_fields)]
 pub struct Accumulation {
     /// N: how many FMAs feed the accumulation per iteration.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "number::plain")]
     pub chain: u32,
     /// Registers per thread free for extra partials.
+    #[serde(deserialize_with = "number::plain")]
     pub register_headroom: u32,
     /// The sum of the partials (the sink) is isolated from the loop or amortised.
     pub sink_isolated: bool,
@@ -32,8 +33,10 @@ pub struct Accumulation {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Wide {
+    #[serde(deserialize_with = "number::plain")]
     pub accumulators: u32,
     /// Extra live registers per partial beyond the default count.
+    #[serde(deserialize_with = "number::plain")]
     pub registers_per_accumulator: u32,
     pub requires_sink_isolated: bool,
     pub requires_surrounding_ilp: bool,
@@ -53,14 +56,23 @@ pub struct Policy {
     pub probe_context: Accumulation,
 }
 
+/// A thread has at most 255 registers (sm_50 to sm_90), so neither a headroom nor a
+/// per-partial cost above it means anything: a larger value is a typo.
+pub const MAX_REGISTERS_PER_THREAD: u32 = 255;
+/// The most accumulators a policy may pick: the probe's own cap on accumulator counts
+/// ([`crate::expectations::profile::MAX_COUNT`]), beyond which no measurement could judge it.
+pub const MAX_POLICY_ACCUMULATORS: u32 = 256;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PolicyFile {
     name: Spanned<String>,
+    #[serde(deserialize_with = "number::plain")]
     short_chain_max: u32,
+    #[serde(deserialize_with = "number::spanned")]
     default_accumulators: Spanned<u32>,
     wide: Option<Spanned<Wide>>,
-    probe_context: Accumulation,
+    probe_context: Spanned<Accumulation>,
 }
 
 impl Policy {
@@ -83,7 +95,37 @@ impl Policy {
                 "default_accumulators is 0: expected K >= 1",
             ));
         }
+        if raw.default_accumulators.value > MAX_POLICY_ACCUMULATORS {
+            return Err(at(
+                file,
+                &raw.default_accumulators,
+                format!(
+                    "default_accumulators {} is above {MAX_POLICY_ACCUMULATORS}, the most accumulators a profile can measure",
+                    raw.default_accumulators.value
+                ),
+            ));
+        }
         if let Some(w) = &raw.wide {
+            if w.value.accumulators > MAX_POLICY_ACCUMULATORS {
+                return Err(at(
+                    file,
+                    w,
+                    format!(
+                        "wide.accumulators {} is above {MAX_POLICY_ACCUMULATORS}, the most accumulators a profile can measure",
+                        w.value.accumulators
+                    ),
+                ));
+            }
+            if w.value.registers_per_accumulator > MAX_REGISTERS_PER_THREAD {
+                return Err(at(
+                    file,
+                    w,
+                    format!(
+                        "wide.registers_per_accumulator {} is above {MAX_REGISTERS_PER_THREAD}, the most registers a thread has",
+                        w.value.registers_per_accumulator
+                    ),
+                ));
+            }
             if w.value.accumulators <= raw.default_accumulators.value {
                 return Err(at(
                     file,
@@ -95,6 +137,16 @@ impl Policy {
                 ));
             }
         }
+        if raw.probe_context.value.register_headroom > MAX_REGISTERS_PER_THREAD {
+            return Err(at(
+                file,
+                &raw.probe_context,
+                format!(
+                    "probe_context.register_headroom {} is above {MAX_REGISTERS_PER_THREAD}, the most registers a thread has",
+                    raw.probe_context.value.register_headroom
+                ),
+            ));
+        }
         if raw.name.value.trim().is_empty() {
             return Err(at(file, &raw.name, "policy name is empty"));
         }
@@ -104,7 +156,7 @@ impl Policy {
             short_chain_max: raw.short_chain_max,
             default_accumulators: raw.default_accumulators.value,
             wide: raw.wide.map(|w| w.value),
-            probe_context: raw.probe_context,
+            probe_context: raw.probe_context.value,
         })
     }
 
@@ -120,9 +172,10 @@ impl Policy {
                     if (!w.requires_sink_isolated || a.sink_isolated)
                         && (!w.requires_surrounding_ilp || a.surrounding_ilp)
                         && (!w.requires_occupancy_safe || a.occupancy_safe)
-                        && a.register_headroom
-                            >= (w.accumulators - self.default_accumulators)
-                                * w.registers_per_accumulator =>
+                        && u64::from(a.register_headroom)
+                            >= u64::from(
+                                w.accumulators.saturating_sub(self.default_accumulators),
+                            ) * u64::from(w.registers_per_accumulator) =>
                 {
                     w.accumulators
                 }
@@ -207,6 +260,39 @@ probe_context:
             }),
             2
         );
+    }
+
+    #[test]
+    fn choose_never_overflows_at_u32_max() {
+        // Built directly, past the load-time bounds: choose must hold for any values (tests
+        // build with overflow checks on, so an overflow would panic here).
+        let wide = |accumulators, registers_per_accumulator| Wide {
+            accumulators,
+            registers_per_accumulator,
+            requires_sink_isolated: false,
+            requires_surrounding_ilp: false,
+            requires_occupancy_safe: false,
+        };
+        let mut p = policy();
+        p.default_accumulators = 1;
+        p.wide = Some(wide(u32::MAX, u32::MAX));
+        for chain in [0, 1, 5, u32::MAX] {
+            for headroom in [0, 255, u32::MAX] {
+                let k = p.choose(&acc(chain, headroom, true));
+                assert!(k >= 1 && k <= chain.max(1), "chain {chain}: K {k}");
+            }
+        }
+        // (2^32 - 2) extra partials at 2^32 - 1 registers each: no headroom pays for that.
+        assert_eq!(p.choose(&acc(u32::MAX, u32::MAX, true)), 1);
+        // One extra partial at u32::MAX registers: exactly paid for by u32::MAX headroom.
+        p.wide = Some(wide(2, u32::MAX));
+        assert_eq!(p.choose(&acc(u32::MAX, u32::MAX, true)), 2);
+        assert_eq!(p.choose(&acc(u32::MAX, u32::MAX - 1, true)), 1);
+        // A wide count below the default (impossible once loaded) does not underflow.
+        p.default_accumulators = u32::MAX;
+        p.wide = Some(wide(2, 1));
+        assert_eq!(p.choose(&acc(u32::MAX, 0, true)), 2);
+        assert_eq!(p.choose_for_probe(u32::MAX), 2);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::expectations::baselines::{self, Baselines, Wider};
 use crate::expectations::policy::Policy;
 use crate::expectations::recorded::{self, RecordedFile};
-use crate::expectations::yaml::{at, parse_document};
+use crate::expectations::yaml::{at, number, parse_document};
 use crate::model::gpu::GpuIdentity;
 use crate::model::results::RunResults;
 use crate::model::settings::{Mode, ProbeSettings};
@@ -112,11 +112,14 @@ impl Invariant {
 #[serde(deny_unknown_fields)]
 pub struct Validity {
     /// Dependent FFMA latency, cycles (4 on sm_90).
+    #[serde(deserialize_with = "number::plain")]
     pub ffma_latency_cycles: u32,
     /// Warp schedulers per SM (4 on sm_90): warps sharing one issue at most one instruction
     /// per cycle between them.
+    #[serde(deserialize_with = "number::plain")]
     pub schedulers_per_sm: u32,
     /// How far a launch's duration (CUDA events) may be from budget / SM clock, relative.
+    #[serde(deserialize_with = "number::plain")]
     pub duration_tolerance: f64,
 }
 
@@ -153,6 +156,7 @@ struct ProfileFile {
 #[serde(deny_unknown_fields)]
 struct SinkFile {
     modes: Vec<Spanned<Sink>>,
+    #[serde(deserialize_with = "number::spanned_list")]
     accumulators: Vec<Spanned<u32>>,
 }
 
@@ -161,18 +165,26 @@ struct SinkFile {
 struct HeuristicFile {
     /// Relative to the profile's folder.
     policy: Spanned<String>,
+    #[serde(deserialize_with = "number::spanned")]
     tolerance: Spanned<f64>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ProbeFile {
+    #[serde(deserialize_with = "number::spanned")]
     blocks: Spanned<u32>,
+    #[serde(deserialize_with = "number::spanned")]
     block_threads: Spanned<u32>,
-    warmup_launches: u32,
+    #[serde(deserialize_with = "number::spanned")]
+    warmup_launches: Spanned<u32>,
+    #[serde(deserialize_with = "number::spanned")]
     repeats: Spanned<u32>,
+    #[serde(deserialize_with = "number::spanned")]
     budget_cycles: Spanned<u64>,
+    #[serde(deserialize_with = "number::spanned_list")]
     chains: Vec<Spanned<u32>>,
+    #[serde(deserialize_with = "number::spanned_list")]
     accumulators: Vec<Spanned<u32>>,
     #[serde(default)]
     mode: Mode,
@@ -182,12 +194,17 @@ struct ProbeFile {
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
 enum InvariantFile {
     Peak {
+        #[serde(deserialize_with = "number::spanned")]
         accumulators: Spanned<u32>,
+        #[serde(deserialize_with = "number::spanned")]
         tolerance: Spanned<f64>,
     },
     GainGrows {
+        #[serde(deserialize_with = "number::spanned")]
         accumulators: Spanned<u32>,
+        #[serde(deserialize_with = "number::spanned")]
         over: Spanned<u32>,
+        #[serde(deserialize_with = "number::spanned")]
         min_increase: Spanned<f64>,
     },
     NoSpills {},
@@ -205,12 +222,39 @@ struct DeviationFile {
 struct BaselinesRef {
     /// Relative to the profile's folder.
     file: Spanned<String>,
+    #[serde(deserialize_with = "number::spanned")]
     tolerance: Spanned<f64>,
     #[serde(default)]
     wider: BTreeMap<String, Spanned<Wider>>,
 }
 
-/// Checks a list of positive, distinct counts.
+// ---------------------------------------------------------------------------------------
+// Upper bounds on the probe settings. A profile beyond one is refused at the value, naming
+// the bound: past them a run would take hours, compile for minutes, or measure something
+// other than what the probe stands for.
+
+/// The longest chain and the most accumulators a variant may have. The kernel template
+/// unrolls N FFMAs per loop iteration and keeps E = min(K, N) partials in registers; a
+/// thread has at most 255 registers, so beyond 256 every extra partial lives in local
+/// memory and the loop no longer measures a register accumulation, and an N-FFMA body
+/// per variant, for every variant of the matrix in one NVRTC program, is what compile time
+/// grows with.
+pub const MAX_COUNT: u32 = 256;
+/// The most values `probe.chains` or `probe.accumulators` may list: 64 x 64 variants (and
+/// as many again per sink mode) already make one NVRTC program of thousands of kernels.
+pub const MAX_VALUES: usize = 64;
+/// The most counted repeats: each is one launch per variant (a wave in wave mode).
+pub const MAX_REPEATS: u32 = 1000;
+/// The most warm-up launches: a few settle the clocks; more only add time.
+pub const MAX_WARMUP: u32 = 100;
+/// The most blocks per launch: more than any GPU has SMs (an H200 has 132).
+pub const MAX_BLOCKS: u32 = 1024;
+/// The longest clock64 budget: 10^10 cycles, a launch of about 5 s at 2 GHz, per variant
+/// and repeat.
+pub const MAX_BUDGET_CYCLES: u64 = 10_000_000_000;
+
+/// Checks a list of positive, distinct counts, at most [`MAX_VALUES`] of them, each at most
+/// [`MAX_COUNT`].
 fn counts(
     file: &Path,
     what: &str,
@@ -224,8 +268,28 @@ fn counts(
             format!("probe.{what} is empty: expected at least one count"),
         ));
     }
+    if let Some(s) = list.get(MAX_VALUES) {
+        return Err(at(
+            file,
+            s,
+            format!(
+                "probe.{what} lists {} values: at most {MAX_VALUES} (each is a row or column of variants, all compiled into one program)",
+                list.len()
+            ),
+        ));
+    }
     let mut out = Vec::new();
     for s in list {
+        if s.value > MAX_COUNT {
+            return Err(at(
+                file,
+                s,
+                format!(
+                    "probe.{what}: {} is above {MAX_COUNT}, the most this probe measures (the kernel unrolls N FFMAs per iteration and keeps up to N partials in registers; a thread has at most 255)",
+                    s.value
+                ),
+            ));
+        }
         if s.value == 0 {
             return Err(at(
                 file,
@@ -299,6 +363,45 @@ impl Profile {
         if block_threads % 32 != 0 || block_threads > 1024 {
             return Err(at(file, &p.block_threads, format!("probe.block_threads {block_threads}: expected a multiple of 32 (whole warps) up to 1024")));
         }
+        let at_most = |s: &Spanned<u32>, what: &str, max: u32, why: &str| -> Result<()> {
+            if s.value > max {
+                Err(at(
+                    file,
+                    s,
+                    format!("probe.{what} {} is above {max}: {why}", s.value),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        at_most(
+            &p.blocks,
+            "blocks",
+            MAX_BLOCKS,
+            "more blocks than any GPU has SMs",
+        )?;
+        at_most(
+            &p.repeats,
+            "repeats",
+            MAX_REPEATS,
+            "each repeat is one more launch of every variant",
+        )?;
+        at_most(
+            &p.warmup_launches,
+            "warmup_launches",
+            MAX_WARMUP,
+            "a few warm-up launches settle the clocks; more only add time",
+        )?;
+        if p.budget_cycles.value > MAX_BUDGET_CYCLES {
+            return Err(at(
+                file,
+                &p.budget_cycles,
+                format!(
+                    "probe.budget_cycles {} is above {MAX_BUDGET_CYCLES}, about 5 s per launch at 2 GHz",
+                    p.budget_cycles.value
+                ),
+            ));
+        }
         if p.budget_cycles.value == 0 {
             return Err(at(
                 file,
@@ -309,7 +412,7 @@ impl Profile {
         let probe = ProbeSettings {
             blocks: positive(&p.blocks, "blocks")?,
             block_threads,
-            warmup_launches: p.warmup_launches,
+            warmup_launches: p.warmup_launches.value,
             repeats: positive(&p.repeats, "repeats")?,
             budget_cycles: p.budget_cycles.value,
             chains: counts(file, "chains", &p.chains, &raw.name)?,

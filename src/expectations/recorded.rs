@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::expectations::yaml::at;
+use crate::expectations::yaml::number::{self, Unquoted};
 use crate::model::results::{Resources, RunResults, VariantResult, SCHEMA};
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::Variant;
@@ -17,12 +18,16 @@ pub(crate) struct RecordedFile {
     /// Where the figures come from.
     source: String,
     /// Spill bytes observed in every variant, when the source states it.
+    #[serde(default, deserialize_with = "number::optional")]
     spill_bytes: Option<u32>,
     /// chain -> accumulators -> average progress.
-    progress: Option<Spanned<BTreeMap<u32, BTreeMap<u32, f64>>>>,
+    progress: Option<Spanned<Table>>,
     /// A results file, relative to the profile's folder.
     results: Option<Spanned<String>>,
 }
+
+/// A recorded table: chain -> accumulators -> average progress, every number unquoted.
+type Table = BTreeMap<Unquoted<u32>, BTreeMap<Unquoted<u32>, Unquoted<f64>>>;
 
 /// The results a profile replays: its recorded table, or the results file it names
 /// (relative to `dir`), which must have been measured with the profile's settings.
@@ -46,8 +51,8 @@ pub(crate) fn load(
             for v in &variants {
                 let Some(p) = table
                     .value
-                    .get(&v.chain)
-                    .and_then(|row| row.get(&v.accumulators))
+                    .get(&Unquoted(v.chain))
+                    .and_then(|row| row.get(&Unquoted(v.accumulators)))
                 else {
                     return Err(at(
                         file,
@@ -58,12 +63,12 @@ pub(crate) fn load(
                         ),
                     ));
                 };
-                out.push(VariantResult::recorded(*v, *p, resources));
+                out.push(VariantResult::recorded(*v, p.0, resources));
             }
             let extra = table
                 .value
                 .iter()
-                .flat_map(|(n, row)| row.keys().map(move |k| Variant::new(*n, *k)))
+                .flat_map(|(n, row)| row.keys().map(move |k| Variant::new(n.0, k.0)))
                 .find(|v| !variants.contains(v));
             if let Some(v) = extra {
                 return Err(at(file, table, format!("recorded.progress has chain {} acc {}, which is outside probe.chains x probe.accumulators", v.chain, v.accumulators)));
