@@ -367,3 +367,30 @@ fn two_recorded_devices_get_their_own_names_suites_and_results_files() {
         "{names:?}"
     );
 }
+
+#[test]
+fn a_junit_path_that_is_a_folder_fails_the_run_and_leaves_no_temporary_file() {
+    let sb = Sandbox::new("junit-folder", &["documented"]);
+    let mut paths = sb.paths();
+    paths.junit = sb.dir.join("out/junit-folder");
+    std::fs::create_dir_all(paths.junit.join("keep")).unwrap();
+    let args = sb.args(&[]);
+    let code = harness::run(
+        &args,
+        &paths,
+        Err(GpuError::NoDriver),
+        &RunOptions::default(),
+    );
+    assert_eq!(
+        code,
+        ExitCode::FAILURE,
+        "an unwritable JUnit file fails the run"
+    );
+    let mut left: Vec<String> = std::fs::read_dir(sb.dir.join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["junit-folder", "libtest.log"], "no temporary files");
+    assert!(paths.junit.join("keep").is_dir(), "the folder is untouched");
+}

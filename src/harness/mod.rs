@@ -25,7 +25,7 @@ use crate::measure::target::{CudaTarget, Target};
 use crate::model::results::RunResults;
 use crate::model::variant::Variant;
 use crate::report::junit::{self, CaseRecord, Status, SuiteInfo};
-use crate::report::{self, write_atomic};
+use crate::report::{self, write_atomic, write_atomic_bytes};
 use crate::verdict::{self, cases::cases};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use recorder::{install_interrupt_handler, Recorder, CURRENT};
@@ -219,7 +219,7 @@ fn finish_session(s: &GpuSession, paths: &Paths, several: bool) -> SuiteInfo {
             eprintln!("{}", Error::io(&log_path, "write the ptxas log", e));
         }
         let cubin_path = results_path.with_extension("cubin");
-        if let Err(e) = std::fs::write(&cubin_path, &c.cubin) {
+        if let Err(e) = write_atomic_bytes(&cubin_path, &c.cubin) {
             eprintln!("{}", Error::io(&cubin_path, "write the CUBIN", e));
         }
     }
