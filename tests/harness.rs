@@ -394,3 +394,13 @@ fn a_junit_path_that_is_a_folder_fails_the_run_and_leaves_no_temporary_file() {
     assert_eq!(left, ["junit-folder", "libtest.log"], "no temporary files");
     assert!(paths.junit.join("keep").is_dir(), "the folder is untouched");
 }
+
+#[test]
+fn zero_test_threads_is_refused_with_exit_code_2_instead_of_hanging() {
+    let sb = Sandbox::new("threads", &["documented"]);
+    let (code, junit) = sb.run(&["--test-threads", "0"]);
+    assert_eq!(code, ExitCode::from(2));
+    assert!(junit.is_none(), "nothing ran, nothing was written");
+    let (code, _) = sb.run(&["--test-threads", "1", "replay::documented::invariant"]);
+    assert_eq!(code, ExitCode::SUCCESS);
+}

@@ -2,6 +2,7 @@
 //! ones that name file, line and column, and text read as UTF-8 with a clear error.
 
 use crate::error::{Error, Result};
+use crate::input;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::path::Path;
@@ -54,16 +55,7 @@ pub fn parse_yaml<T: for<'de> Deserialize<'de>>(text: &str, file: &Path) -> Resu
     })
 }
 
-/// Reads `file` as UTF-8; `what` names it in errors.
+/// Reads `file` as UTF-8, at most [`input::YAML_LIMIT`] bytes; `what` names it in errors.
 pub fn read_text(file: &Path, what: &str) -> Result<String> {
-    let bytes = std::fs::read(file).map_err(|e| Error::io(file, &format!("read {what}"), e))?;
-    String::from_utf8(bytes).map_err(|e| {
-        Error::in_file(
-            file,
-            format!(
-                "{what} is not valid UTF-8 (byte offset {})",
-                e.utf8_error().valid_up_to()
-            ),
-        )
-    })
+    input::read_text(file, what, input::YAML_LIMIT)
 }

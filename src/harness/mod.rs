@@ -226,6 +226,15 @@ fn finish_session(s: &GpuSession, paths: &Paths, several: bool) -> SuiteInfo {
     info
 }
 
+/// What libtest would accept but cannot run: `--test-threads 0` makes libtest-mimic wait
+/// forever for a worker that never starts.
+pub fn check_arguments(args: &Arguments) -> Result<(), String> {
+    if args.test_threads == Some(0) {
+        return Err("--test-threads 0: expected at least 1 thread".into());
+    }
+    Ok(())
+}
+
 /// Runs the suite with `args` (libtest's flags) on `device` (or the reason there is none),
 /// with what `options` override.
 pub fn run(
@@ -234,6 +243,10 @@ pub fn run(
     targets: Result<Vec<Arc<dyn Target>>, GpuError>,
     options: &RunOptions,
 ) -> ExitCode {
+    if let Err(e) = check_arguments(args) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let forced = options.profile.as_deref();
     let recorder = Arc::new(Recorder::new((!args.list).then(|| paths.junit.clone())));
     *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = Some(recorder.clone());

@@ -363,6 +363,6 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
     gain_chart(&out.join("gain.svg"), &inputs, &study, &chains)?;
     let path = out.join("report.md");
     write_atomic(&path, &md).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    println!("report: {} (and SVG charts beside it)", path.display());
+    say!("report: {} (and SVG charts beside it)", path.display());
     Ok(())
 }
