@@ -404,3 +404,37 @@ fn zero_test_threads_is_refused_with_exit_code_2_instead_of_hanging() {
     let (code, _) = sb.run(&["--test-threads", "1", "replay::documented::invariant"]);
     assert_eq!(code, ExitCode::SUCCESS);
 }
+
+#[test]
+fn an_unreadable_profile_fails_its_own_case_instead_of_vanishing() {
+    use std::os::unix::fs::symlink;
+    let sb = Sandbox::new("unreadable", &["documented"]);
+    let dir = sb.dir.join("expectations");
+    symlink("gone.yaml", dir.join("h200.yaml")).unwrap();
+    symlink("loop-b.yaml", dir.join("loop-a.yaml")).unwrap();
+    symlink("loop-a.yaml", dir.join("loop-b.yaml")).unwrap();
+    std::fs::create_dir_all(dir.join("folder.yaml")).unwrap();
+    let (code, junit) = sb.run(&[]);
+    assert_eq!(code, ExitCode::from(101));
+    let r = junit.unwrap();
+    assert_eq!(counts(&r, "expectations"), (4, 4, 0));
+    let suite = r
+        .test_suites
+        .iter()
+        .find(|s| s.name.as_str() == "expectations")
+        .unwrap();
+    let message = |name: &str| -> String {
+        let case = suite
+            .test_cases
+            .iter()
+            .find(|c| c.name.as_str() == format!("expectations::{name}"))
+            .unwrap_or_else(|| panic!("no case for {name}"));
+        match &case.status {
+            TestCaseStatus::NonSuccess { message, .. } => message.as_ref().unwrap().to_string(),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(message("h200.yaml").contains("a symlink to gone.yaml that cannot be followed"));
+    assert!(message("loop-a.yaml").contains("cannot be followed"));
+    assert!(message("folder.yaml").contains("is a folder"));
+}
