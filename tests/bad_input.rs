@@ -2,8 +2,10 @@
 //! that names the file (and line and column where the format has them), never a panic.
 //! Adding a case is adding a file: YAML files say what the error must contain in a first
 //! line `# expect: ...` (a leading `:L:C:` there means "at line L, column C of the file").
-//! Profiles in bad/profiles/baselines-*.yaml name a bad generated file in bad/baselines/,
-//! and the error must point into that file.
+//! Profiles in bad/profiles/baselines-*.yaml name a bad generated file in
+//! bad/profiles/baselines/ (a profile reaches only its own folder tree), and the error must
+//! point into that file. No error may be longer than 2,000 characters or carry a control character other than a newline: the
+//! bad file's bytes must not reach a terminal or the JUnit XML raw.
 
 use accprobe::catalog;
 use accprobe::expectations::policy::Policy;
@@ -41,6 +43,13 @@ fn check(path: &Path, load: fn(&Path) -> Result<(), String>) -> Result<(), Strin
         Ok(Ok(())) => return Err("was accepted".into()),
         Ok(Err(e)) => e,
     };
+    // What the file holds may be quoted, briefly: never kilobytes of it.
+    if error.chars().count() > 2000 {
+        return Err(format!("error of {} characters", error.chars().count()));
+    }
+    if let Some(c) = error.chars().find(|&c| c.is_control() && c != '\n') {
+        return Err(format!("error carries control character {c:?}: {error:?}"));
+    }
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
     let want = expectation(path);
     // The file the error must name: the generated file a profile points at, else itself.

@@ -666,20 +666,18 @@ fn bless_carries_sass_digests_and_loop_bodies_into_the_generated_file() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// Copies the H200 profile into `dir` (beside a `baselines/` folder the test fills), its
-/// recorded results and policy still read from the source tree.
+/// Copies the H200 profile into `dir` (beside a `baselines/` folder the test fills), with
+/// its recorded results and policy: a profile reaches only files in its own folder tree.
 fn copy_h200_profile_to(dir: &Path) {
-    let text = std::fs::read_to_string(root().join("expectations/h200.yaml"))
-        .unwrap()
-        .replace(
-            "recorded/",
-            &format!("{}/expectations/recorded/", root().display()),
-        )
-        .replace(
-            "policies/",
-            &format!("{}/expectations/policies/", root().display()),
-        );
-    std::fs::write(dir.join("h200.yaml"), text).unwrap();
+    for f in [
+        "h200.yaml",
+        "recorded/h200-2026-11-29.json",
+        "policies/study.yaml",
+    ] {
+        let to = dir.join(f);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(root().join("expectations").join(f), to).unwrap();
+    }
 }
 
 // --- the heuristic gate ---------------------------------------------------------------------

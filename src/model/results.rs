@@ -272,7 +272,11 @@ impl RunResults {
                 file,
                 e.line() as u64,
                 e.column() as u64,
-                format!("not a results file: {e}"),
+                // serde_json quotes the offending value: keep it short and printable.
+                format!(
+                    "not a results file: {}",
+                    crate::error::excerpt(&e.to_string(), 300)
+                ),
             )
         })?;
         if !(OLDEST_SCHEMA..=SCHEMA).contains(&r.schema) {
