@@ -423,6 +423,28 @@ mod tests {
     }
 
     #[test]
+    fn report_of_two_inputs_with_one_label_writes_a_chart_for_each() {
+        let dir = temp("report-same");
+        report::run(&expectations(), &[committed(), committed()], &dir).unwrap();
+        let mut charts: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".svg"))
+            .collect();
+        charts.sort();
+        assert_eq!(charts.len(), 3, "{charts:?}");
+        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        for c in &charts {
+            assert!(
+                md.contains(&format!("]({c})")),
+                "report.md does not show {c}"
+            );
+        }
+        assert!(md.contains(" #2\n"), "the second heading is told apart");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn bless_dry_run_prints_no_change_for_the_committed_run_and_writes_nothing() {
         let file = expectations().join("baselines/h200.yaml");
         let before = std::fs::read(&file).unwrap();
