@@ -7,7 +7,7 @@
 use crate::error::{Error, Result};
 use crate::expectations::baselines::{self, BaselineOrigin, Baselines, SassBaseline};
 use crate::expectations::profile::Profile;
-use crate::model::results::RunResults;
+use crate::model::results::{short_digest, RunResults};
 use crate::report::write_atomic;
 use crate::verdict;
 use std::collections::BTreeMap;
@@ -227,10 +227,10 @@ pub fn prepare(
         match old_sass.get(&v.name()) {
             Some(b) if b.digest != x.digest => diff.push(format!(
                 "~ {v}: SASS digest {} -> {}",
-                &b.digest[..16],
-                &x.digest[..16]
+                short_digest(&b.digest),
+                x.short_digest()
             )),
-            None => diff.push(format!("+ {v}: SASS digest {}", &x.digest[..16])),
+            None => diff.push(format!("+ {v}: SASS digest {}", x.short_digest())),
             _ => {}
         }
     }
@@ -279,7 +279,18 @@ pub fn refuse_if_ci(var: impl Fn(&str) -> Option<String>) -> Result<()> {
 }
 
 impl Blessing {
+    /// Whether the file already holds exactly these contents (then nothing is written).
+    pub fn unchanged(&self) -> bool {
+        crate::input::read_bytes(&self.file, "baselines", crate::input::YAML_LIMIT)
+            .is_ok_and(|b| b == self.contents.as_bytes())
+    }
+
+    /// Writes the file, atomically; refuses under CI. Writes nothing when the file already
+    /// holds these contents, so an unchanged blessing leaves the file (and its time) as is.
     pub fn write(&self) -> Result<()> {
+        if self.unchanged() {
+            return Ok(());
+        }
         refuse_under_ci()?;
         write_atomic(&self.file, &self.contents)
             .map_err(|e| Error::io(&self.file, "write baselines", e))

@@ -16,6 +16,17 @@ pub const PROFILE_ENV: &str = "ACCPROBE_PROFILE";
 
 /// Reads and checks one profile file, and the files it names.
 pub fn load(file: &Path) -> Result<Profile> {
+    let is_link = std::fs::symlink_metadata(file).is_ok_and(|m| m.file_type().is_symlink());
+    if is_link {
+        if let Err(e) = std::fs::metadata(file) {
+            let to =
+                std::fs::read_link(file).map_or_else(|_| "?".into(), |t| t.display().to_string());
+            return Err(Error::in_file(
+                file,
+                format!("cannot read profile: a symlink to {to} that cannot be followed ({e})"),
+            ));
+        }
+    }
     let text = read_text(file, "profile")?;
     parse(&text, file)
 }
@@ -46,12 +57,14 @@ pub fn parse(text: &str, file: &Path) -> Result<Profile> {
 }
 
 /// Every `*.yaml` profile directly in `dir`, sorted by file name; each file that fails to
-/// load is returned as an error beside the ones that loaded.
+/// load is returned as an error beside the ones that loaded. A `.yaml` entry that cannot
+/// be read (a dangling symlink, a symlink loop, no permission, a folder) is such an error,
+/// never skipped: a profile that vanishes silently would weaken the gate without a word.
 pub fn load_dir(dir: &Path) -> (Vec<Profile>, Vec<Error>) {
     let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
         Ok(rd) => rd
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
             .collect(),
         Err(e) => return (Vec::new(), vec![Error::io(dir, "list profiles", e)]),
     };
@@ -87,8 +100,8 @@ pub struct Selection {
 }
 
 /// Chooses the profile: the one `forced` names (a profile name or a YAML path), else the
-/// first whose GPU names match, else the first whose compute capability matches, else the
-/// documented one.
+/// one whose GPU names match, else the one whose compute capability matches, else the
+/// documented one. Two profiles matching at the same level is an error naming both.
 pub fn select(
     profiles: &[Profile],
     gpu: Option<&GpuIdentity>,
@@ -115,20 +128,47 @@ pub fn select(
         )));
     }
     if let Some(g) = gpu {
-        if let Some(p) = profiles.iter().find(|p| p.matches.by_name(g)) {
-            return Ok(Selection {
-                profile: p.clone(),
-                why: format!("profile {:?} matches GPU name {:?}", p.name, g.name),
-            });
-        }
-        if let Some(p) = profiles.iter().find(|p| p.matches.by_capability(g)) {
-            return Ok(Selection {
-                profile: p.clone(),
-                why: format!(
-                    "profile {:?} matches compute capability {} of {:?}",
-                    p.name, g.compute_capability, g.name
-                ),
-            });
+        let by_name: Vec<&Profile> = profiles.iter().filter(|p| p.matches.by_name(g)).collect();
+        let by_capability: Vec<&Profile> = profiles
+            .iter()
+            .filter(|p| p.matches.by_capability(g))
+            .collect();
+        let (found, how) = if by_name.is_empty() {
+            (
+                by_capability,
+                format!("compute capability {}", g.compute_capability),
+            )
+        } else {
+            (by_name, format!("GPU name {:?}", g.name))
+        };
+        match found.as_slice() {
+            [] => {}
+            [p] => {
+                let why = if how.starts_with("GPU name") {
+                    format!("profile {:?} matches {how}", p.name)
+                } else {
+                    format!("profile {:?} matches {how} of {:?}", p.name, g.name)
+                };
+                return Ok(Selection {
+                    profile: (*p).clone(),
+                    why,
+                });
+            }
+            several => {
+                // Ambiguous: no profile is chosen, not even the documented fallback. Which
+                // one applies is for the profiles to say, not for the file names' order.
+                let list: Vec<String> = several
+                    .iter()
+                    .map(|p| format!("{:?} ({})", p.name, p.file.display()))
+                    .collect();
+                return Err(Error::msg(format!(
+                    "GPU {:?} (compute capability {}) matches {} profiles by {how}: {}; narrow their `match` sections so that one applies, or choose one with {PROFILE_ENV}",
+                    g.name,
+                    g.compute_capability,
+                    several.len(),
+                    list.join(" and ")
+                )));
+            }
         }
     }
     let doc = profiles

@@ -38,6 +38,17 @@ impl Error {
         }
     }
 
+    /// This error with where it was referenced from: `file:line:column` of the key that
+    /// named the file (a profile's `baselines.file`, `heuristic.policy`,
+    /// `recorded.results`).
+    pub fn referenced_from(mut self, file: &Path, line: u64, column: u64) -> Self {
+        self.message.push_str(&format!(
+            " (referenced from {}:{line}:{column})",
+            file.display()
+        ));
+        self
+    }
+
     /// An I/O failure on `file`, saying what was being done.
     pub fn io(file: &Path, doing: &str, err: std::io::Error) -> Self {
         Error::in_file(file, format!("cannot {doing}: {err}"))
@@ -59,6 +70,25 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `text` from a user's file made safe to put in a message: control characters escaped
+/// (`\u{1b}`), so that a terminal or a JUnit XML attribute gets no raw escape sequence
+/// or forbidden character, and at most `max_chars` characters, with `…` where it was cut.
+pub fn excerpt(text: &str, max_chars: usize) -> String {
+    let mut out = String::new();
+    for (n, c) in text.chars().enumerate() {
+        if n == max_chars {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
 
 /// A line of a tool's text output (ptxas log, SASS) that could not be read; `line` is 1-based.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,6 +16,7 @@ pub mod compile;
 pub mod error;
 pub mod expectations;
 pub mod harness;
+pub mod input;
 pub mod measure;
 pub mod model;
 pub mod report;

@@ -2,8 +2,11 @@
 //! that names the file (and line and column where the format has them), never a panic.
 //! Adding a case is adding a file: YAML files say what the error must contain in a first
 //! line `# expect: ...` (a leading `:L:C:` there means "at line L, column C of the file").
-//! Profiles in bad/profiles/baselines-*.yaml name a bad generated file in bad/baselines/,
-//! and the error must point into that file.
+//! Profiles in bad/profiles/baselines-*.yaml name a bad generated file in
+//! bad/profiles/baselines/ (a profile reaches only its own folder tree), and the error must
+//! point into that file. No error may be longer than 2,000 characters or carry a control
+//! character other than a newline: the bad file's bytes must not reach a terminal or the
+//! JUnit XML raw.
 
 mod common;
 
@@ -46,6 +49,13 @@ fn check(path: &Path, load: fn(&Path) -> Result<(), String>) -> Result<(), Strin
         Ok(Ok(())) => return Err("was accepted".into()),
         Ok(Err(e)) => e,
     };
+    // What the file holds may be quoted, briefly: never kilobytes of it.
+    if error.chars().count() > 2000 {
+        return Err(format!("error of {} characters", error.chars().count()));
+    }
+    if let Some(c) = error.chars().find(|&c| c.is_control() && c != '\n') {
+        return Err(format!("error carries control character {c:?}: {error:?}"));
+    }
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
     let want = expectation(path);
     // The file the error must name: the generated file a profile points at, else itself.
@@ -297,4 +307,60 @@ fn inconsistent_results_are_refused_for_what_is_wrong_with_them() {
             "{name} is not in the table"
         );
     }
+}
+
+#[test]
+fn two_profiles_for_one_gpu_are_an_error_naming_both_files() {
+    let dir = std::env::temp_dir().join(format!("accprobe-two-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let documented = std::fs::read_to_string(root().join("expectations/documented.yaml")).unwrap();
+    let write = |file: &str, name: &str, matches: &str| {
+        let text = documented.replacen(
+            "name: documented",
+            &format!("name: {name}\nmatch:\n{matches}"),
+            1,
+        );
+        std::fs::write(dir.join(file), text).unwrap();
+    };
+    std::fs::create_dir_all(dir.join("policies")).unwrap();
+    std::fs::copy(
+        root().join("expectations/policies/study.yaml"),
+        dir.join("policies/study.yaml"),
+    )
+    .unwrap();
+    write(
+        "a.yaml",
+        "a",
+        "  gpu_names: [\"NVIDIA H200\"]\n  compute_capabilities: [\"9.0\"]",
+    );
+    write("b.yaml", "b", "  gpu_names: [\"nvidia h200\"]");
+    write("c.yaml", "c", "  compute_capabilities: [\"9.0\"]");
+    write("d.yaml", "d", "  compute_capabilities: [\"9.0\", \"8.0\"]");
+    let (profiles, errors) = catalog::load_dir(&dir);
+    assert!(errors.is_empty(), "{errors:?}");
+    // By name: a and b both name the H200; c and d only match its capability.
+    let e = catalog::select(&profiles, Some(&gpu("NVIDIA H200", "9.0")), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("matches 2 profiles by GPU name")
+            && e.contains(&dir.join("a.yaml").display().to_string())
+            && e.contains(&dir.join("b.yaml").display().to_string()),
+        "{e}"
+    );
+    // By capability, where none names the GPU: a, c and d.
+    let e = catalog::select(&profiles, Some(&gpu("NVIDIA H100", "9.0")), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("matches 3 profiles by compute capability 9.0"),
+        "{e}"
+    );
+    // One match is chosen, and forcing one resolves the ambiguity.
+    let s = catalog::select(&profiles, Some(&gpu("NVIDIA A100", "8.0")), None).unwrap();
+    assert_eq!(s.profile.name, "d");
+    let s = catalog::select(&profiles, Some(&gpu("NVIDIA H200", "9.0")), Some("b")).unwrap();
+    assert_eq!(s.profile.name, "b");
+    std::fs::remove_dir_all(dir).unwrap();
 }

@@ -367,3 +367,74 @@ fn two_recorded_devices_get_their_own_names_suites_and_results_files() {
         "{names:?}"
     );
 }
+
+#[test]
+fn a_junit_path_that_is_a_folder_fails_the_run_and_leaves_no_temporary_file() {
+    let sb = Sandbox::new("junit-folder", &["documented"]);
+    let mut paths = sb.paths();
+    paths.junit = sb.dir.join("out/junit-folder");
+    std::fs::create_dir_all(paths.junit.join("keep")).unwrap();
+    let args = sb.args(&[]);
+    let code = harness::run(
+        &args,
+        &paths,
+        Err(GpuError::NoDriver),
+        &RunOptions::default(),
+    );
+    assert_eq!(
+        code,
+        ExitCode::FAILURE,
+        "an unwritable JUnit file fails the run"
+    );
+    let mut left: Vec<String> = std::fs::read_dir(sb.dir.join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["junit-folder", "libtest.log"], "no temporary files");
+    assert!(paths.junit.join("keep").is_dir(), "the folder is untouched");
+}
+
+#[test]
+fn zero_test_threads_is_refused_with_exit_code_2_instead_of_hanging() {
+    let sb = Sandbox::new("threads", &["documented"]);
+    let (code, junit) = sb.run(&["--test-threads", "0"]);
+    assert_eq!(code, ExitCode::from(2));
+    assert!(junit.is_none(), "nothing ran, nothing was written");
+    let (code, _) = sb.run(&["--test-threads", "1", "replay::documented::invariant"]);
+    assert_eq!(code, ExitCode::SUCCESS);
+}
+
+#[test]
+fn an_unreadable_profile_fails_its_own_case_instead_of_vanishing() {
+    use std::os::unix::fs::symlink;
+    let sb = Sandbox::new("unreadable", &["documented"]);
+    let dir = sb.dir.join("expectations");
+    symlink("gone.yaml", dir.join("h200.yaml")).unwrap();
+    symlink("loop-b.yaml", dir.join("loop-a.yaml")).unwrap();
+    symlink("loop-a.yaml", dir.join("loop-b.yaml")).unwrap();
+    std::fs::create_dir_all(dir.join("folder.yaml")).unwrap();
+    let (code, junit) = sb.run(&[]);
+    assert_eq!(code, ExitCode::from(101));
+    let r = junit.unwrap();
+    assert_eq!(counts(&r, "expectations"), (4, 4, 0));
+    let suite = r
+        .test_suites
+        .iter()
+        .find(|s| s.name.as_str() == "expectations")
+        .unwrap();
+    let message = |name: &str| -> String {
+        let case = suite
+            .test_cases
+            .iter()
+            .find(|c| c.name.as_str() == format!("expectations::{name}"))
+            .unwrap_or_else(|| panic!("no case for {name}"));
+        match &case.status {
+            TestCaseStatus::NonSuccess { message, .. } => message.as_ref().unwrap().to_string(),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(message("h200.yaml").contains("a symlink to gone.yaml that cannot be followed"));
+    assert!(message("loop-a.yaml").contains("cannot be followed"));
+    assert!(message("folder.yaml").contains("is a folder"));
+}

@@ -483,3 +483,44 @@ fn a_wider_tolerance_applies_to_its_variant_only() {
     let m = fail_text(outcome(&p, &r, "probe::chain7_acc8_effective7"));
     assert!(m.contains("tolerance ±0.50%)"), "{m}");
 }
+
+#[test]
+fn short_or_non_ascii_sass_digests_never_panic_in_verdicts_or_bless() {
+    let sass = h200_sass();
+    for digest in ["ab", "ééééééééé", ""] {
+        let (p, mut r) = h200_blessed(&sass, &sass);
+        for v in r.variants.iter_mut() {
+            v.sass.as_mut().unwrap().digest = digest.to_string();
+        }
+        let m = fail_text(outcome(&p, &r, "sass::chain7_acc2_effective2::unchanged"));
+        assert!(m.contains(&format!("-> {digest})")), "{m}");
+        let mut blessed = p.baselines.clone().unwrap();
+        for b in blessed.sass.values_mut() {
+            b.digest = digest.to_string();
+        }
+        let mut short = p.clone();
+        short.baselines = Some(blessed.clone());
+        // The same short digest on both sides passes, and says which.
+        let o = outcome(&short, &r, "sass::chain7_acc2_effective2::unchanged");
+        assert!(
+            matches!(&o, Outcome::Pass(d) if d == &format!("SASS digest {digest}")),
+            "{o:?}"
+        );
+        let (_, measured) = h200_blessed(&sass, &sass);
+        let b = accprobe::bless::prepare(
+            &short,
+            &measured,
+            "run.json",
+            "cargo xtask bless",
+            Path::new("b.yaml"),
+            Some(&blessed),
+        );
+        assert!(
+            b.diff.iter().any(|l| l.starts_with(&format!(
+                "~ chain7_acc2_effective2: SASS digest {digest} -> "
+            ))),
+            "{:?}",
+            b.diff
+        );
+    }
+}

@@ -9,6 +9,7 @@ pub mod ptxas;
 pub mod sass;
 
 use crate::error::{Error, Result};
+use crate::input;
 use crate::model::results::SassSummary;
 use crate::model::variant::{Sink, Variant};
 use cudarc::nvrtc::{result as nvrtc, sys};
@@ -348,8 +349,8 @@ pub fn cache_key(variants: &[Variant], options: &[String], nvrtc_version: &str) 
 
 /// A cache entry's files, each checked against the manifest's digests.
 fn read_entry(dir: &Path) -> std::result::Result<(Vec<u8>, String, Option<String>), String> {
-    let manifest =
-        std::fs::read_to_string(dir.join("manifest")).map_err(|e| format!("no manifest: {e}"))?;
+    let manifest = input::read_text(&dir.join("manifest"), "manifest", input::YAML_LIMIT)
+        .map_err(|e| format!("no manifest: {e}"))?;
     let mut want: BTreeMap<&str, &str> = BTreeMap::new();
     for line in manifest.lines() {
         let (name, digest) = line
@@ -359,7 +360,8 @@ fn read_entry(dir: &Path) -> std::result::Result<(Vec<u8>, String, Option<String
     }
     let has_sass = want.contains_key("sass");
     let mut read = |name: &str| -> std::result::Result<Vec<u8>, String> {
-        let bytes = std::fs::read(dir.join(name)).map_err(|e| format!("{name}: {e}"))?;
+        let bytes = input::read_bytes(&dir.join(name), name, input::TOOL_OUTPUT_LIMIT)
+            .map_err(|e| format!("{name}: {e}"))?;
         match want.remove(name) {
             Some(d) if d == sha256_hex(&[&bytes]) => Ok(bytes),
             Some(_) => Err(format!("{name} does not match its digest")),

@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::expectations::baselines::{self, Baselines, Wider};
 use crate::expectations::policy::Policy;
 use crate::expectations::recorded::{self, RecordedFile};
-use crate::expectations::yaml::{at, number, parse_document};
+use crate::expectations::yaml::{at, number, parse_document, path_inside, referenced_from};
 use crate::model::gpu::GpuIdentity;
 use crate::model::results::RunResults;
 use crate::model::settings::{Mode, ProbeSettings};
@@ -518,8 +518,8 @@ impl Profile {
         };
         if let Some(h) = &raw.heuristic {
             let tolerance = tolerance(file, "heuristic.tolerance", &h.tolerance)?;
-            let path = dir.join(&h.policy.value);
-            if !path.is_file() {
+            let path = path_inside(file, dir, "heuristic.policy", &h.policy)?;
+            if !path.exists() {
                 return Err(at(
                     file,
                     &h.policy,
@@ -527,7 +527,7 @@ impl Profile {
                 ));
             }
             profile.heuristic = Some(Heuristic {
-                policy: Policy::load(&path)?,
+                policy: Policy::load(&path).map_err(referenced_from(file, &h.policy))?,
                 tolerance,
             });
         }
@@ -553,7 +553,7 @@ impl Profile {
         }
         if let Some(b) = &raw.baselines {
             let tolerance = tolerance(file, "baselines.tolerance", &b.tolerance)?;
-            let path = dir.join(&b.file.value);
+            let path = path_inside(file, dir, "baselines.file", &b.file)?;
             // A missing file is not a load error: every variant case then fails saying to
             // bless one, and `cargo xtask bless` can load the profile to write it.
             let mut wider = BTreeMap::new();
@@ -576,7 +576,8 @@ impl Profile {
                 wider.insert(name.clone(), w.value.clone());
             }
             let mut loaded = if path.exists() {
-                baselines::load(&path, &profile.name, file, &variants, tolerance)?
+                baselines::load(&path, &profile.name, file, &variants, tolerance)
+                    .map_err(referenced_from(file, &b.file))?
             } else {
                 Baselines {
                     tolerance,

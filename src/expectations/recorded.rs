@@ -2,8 +2,8 @@
 //! profile, or a committed results file (`expectations/recorded/`).
 
 use crate::error::{Error, Result};
-use crate::expectations::yaml::at;
 use crate::expectations::yaml::number::{self, Unquoted};
+use crate::expectations::yaml::{at, path_inside, referenced_from};
 use crate::model::results::{Resources, RunResults, VariantResult, SCHEMA};
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::Variant;
@@ -87,8 +87,8 @@ pub(crate) fn load(
             })
         }
         (None, Some(path)) => {
-            let results_file = dir.join(&path.value);
-            if !results_file.is_file() {
+            let results_file = path_inside(file, dir, "recorded.results", path)?;
+            if !results_file.exists() {
                 return Err(at(
                     file,
                     path,
@@ -98,7 +98,7 @@ pub(crate) fn load(
                     ),
                 ));
             }
-            let results = RunResults::load(&results_file)?;
+            let results = RunResults::load(&results_file).map_err(referenced_from(file, path))?;
             if let Some(s) = &results.settings {
                 let diff = s.differences(&probe.run_settings());
                 if !diff.is_empty() {

@@ -1,10 +1,11 @@
 //! YAML loading shared by profiles, baselines and policies: saphyr's errors turned into
 //! ones that name file, line and column, and text read as UTF-8 with a clear error.
 
-use crate::error::{Error, Result};
+use crate::error::{excerpt, Error, Result};
+use crate::input;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// An error at a checked value's position in `file`.
 pub fn at<T>(file: &Path, s: &Spanned<T>, message: impl Into<String>) -> Error {
@@ -28,7 +29,15 @@ pub fn parse_document<T: for<'de> Deserialize<'de>>(
     parse_yaml(text, file)
 }
 
-/// Parses YAML into `T`, turning saphyr's error into one that names the file.
+/// At most this many lines of saphyr's source snippet go into a message.
+const SNIPPET_LINES: usize = 6;
+/// At most this many characters of one line of it.
+const SNIPPET_WIDTH: usize = 120;
+
+/// Parses YAML into `T`, turning saphyr's error into one that names the file. The source
+/// snippet saphyr shows is kept short and its control characters escaped: the file may be
+/// anything (a binary, another program's file), and the message ends up on a terminal and
+/// in the JUnit XML.
 pub fn parse_yaml<T: for<'de> Deserialize<'de>>(text: &str, file: &Path) -> Result<T> {
     serde_saphyr::from_str(text).map_err(|e| {
         let rendered = e.to_string();
@@ -39,11 +48,22 @@ pub fn parse_yaml<T: for<'de> Deserialize<'de>>(text: &str, file: &Path) -> Resu
             .strip_prefix("error: ")
             .and_then(|s| s.split_once(": ").map(|(_, m)| m))
             .unwrap_or(first);
-        let snippet: Vec<String> = lines
-            .map(|l| l.replace("<input>", &file.display().to_string()))
+        let mut snippet: Vec<String> = lines
+            .by_ref()
+            .take(SNIPPET_LINES)
+            .map(|l| {
+                excerpt(
+                    &l.replace("<input>", &file.display().to_string()),
+                    SNIPPET_WIDTH,
+                )
+            })
             .collect();
+        if lines.next().is_some() {
+            snippet.push("  (…)".into());
+        }
+        let message = excerpt(message, SNIPPET_WIDTH);
         let message = if snippet.is_empty() {
-            message.to_string()
+            message
         } else {
             format!("{message}\n{}", snippet.join("\n"))
         };
@@ -54,18 +74,98 @@ pub fn parse_yaml<T: for<'de> Deserialize<'de>>(text: &str, file: &Path) -> Resu
     })
 }
 
-/// Reads `file` as UTF-8; `what` names it in errors.
+/// `s`, a path a profile names (`key`), resolved under the profile's folder `dir`: no
+/// absolute path, and no `..` that leaves the folder once the path is normalised. A
+/// profile may only reach files in its own folder tree, so that a profile cannot make
+/// `bless` write, or a run read, anywhere else.
+pub fn path_inside(file: &Path, dir: &Path, key: &str, s: &Spanned<String>) -> Result<PathBuf> {
+    use std::path::Component;
+    let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
+    for c in Path::new(&s.value).components() {
+        match c {
+            Component::Prefix(_) | Component::RootDir => {
+                return Err(at(
+                    file,
+                    s,
+                    format!(
+                        "{key} {:?} is an absolute path: expected a path relative to the profile's folder",
+                        excerpt(&s.value, SNIPPET_WIDTH)
+                    ),
+                ))
+            }
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if parts.pop().is_none() {
+                    return Err(at(
+                        file,
+                        s,
+                        format!(
+                            "{key} {:?} leaves the profile's folder: expected a file in it or below it",
+                            excerpt(&s.value, SNIPPET_WIDTH)
+                        ),
+                    ));
+                }
+            }
+            Component::Normal(p) => parts.push(p),
+        }
+    }
+    if parts.is_empty() {
+        return Err(at(file, s, format!("{key} is empty: expected a file name")));
+    }
+    Ok(parts.iter().fold(dir.to_path_buf(), |p, c| p.join(c)))
+}
+
+/// Adds to a referenced file's error where `file` referenced it (the key `s`).
+pub fn referenced_from<'a, T>(file: &'a Path, s: &Spanned<T>) -> impl FnOnce(Error) -> Error + 'a {
+    let (line, column) = (s.referenced.line(), s.referenced.column());
+    move |e| e.referenced_from(file, line, column)
+}
+
+/// Reads `file` as UTF-8, at most [`input::YAML_LIMIT`] bytes; `what` names it in errors.
 pub fn read_text(file: &Path, what: &str) -> Result<String> {
-    let bytes = std::fs::read(file).map_err(|e| Error::io(file, &format!("read {what}"), e))?;
-    String::from_utf8(bytes).map_err(|e| {
-        Error::in_file(
-            file,
-            format!(
-                "{what} is not valid UTF-8 (byte offset {})",
-                e.utf8_error().valid_up_to()
-            ),
-        )
-    })
+    input::read_text(file, what, input::YAML_LIMIT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snippets_of_non_yaml_content_are_short_and_carry_no_control_characters() {
+        let text = format!(
+            "a: 1\nb: [\x1b[31m\x07\n{}\n{}",
+            "x".repeat(5000),
+            "root:x:0:0:root:/root:/bin/bash\n".repeat(50)
+        );
+        let raw = serde_saphyr::from_str::<serde::de::IgnoredAny>(&text)
+            .unwrap_err()
+            .to_string();
+        eprintln!("saphyr's own rendering: {raw:?}");
+        let e = parse_yaml::<serde::de::IgnoredAny>(&text, Path::new("p.yaml")).unwrap_err();
+        let m = e.to_string();
+        assert!(!m.chars().any(|c| c.is_control() && c != '\n'), "{m:?}");
+        assert!(m.lines().count() <= SNIPPET_LINES + 2, "{m}");
+        assert!(
+            m.lines().all(|l| l.chars().count() <= SNIPPET_WIDTH + 40),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn profile_paths_stay_in_the_profile_folder() {
+        let s =
+            |v: &str| -> Spanned<String> { serde_saphyr::from_str(&format!("{:?}", v)).unwrap() };
+        let f = Path::new("e/p.yaml");
+        let ok = |v: &str| path_inside(f, Path::new("e"), "k", &s(v)).unwrap();
+        assert_eq!(ok("baselines/p.yaml"), Path::new("e/baselines/p.yaml"));
+        assert_eq!(ok("./a/../b.yaml"), Path::new("e/b.yaml"));
+        for bad in ["/etc/passwd", "../x.yaml", "a/../../x.yaml", "", "."] {
+            assert!(
+                path_inside(f, Path::new("e"), "k", &s(bad)).is_err(),
+                "{bad}"
+            );
+        }
+    }
 }
 
 /// Numbers as YAML writes them, never quoted: `repeats: "10"` is a string, and a

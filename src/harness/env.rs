@@ -16,32 +16,31 @@ pub struct Paths {
 }
 
 impl Paths {
-    /// `ACCPROBE_EXPECTATIONS`, `ACCPROBE_JUNIT` and `ACCPROBE_RESULTS` override; otherwise
-    /// the source tree's `expectations/` and `target/accprobe/` when the source tree is
-    /// there (a cargo run), else the same paths under the working directory (a binary
-    /// copied to a GPU runner).
+    /// `ACCPROBE_EXPECTATIONS`, `ACCPROBE_JUNIT`, `ACCPROBE_RESULTS`, `ACCPROBE_CACHE` and
+    /// `CARGO_TARGET_DIR` override; otherwise `expectations/` and `target/accprobe/` under
+    /// the working directory, as the README says (`cargo test` runs the suite from the
+    /// package root). Never the compiled-in source tree: a binary built from one checkout
+    /// and run in another reads and writes the other.
     pub fn from_env() -> Paths {
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let root = if manifest.join("expectations").is_dir() {
-            manifest.to_path_buf()
-        } else {
-            PathBuf::from(".")
-        };
-        let var = |k: &str| {
-            std::env::var_os(k)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        let target = var("CARGO_TARGET_DIR")
-            .unwrap_or_else(|| root.join("target"))
-            .join("accprobe");
+        Paths::resolve(Path::new(""), |k| std::env::var_os(k))
+    }
+
+    /// [`Paths::from_env`] with the working directory `cwd` (empty: relative paths) and
+    /// the environment `var`.
+    pub fn resolve(cwd: &Path, var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Paths {
+        let var = |k: &str| var(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let under = |p: PathBuf| if p.is_absolute() { p } else { cwd.join(p) };
+        let target =
+            under(var("CARGO_TARGET_DIR").unwrap_or_else(|| "target".into())).join("accprobe");
         Paths {
-            expectations: var("ACCPROBE_EXPECTATIONS").unwrap_or_else(|| root.join("expectations")),
-            junit: var("ACCPROBE_JUNIT").unwrap_or_else(|| target.join("junit.xml")),
-            results: var("ACCPROBE_RESULTS").unwrap_or_else(|| target.join("results.json")),
+            expectations: under(
+                var("ACCPROBE_EXPECTATIONS").unwrap_or_else(|| "expectations".into()),
+            ),
+            junit: var("ACCPROBE_JUNIT").map_or_else(|| target.join("junit.xml"), under),
+            results: var("ACCPROBE_RESULTS").map_or_else(|| target.join("results.json"), under),
             cache: match var("ACCPROBE_CACHE") {
                 Some(p) if p.as_os_str() == "off" => None,
-                Some(p) => Some(p),
+                Some(p) => Some(under(p)),
                 None => Some(target.join("cache")),
             },
         }
@@ -69,5 +68,72 @@ impl RunOptions {
             profile: std::env::var(catalog::PROFILE_ENV).ok(),
             mode,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    #[test]
+    fn paths_are_under_the_working_directory_never_the_build_tree() {
+        let p = Paths::from_env();
+        if std::env::var_os("ACCPROBE_EXPECTATIONS").is_none() {
+            assert_eq!(
+                p.expectations,
+                Path::new("expectations"),
+                "relative to the working directory"
+            );
+        }
+        let none = |_: &str| None;
+        let p = Paths::resolve(Path::new("/copy"), none);
+        assert_eq!(p.expectations, Path::new("/copy/expectations"));
+        assert_eq!(p.junit, Path::new("/copy/target/accprobe/junit.xml"));
+        assert_eq!(p.results, Path::new("/copy/target/accprobe/results.json"));
+        assert_eq!(
+            p.cache.as_deref(),
+            Some(Path::new("/copy/target/accprobe/cache"))
+        );
+        let vars = |k: &str| -> Option<OsString> {
+            match k {
+                "ACCPROBE_EXPECTATIONS" => Some("profiles".into()),
+                "ACCPROBE_JUNIT" => Some("/dev/null".into()),
+                "CARGO_TARGET_DIR" => Some("/t".into()),
+                "ACCPROBE_CACHE" => Some("off".into()),
+                _ => None,
+            }
+        };
+        let p = Paths::resolve(Path::new("/copy"), vars);
+        assert_eq!(p.expectations, Path::new("/copy/profiles"));
+        assert_eq!(p.junit, Path::new("/dev/null"));
+        assert_eq!(p.results, Path::new("/t/accprobe/results.json"));
+        assert_eq!(p.cache, None);
+    }
+
+    #[test]
+    fn a_copy_with_a_broken_profile_is_read_from_where_it_is() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let copy = std::env::temp_dir().join(format!("accprobe-cwd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&copy);
+        std::fs::create_dir_all(copy.join("expectations")).unwrap();
+        std::fs::write(
+            copy.join("expectations/h200.yaml"),
+            "name: h200\nprobe: 3\n",
+        )
+        .unwrap();
+        let p = Paths::resolve(&copy, |_| None);
+        let (profiles, errors) = catalog::load_dir(&p.expectations);
+        assert!(profiles.is_empty());
+        assert_eq!(errors.len(), 1);
+        assert!(
+            errors[0]
+                .to_string()
+                .starts_with(&copy.join("expectations/h200.yaml").display().to_string()),
+            "{}",
+            errors[0]
+        );
+        assert!(!p.expectations.starts_with(root));
+        std::fs::remove_dir_all(copy).unwrap();
     }
 }

@@ -25,7 +25,7 @@ use crate::measure::target::{CudaTarget, Target};
 use crate::model::results::RunResults;
 use crate::model::variant::Variant;
 use crate::report::junit::{self, CaseRecord, Status, SuiteInfo};
-use crate::report::{self, write_atomic};
+use crate::report::{self, write_atomic, write_atomic_bytes};
 use crate::verdict::{self, cases::cases};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use recorder::{install_interrupt_handler, Recorder, CURRENT};
@@ -219,11 +219,20 @@ fn finish_session(s: &GpuSession, paths: &Paths, several: bool) -> SuiteInfo {
             eprintln!("{}", Error::io(&log_path, "write the ptxas log", e));
         }
         let cubin_path = results_path.with_extension("cubin");
-        if let Err(e) = std::fs::write(&cubin_path, &c.cubin) {
+        if let Err(e) = write_atomic_bytes(&cubin_path, &c.cubin) {
             eprintln!("{}", Error::io(&cubin_path, "write the CUBIN", e));
         }
     }
     info
+}
+
+/// What libtest would accept but cannot run: `--test-threads 0` makes libtest-mimic wait
+/// forever for a worker that never starts.
+pub fn check_arguments(args: &Arguments) -> Result<(), String> {
+    if args.test_threads == Some(0) {
+        return Err("--test-threads 0: expected at least 1 thread".into());
+    }
+    Ok(())
 }
 
 /// Runs the suite with `args` (libtest's flags) on `device` (or the reason there is none),
@@ -234,6 +243,10 @@ pub fn run(
     targets: Result<Vec<Arc<dyn Target>>, GpuError>,
     options: &RunOptions,
 ) -> ExitCode {
+    if let Err(e) = check_arguments(args) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let forced = options.profile.as_deref();
     let recorder = Arc::new(Recorder::new((!args.list).then(|| paths.junit.clone())));
     *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = Some(recorder.clone());

@@ -88,6 +88,24 @@ pub struct SassSummary {
     pub loop_partials: Vec<u32>,
 }
 
+/// The first 16 characters of a SASS digest, for messages. Safe on any text: a digest
+/// read from a file may be short, or not hex at all (never slice it by bytes); control
+/// characters are shown as U+FFFD so a message stays one line.
+pub fn short_digest(digest: &str) -> String {
+    digest
+        .chars()
+        .take(16)
+        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+        .collect()
+}
+
+impl SassSummary {
+    /// [`short_digest`] of this summary's digest.
+    pub fn short_digest(&self) -> String {
+        short_digest(&self.digest)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VariantResult {
@@ -319,7 +337,11 @@ impl RunResults {
                 file,
                 e.line() as u64,
                 e.column() as u64,
-                format!("not a results file: {e}"),
+                // serde_json quotes the offending value: keep it short and printable.
+                format!(
+                    "not a results file: {}",
+                    crate::error::excerpt(&e.to_string(), 300)
+                ),
             )
         })?;
         if !(OLDEST_SCHEMA..=SCHEMA).contains(&r.schema) {
@@ -350,7 +372,7 @@ impl RunResults {
     }
 
     pub fn load(file: &Path) -> Result<RunResults> {
-        let text = std::fs::read_to_string(file).map_err(|e| Error::io(file, "read results", e))?;
+        let text = crate::input::read_text(file, "results", crate::input::RESULTS_LIMIT)?;
         Self::from_json(&text, file)
     }
 }
@@ -603,6 +625,15 @@ mod tests {
         let e = RunResults::from_json("{\n  \"schema\": 2,\n  \"bogus\": 2\n}", path).unwrap_err();
         assert_eq!(e.position.map(|p| p.0), Some(3), "{e}");
         assert!(e.to_string().starts_with("r.json:3:"), "{e}");
+    }
+
+    #[test]
+    fn short_digests_never_panic_on_short_or_non_ascii_text() {
+        assert_eq!(short_digest("ab"), "ab");
+        assert_eq!(short_digest(""), "");
+        assert_eq!(short_digest(&"é".repeat(20)), "é".repeat(16));
+        assert_eq!(short_digest("0123456789abcdef0123"), "0123456789abcdef");
+        assert_eq!(short_digest("a\nb"), "a\u{fffd}b");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::model::variant::{Sink, Variant};
 pub mod junit;
 mod write;
 
-pub use write::write_atomic;
+pub use write::{write_atomic, write_atomic_bytes};
 
 /// `49078.0` -> `49,078.0`.
 pub fn thousands(x: f64) -> String {

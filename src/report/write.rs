@@ -1,39 +1,258 @@
 //! Every file accprobe writes goes through here.
+//!
+//! What a user points an output at is respected, never destroyed:
+//! - a regular file (or a path that does not exist yet) is replaced atomically: the
+//!   contents go to a temporary file in the same folder (`tempfile`), which is synced and
+//!   renamed over the target, so a reader never sees half a file; when anything fails the
+//!   temporary file is removed, not left behind;
+//! - a symlink is followed: the atomic replacement happens at the file it resolves to, and
+//!   the link stays a link;
+//! - anything else that is not a folder (`/dev/null`, `/dev/stdout`, `/dev/full`, a FIFO)
+//!   is written through, opened for writing as it is: a device node is never replaced by a
+//!   regular file;
+//! - a folder is refused with an error that says so.
 
-use std::io::Write;
-use std::path::Path;
+use std::fs::OpenOptions;
+use std::io::{Error, ErrorKind, Write};
+use std::path::{Path, PathBuf};
 
-/// Writes `contents` to a temporary file beside `path`, then renames it over `path`, so a
-/// reader never sees half a file.
+/// How many symlinks are followed before giving up (Linux's own limit).
+const MAX_LINKS: usize = 40;
+
+/// Writes `contents` to `path` as the module documentation says.
 pub fn write_atomic(path: &Path, contents: &str) -> std::io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
+    write_atomic_bytes(path, contents.as_bytes())
+}
+
+/// [`write_atomic`] for bytes (a CUBIN).
+pub fn write_atomic_bytes(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let target = resolve_links(path)?;
+    match std::fs::metadata(&target) {
+        Ok(m) if m.is_dir() => Err(Error::new(
+            ErrorKind::IsADirectory,
+            format!("{} is a folder, not a file", target.display()),
+        )),
+        Ok(m) if !m.is_file() => write_through(&target, contents),
+        Ok(_) => replace(&target, contents),
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            if target == path {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir)?;
+                }
+            }
+            replace(&target, contents)
+        }
+        Err(e) => Err(e),
     }
+}
+
+/// The file `path` names once every symlink on it is followed (`path` itself when it is
+/// not a link). A dangling link resolves to the file it would create.
+fn resolve_links(path: &Path) -> std::io::Result<PathBuf> {
+    let mut current = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        match std::fs::symlink_metadata(&current) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let link = std::fs::read_link(&current)?;
+                current = match current.parent() {
+                    Some(dir) if link.is_relative() => dir.join(link),
+                    _ => link,
+                };
+            }
+            _ => return Ok(current),
+        }
+    }
+    Err(Error::other(format!(
+        "{}: more than {MAX_LINKS} symlinks to follow (a symlink loop?)",
+        path.display()
+    )))
+}
+
+/// Writes into an existing non-regular file (a device or a FIFO) without replacing it.
+fn write_through(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let mut f = OpenOptions::new().write(true).open(path)?;
+    f.write_all(contents)?;
+    f.flush()
+}
+
+/// The atomic replacement of a regular file: a `tempfile::NamedTempFile` in the target's
+/// folder (same file system, so the rename is atomic), synced, then persisted over the
+/// target. On any error the temporary file is deleted when it is dropped.
+fn replace(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(contents.as_bytes())?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(contents)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::{symlink, FileTypeExt};
+
+    fn temp(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("accprobe-write-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
 
     #[test]
     fn atomic_write_replaces_the_file_and_leaves_no_temporary() {
-        let dir = std::env::temp_dir().join(format!("accprobe-report-{}", std::process::id()));
+        let dir = temp("replace");
         let path = dir.join("sub/junit.xml");
         write_atomic(&path, "one").unwrap();
         write_atomic(&path, "two").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "two");
-        let left: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
-        assert_eq!(left.len(), 1);
+        assert_eq!(entries(path.parent().unwrap()), ["junit.xml"]);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn device_nodes_are_written_through_and_never_replaced() {
+        for dev in ["/dev/null", "/dev/full"] {
+            let dev = Path::new(dev);
+            if !dev.exists() {
+                continue;
+            }
+            let result = write_atomic(dev, "<testsuites/>");
+            if dev.ends_with("full") {
+                let e = result.expect_err("/dev/full has no space: the write must fail");
+                assert_eq!(e.raw_os_error(), Some(28), "ENOSPC, not a rename: {e}");
+            } else {
+                result.unwrap();
+            }
+            let m = std::fs::metadata(dev).unwrap();
+            assert!(
+                m.file_type().is_char_device(),
+                "{} was replaced",
+                dev.display()
+            );
+        }
+    }
+
+    #[test]
+    fn a_fifo_is_written_through() {
+        let dir = temp("fifo");
+        let fifo = dir.join("pipe");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("mkfifo unavailable: skipped");
+            return;
+        }
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+        };
+        write_atomic(&fifo, "through the pipe").unwrap();
+        assert_eq!(reader.join().unwrap(), "through the pipe");
+        let m = std::fs::symlink_metadata(&fifo).unwrap();
+        assert!(m.file_type().is_fifo(), "the FIFO was replaced");
+        assert_eq!(entries(&dir), ["pipe"]);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_symlink_is_written_through_and_stays_a_link() {
+        let dir = temp("link");
+        std::fs::create_dir_all(dir.join("real")).unwrap();
+        std::fs::write(dir.join("real/results.json"), "old").unwrap();
+        symlink("real/results.json", dir.join("results.json")).unwrap();
+        // A chain of two links, the second relative to its own folder.
+        symlink(dir.join("results.json"), dir.join("real/chain.json")).unwrap();
+        write_atomic(&dir.join("real/chain.json"), "new").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("real/results.json")).unwrap(),
+            "new"
+        );
+        for link in ["results.json", "real/chain.json"] {
+            let m = std::fs::symlink_metadata(dir.join(link)).unwrap();
+            assert!(m.file_type().is_symlink(), "{link} was replaced");
+        }
+        // A dangling link creates the file it points at.
+        symlink("real/fresh.json", dir.join("fresh.json")).unwrap();
+        write_atomic(&dir.join("fresh.json"), "fresh").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("real/fresh.json")).unwrap(),
+            "fresh"
+        );
+        assert_eq!(
+            entries(&dir.join("real")),
+            ["chain.json", "fresh.json", "results.json"]
+        );
+        // A loop is an error, not a hang.
+        symlink("b", dir.join("a")).unwrap();
+        symlink("a", dir.join("b")).unwrap();
+        let e = write_atomic(&dir.join("a"), "x").unwrap_err();
+        assert!(e.to_string().contains("symlink loop"), "{e}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_folder_is_refused_and_no_temporary_file_is_left() {
+        let dir = temp("folder");
+        let target = dir.join("junit.xml");
+        std::fs::create_dir_all(target.join("inside")).unwrap();
+        let e = write_atomic(&target, "x").unwrap_err();
+        assert!(e.to_string().contains("is a folder"), "{e}");
+        // Past the check (a folder appearing between check and rename): the rename fails
+        // and the temporary file goes with the error.
+        let e = replace(&target, b"x").unwrap_err();
+        assert!(!e.to_string().is_empty());
+        assert_eq!(entries(&dir), ["junit.xml"], "nothing beside the target");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_write_into_a_read_only_folder_fails_and_leaves_nothing() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp("read-only");
+        let out = dir.join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join("results.json"), "old").unwrap();
+        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o555)).unwrap();
+        let result = write_atomic(&out.join("results.json"), "new");
+        // root writes into read-only folders: then the write succeeds, and still nothing
+        // but the target may be there.
+        let privileged = std::fs::write(out.join("probe"), "").is_ok();
+        let _ = std::fs::remove_file(out.join("probe"));
+        if privileged {
+            result.unwrap();
+            assert_eq!(
+                std::fs::read_to_string(out.join("results.json")).unwrap(),
+                "new"
+            );
+        } else {
+            let e = result.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::PermissionDenied, "{e}");
+            assert_eq!(
+                std::fs::read_to_string(out.join("results.json")).unwrap(),
+                "old"
+            );
+        }
+        assert_eq!(entries(&out), ["results.json"]);
+        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

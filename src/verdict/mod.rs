@@ -6,7 +6,7 @@
 pub mod cases;
 
 use crate::expectations::profile::Profile;
-use crate::model::results::{RunResults, VariantResult};
+use crate::model::results::{short_digest, RunResults, VariantResult};
 use crate::model::settings::RunSettings;
 use crate::model::variant::Variant;
 use cases::{Case, Check, SpillSource};
@@ -442,7 +442,7 @@ fn sass_unchanged(
         ));
     };
     if base.digest == s.digest {
-        return Outcome::Pass(format!("SASS digest {}", &s.digest[..16]));
+        return Outcome::Pass(format!("SASS digest {}", s.short_digest()));
     }
     let old = base.loop_body.join("\n") + "\n";
     let new = s.loop_body.join("\n") + "\n";
@@ -452,8 +452,8 @@ fn sass_unchanged(
         .to_string();
     Outcome::Fail(format!(
         "{v}: the SASS changed (digest {} -> {}); {}\n{}If the change is expected, re-bless {}",
-        &base.digest[..16],
-        &s.digest[..16],
+        short_digest(&base.digest),
+        s.short_digest(),
         if old == new {
             "the loop body is the same, the change is outside it"
         } else {

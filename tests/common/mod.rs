@@ -131,17 +131,16 @@ pub fn h200_blessed(clean: &str, mutated: &str) -> (Profile, RunResults) {
     (p, r)
 }
 
-/// Writes the H200 profile into `dir`, its references pointing back into the repository.
+/// Copies the H200 profile into `dir` (beside a `baselines/` folder the test fills), with
+/// its recorded results and policy: a profile reaches only files in its own folder tree.
 pub fn copy_h200_profile_to(dir: &Path) {
-    let text = std::fs::read_to_string(root().join("expectations/h200.yaml"))
-        .unwrap()
-        .replace(
-            "recorded/",
-            &format!("{}/expectations/recorded/", root().display()),
-        )
-        .replace(
-            "policies/",
-            &format!("{}/expectations/policies/", root().display()),
-        );
-    std::fs::write(dir.join("h200.yaml"), text).unwrap();
+    for f in [
+        "h200.yaml",
+        "recorded/h200-2026-11-30.json",
+        "policies/study.yaml",
+    ] {
+        let to = dir.join(f);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(root().join("expectations").join(f), to).unwrap();
+    }
 }

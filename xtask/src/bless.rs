@@ -20,19 +20,25 @@ pub fn run(
         .as_ref()
         .map(|b| b.file.clone())
         .unwrap_or_else(|| dir.join("baselines").join(format!("{name}.yaml")));
-    let label = from
-        .strip_prefix(workspace())
-        .unwrap_or(from)
-        .display()
-        .to_string();
+    let label = label(from);
     let command = format!("cargo xtask bless --profile {name} --from {label}");
     let b = bless::prepare(&p, &r, &label, &command, &file, p.baselines.as_ref());
+    if b.unchanged() {
+        say!(
+            "{}: no change (the file already holds exactly this)",
+            file.display()
+        );
+        return Ok(());
+    }
     if b.diff.is_empty() {
-        println!("{}: no baseline changes", file.display());
+        say!(
+            "{}: no baseline changes; only the record of where they were measured changes",
+            file.display()
+        );
     } else {
-        println!("{}: {} change(s)", file.display(), b.diff.len());
+        say!("{}: {} change(s)", file.display(), b.diff.len());
         for line in &b.diff {
-            println!("  {line}");
+            say!("  {line}");
         }
     }
     if dry_run {
@@ -40,9 +46,28 @@ pub fn run(
     }
     b.write().map_err(|e| e.to_string())?;
     if p.baselines.is_none() {
-        println!("written; now reference it from {}:\nbaselines:\n  file: baselines/{name}.yaml\n  tolerance: 0.005", p.file.display());
+        say!("written; now reference it from {}:\nbaselines:\n  file: baselines/{name}.yaml\n  tolerance: 0.005", p.file.display());
     } else {
-        println!("written; review it with `git diff {}`", file.display());
+        say!("written; review it with `git diff {}`", file.display());
     }
     Ok(())
+}
+
+/// How the results file is named in the generated header: relative to the workspace when
+/// it is inside it, else as the user gave it when that is relative, else its file name
+/// alone. Never an absolute path: the header is committed and read on other machines.
+pub fn label(from: &Path) -> String {
+    let inside = workspace()
+        .ok()
+        .and_then(|w| w.canonicalize().ok())
+        .zip(from.canonicalize().ok())
+        .and_then(|(w, f)| f.strip_prefix(&w).ok().map(Path::to_path_buf));
+    match inside {
+        Some(rel) => rel.display().to_string(),
+        None if from.is_relative() => from.display().to_string(),
+        None => from.file_name().map_or_else(
+            || "results".to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        ),
+    }
 }

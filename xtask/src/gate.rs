@@ -11,7 +11,7 @@ pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> crate::Outcome 
     let r = RunResults::load(results).map_err(|e| e.to_string())?;
     let p = find_profile(dir, profile.unwrap_or(&r.profile))?;
     verdict::comparable(&p, &r).map_err(|e| format!("{}: {e}", results.display()))?;
-    println!(
+    say!(
         "{}",
         report::table(&r, &p.probe.chains, &p.probe.accumulators)
     );
@@ -28,9 +28,9 @@ pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> crate::Outcome 
                 ("ignored", format!("known deviation: {reason} ({detail})"))
             }
         };
-        println!("{tag} {}: {text}", case.name);
+        say!("{tag} {}: {text}", case.name);
     }
-    println!(
+    say!(
         "\ngate: {} against profile {:?}: {}",
         results.display(),
         p.name,

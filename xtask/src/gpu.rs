@@ -38,7 +38,11 @@ fn session(
 }
 
 fn default_cache() -> PathBuf {
-    workspace().join("target/accprobe/cache")
+    // Without a workspace (`--expectations` given elsewhere) the cache goes under the
+    // working directory.
+    workspace()
+        .unwrap_or_default()
+        .join("target/accprobe/cache")
 }
 
 fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
@@ -67,22 +71,25 @@ fn env_line(r: &RunResults) -> String {
 pub fn probe(dir: &Path, name: Option<&str>, mode: Option<Mode>, out: &Path) -> crate::Outcome {
     let s = session(dir, name, mode, Some(default_cache()))?;
     let r = s.measure_all()?;
-    println!("{}\n", env_line(&r));
-    println!(
+    say!("{}\n", env_line(&r));
+    say!(
         "{}",
         report::table(&r, &s.profile.probe.chains, &s.profile.probe.accumulators)
     );
     if !s.profile.probe.sink_modes.is_empty() {
-        println!("{}", report::sink_tables(&r, &s.profile.probe));
+        say!("{}", report::sink_tables(&r, &s.profile.probe));
     }
     if let Some(t) = &r.timings {
-        println!(
+        say!(
             "compile {:.3} s (cache {}), GPU phase {:.3} s ({:?})",
-            t.compile_s, t.compile_cache, t.gpu_s, r.mode
+            t.compile_s,
+            t.compile_cache,
+            t.gpu_s,
+            r.mode
         );
     }
     write_atomic(out, &r.to_json()).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
-    println!("results: {}", out.display());
+    say!("results: {}", out.display());
     Ok(())
 }
 
@@ -119,10 +126,14 @@ pub fn agree(dir: &Path, name: Option<&str>, tolerance: f64, out: &Path) -> crat
     let sms = distinct_sms_per_wave(&wave);
     let worst = rows.iter().map(|r| r.3).fold(0.0, f64::max);
     let accepted = worst <= tolerance;
-    println!("{}\n", env_line(&serial));
-    println!(
+    say!("{}\n", env_line(&serial));
+    say!(
         "{:<34} {:>12} {:>12} {:>9} {:>9}",
-        "variant", "serial med", "wave med", "d(med)", "d(mean)"
+        "variant",
+        "serial med",
+        "wave med",
+        "d(med)",
+        "d(mean)"
     );
     for (n, s, w, dm, dmean) in &rows {
         let flag = if *dm > tolerance {
@@ -130,13 +141,13 @@ pub fn agree(dir: &Path, name: Option<&str>, tolerance: f64, out: &Path) -> crat
         } else {
             ""
         };
-        println!(
+        say!(
             "{n:<34} {s:>12.1} {w:>12.1} {:>8.3}% {:>8.3}%{flag}",
             dm * 100.0,
             dmean * 100.0
         );
     }
-    println!(
+    say!(
         "\nworst difference of medians {:.4}% (tolerance {:.2}%); distinct SMs per wave {:?} for {} variants: wave mode {}",
         worst * 100.0,
         tolerance * 100.0,
@@ -155,7 +166,7 @@ pub fn agree(dir: &Path, name: Option<&str>, tolerance: f64, out: &Path) -> crat
             accepted,
         },
     )?;
-    println!("agreement: {}", out.display());
+    say!("agreement: {}", out.display());
     accepted.then_some(()).ok_or(crate::Failure::Printed)
 }
 
@@ -286,34 +297,38 @@ pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Outcome 
         median_cached_compile_s: median(rows.iter().map(|x| x.cached_compile_s).collect()),
         runs: rows,
     };
-    println!("{}\n", b.environment);
-    println!(
+    say!("{}\n", b.environment);
+    say!(
         "profile {} ({} variants, {} launches each, {} cycles, floor at {:.0} MHz)",
-        b.profile, n, launches, b.budget_cycles, clock
+        b.profile,
+        n,
+        launches,
+        b.budget_cycles,
+        clock
     );
-    println!("| what | median of {} runs | floor | ratio |", b.runs.len());
-    println!("| --- | --- | --- | --- |");
-    println!(
+    say!("| what | median of {} runs | floor | ratio |", b.runs.len());
+    say!("| --- | --- | --- | --- |");
+    say!(
         "| serial GPU phase | {:.4} s | {:.4} s | {:.3} |",
         b.median_serial_gpu_s,
         b.serial_floor_s,
         b.median_serial_gpu_s / b.serial_floor_s
     );
-    println!(
+    say!(
         "| wave GPU phase | {:.4} s | {:.4} s | {:.3} |",
         b.median_wave_gpu_s,
         b.wave_floor_s,
         b.median_wave_gpu_s / b.wave_floor_s
     );
-    println!(
+    say!(
         "| cold compile (NVRTC + SASS) | {:.4} s | | |",
         b.median_cold_compile_s
     );
-    println!(
+    say!(
         "| cached compile | {:.4} s | | |",
         b.median_cached_compile_s
     );
     write_json(out, &b)?;
-    println!("bench: {}", out.display());
+    say!("bench: {}", out.display());
     Ok(())
 }

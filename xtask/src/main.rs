@@ -9,6 +9,23 @@
 //! - `agree`: serial against wave mode on the same GPU.
 //! - `bench`: the GPU phase of each mode against its floor, compile cold and cached.
 
+/// `println!` that never panics: when stdout is closed (`cargo xtask sass ... | head -1`)
+/// the output stops quietly and the command still finishes its work (files it writes, its
+/// exit code); `println!` would panic on the broken pipe.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::say_line(format_args!($($arg)*))
+    };
+}
+
+/// Writes one line to stdout; a write error (a closed pipe, a full disk behind a
+/// redirection) ends the output, not the command.
+pub fn say_line(args: std::fmt::Arguments) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_fmt(args).and_then(|()| out.write_all(b"\n"));
+}
+
 mod bless;
 mod gate;
 mod gpu;
@@ -31,9 +48,10 @@ use std::process::ExitCode;
                   `gate`, `bless`, `report` and `sass` work on results files anywhere."
 )]
 struct Cli {
-    /// The folder of profiles (default: the workspace's expectations/, else ./expectations).
-    #[arg(long, global = true, default_value_os_t = workspace().join("expectations"))]
-    expectations: PathBuf,
+    /// The folder of profiles (default: expectations/ in the workspace: the nearest folder,
+    /// from the working directory up, with a `[workspace]` Cargo.toml or an expectations/).
+    #[arg(long, global = true)]
+    expectations: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -59,9 +77,9 @@ enum Command {
         /// Serial (one variant at a time) or wave (all at once); default: the profile's.
         #[arg(long, value_enum)]
         mode: Option<ModeArg>,
-        /// Where to write the results.
-        #[arg(long, default_value_os_t = workspace().join("target/accprobe/probe.json"))]
-        out: PathBuf,
+        /// Where to write the results (default: target/accprobe/probe.json in the workspace).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Evaluate a results file against a profile and print every verdict; exits 1 on any
     /// failure. `--results` may be any measured file; the documented profile's recorded
@@ -99,9 +117,10 @@ enum Command {
         /// Results files (several GPUs or drivers).
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// The folder to write report.md and the charts into.
-        #[arg(long, default_value_os_t = workspace().join("target/accprobe/report"))]
-        out: PathBuf,
+        /// The folder to write report.md and the charts into (default:
+        /// target/accprobe/report in the workspace).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Print a variant's measured SASS loop body from a results file, each FFMA marked
     /// with the partial accumulator (dependency chain) it extends.
@@ -111,9 +130,9 @@ enum Command {
         chain: String,
         /// Accumulator count: `acc4` or `4`.
         accumulators: String,
-        /// The results file to read.
-        #[arg(long, default_value_os_t = workspace().join("target/accprobe/results.json"))]
-        results: PathBuf,
+        /// The results file to read (default: target/accprobe/results.json in the workspace).
+        #[arg(long)]
+        results: Option<PathBuf>,
     },
     /// Measure the profile serially and as a wave on this GPU and compare each variant;
     /// wave mode is accepted when every variant's median agrees within the tolerance.
@@ -123,8 +142,10 @@ enum Command {
         /// Largest accepted relative difference of medians.
         #[arg(long, default_value_t = 0.005)]
         tolerance: f64,
-        #[arg(long, default_value_os_t = workspace().join("target/accprobe/agreement.json"))]
-        out: PathBuf,
+        /// Where to write the comparison (default: target/accprobe/agreement.json in the
+        /// workspace).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Benchmark the gate: GPU phase of each mode against its floor (budget x launches /
     /// SM clock), NVRTC compile cold and cached; medians of several runs.
@@ -134,8 +155,9 @@ enum Command {
         profile: String,
         #[arg(long, default_value_t = 5)]
         runs: usize,
-        #[arg(long, default_value_os_t = workspace().join("target/accprobe/bench.json"))]
-        out: PathBuf,
+        /// Where to write the figures (default: target/accprobe/bench.json in the workspace).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -175,15 +197,38 @@ impl From<GpuError> for Failure {
 /// What a command returns.
 pub type Outcome = Result<(), Failure>;
 
-/// The workspace root: where this xtask was built from, or the working directory when run
-/// as a copied binary on a machine without the source tree there.
-pub fn workspace() -> PathBuf {
-    let built = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf);
-    match built {
-        Some(p) if p.join("expectations").is_dir() => p,
-        _ => PathBuf::from("."),
+/// The workspace root: the nearest folder, from the working directory up, that holds a
+/// Cargo.toml with `[workspace]` or an `expectations/` folder. `cargo xtask` runs in the
+/// directory it is invoked from, so this is the checkout the user is in, never the one the
+/// xtask binary was built from.
+pub fn workspace() -> Result<PathBuf, String> {
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
+    workspace_from(&cwd)
+}
+
+/// [`workspace`] from `start`.
+pub fn workspace_from(start: &Path) -> Result<PathBuf, String> {
+    for dir in start.ancestors() {
+        let manifest = dir.join("Cargo.toml");
+        let is_workspace =
+            accprobe::input::read_text(&manifest, "Cargo.toml", accprobe::input::YAML_LIMIT)
+                .is_ok_and(|t| t.lines().any(|l| l.trim() == "[workspace]"));
+        if is_workspace || dir.join("expectations").is_dir() {
+            return Ok(dir.to_path_buf());
+        }
+    }
+    Err(format!(
+        "no accprobe workspace here: neither {} nor a folder above it holds a Cargo.toml with [workspace] or an expectations/ folder; run from inside the checkout, or pass --expectations and the output paths",
+        start.display()
+    ))
+}
+
+/// `given`, else `relative` under the workspace.
+fn or_workspace(given: &Option<PathBuf>, relative: &str) -> Result<PathBuf, Failure> {
+    match given {
+        Some(p) => Ok(p.clone()),
+        None => Ok(workspace()?.join(relative)),
     }
 }
 
@@ -200,17 +245,15 @@ pub fn find_profile(dir: &Path, name: &str) -> Result<Profile, String> {
     Err(msg)
 }
 
-fn main() -> ExitCode {
-    accprobe::measure::device::prepare_process_environment();
-    let cli = Cli::parse();
-    let dir = &cli.expectations;
+fn run(cli: &Cli) -> Outcome {
+    let dir = &or_workspace(&cli.expectations, "expectations")?;
     let mode = |m: &Option<ModeArg>| {
         m.map(|m| match m {
             ModeArg::Serial => Mode::Serial,
             ModeArg::Wave => Mode::Wave,
         })
     };
-    let result = match &cli.command {
+    match &cli.command {
         Command::Probe {
             device,
             profile,
@@ -220,7 +263,8 @@ fn main() -> ExitCode {
             if let Some(d) = device {
                 std::env::set_var(accprobe::measure::device::DEVICE_ENV, d.to_string());
             }
-            gpu::probe(dir, profile.as_deref(), mode(m), out)
+            let out = or_workspace(out, "target/accprobe/probe.json")?;
+            gpu::probe(dir, profile.as_deref(), mode(m), &out)
         }
         Command::Gate { results, profile } => gate::run(dir, results, profile.as_deref()),
         Command::Bless {
@@ -229,19 +273,37 @@ fn main() -> ExitCode {
             allow_invalid,
             dry_run,
         } => bless::run(dir, profile, from, *allow_invalid, *dry_run),
-        Command::Report { files, out } => report::run(dir, files, out).map_err(Failure::from),
+        Command::Report { files, out } => {
+            let out = or_workspace(out, "target/accprobe/report")?;
+            report::run(dir, files, &out).map_err(Failure::from)
+        }
         Command::Sass {
             chain,
             accumulators,
             results,
-        } => sass::run(results, chain, accumulators).map_err(Failure::from),
+        } => {
+            let results = or_workspace(results, "target/accprobe/results.json")?;
+            sass::run(&results, chain, accumulators).map_err(Failure::from)
+        }
         Command::Agree {
             profile,
             tolerance,
             out,
-        } => gpu::agree(dir, profile.as_deref(), *tolerance, out),
-        Command::Bench { profile, runs, out } => gpu::bench(dir, profile, *runs, out),
-    };
+        } => {
+            let out = or_workspace(out, "target/accprobe/agreement.json")?;
+            gpu::agree(dir, profile.as_deref(), *tolerance, &out)
+        }
+        Command::Bench { profile, runs, out } => {
+            let out = or_workspace(out, "target/accprobe/bench.json")?;
+            gpu::bench(dir, profile, *runs, &out)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    accprobe::measure::device::prepare_process_environment();
+    let cli = Cli::parse();
+    let result = run(&cli);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Printed) => ExitCode::FAILURE,
@@ -271,12 +333,16 @@ mod tests {
     //! The xtask commands on the committed results files, no GPU needed.
     use super::*;
 
+    fn root() -> PathBuf {
+        workspace().unwrap()
+    }
+
     fn expectations() -> PathBuf {
-        workspace().join("expectations")
+        root().join("expectations")
     }
 
     fn committed() -> PathBuf {
-        workspace().join("expectations/recorded/h200-2026-11-30.json")
+        root().join("expectations/recorded/h200-2026-11-30.json")
     }
 
     fn temp(tag: &str) -> PathBuf {
@@ -323,7 +389,7 @@ mod tests {
     #[test]
     fn report_writes_markdown_and_readable_svg_charts_from_the_committed_runs() {
         let dir = temp("report");
-        let wave = workspace().join("expectations/recorded/h200-2026-11-30-wave.json");
+        let wave = root().join("expectations/recorded/h200-2026-11-30-wave.json");
         report::run(&expectations(), &[committed(), wave], &dir).unwrap();
         let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
         assert!(md.starts_with("<!-- Generated by `cargo xtask report`"));
@@ -364,6 +430,28 @@ mod tests {
     }
 
     #[test]
+    fn report_of_two_inputs_with_one_label_writes_a_chart_for_each() {
+        let dir = temp("report-same");
+        report::run(&expectations(), &[committed(), committed()], &dir).unwrap();
+        let mut charts: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".svg"))
+            .collect();
+        charts.sort();
+        assert_eq!(charts.len(), 3, "{charts:?}");
+        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        for c in &charts {
+            assert!(
+                md.contains(&format!("]({c})")),
+                "report.md does not show {c}"
+            );
+        }
+        assert!(md.contains(" #2\n"), "the second heading is told apart");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn bless_dry_run_prints_no_change_for_the_committed_run_and_writes_nothing() {
         let file = expectations().join("baselines/h200.yaml");
         let before = std::fs::read(&file).unwrap();
@@ -374,6 +462,81 @@ mod tests {
             e.to_string().contains("no profile named \"nonesuch\""),
             "{e}"
         );
+    }
+
+    #[test]
+    fn bless_leaves_an_unchanged_file_alone_even_under_ci() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = temp("bless-same");
+        let copy = dir.join("expectations");
+        for sub in ["baselines", "policies", "recorded"] {
+            std::fs::create_dir_all(copy.join(sub)).unwrap();
+        }
+        for f in [
+            "h200.yaml",
+            "policies/study.yaml",
+            "recorded/h200-2026-11-30.json",
+        ] {
+            std::fs::copy(expectations().join(f), copy.join(f)).unwrap();
+        }
+        std::fs::write(copy.join("baselines/h200.yaml"), "profile: h200\nmeasured: {results: x, gpu_name: x, driver_version: x, nvrtc_version: x, date: x}\nprogress: {}\n").unwrap();
+        // What bless writes for the committed run, put there beforehand.
+        let p = find_profile(&copy, "h200").unwrap();
+        let r = accprobe::model::results::RunResults::load(&committed()).unwrap();
+        let label = bless::label(&committed());
+        let command = format!("cargo xtask bless --profile h200 --from {label}");
+        let file = copy.join("baselines/h200.yaml");
+        let b = accprobe::bless::prepare(&p, &r, &label, &command, &file, p.baselines.as_ref());
+        std::fs::write(&file, &b.contents).unwrap();
+        let before = std::fs::metadata(&file).unwrap();
+        // Not a dry run: nothing to write, so it succeeds even where CI is set.
+        bless::run(&copy, "h200", &committed(), false, false).unwrap();
+        let after = std::fs::metadata(&file).unwrap();
+        assert_eq!(
+            (before.ino(), before.mtime(), before.mtime_nsec()),
+            (after.ino(), after.mtime(), after.mtime_nsec()),
+            "the file was rewritten"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_bless_header_names_the_results_file_without_absolute_paths() {
+        assert_eq!(
+            bless::label(&committed()),
+            "expectations/recorded/h200-2026-11-30.json",
+            "relative to the workspace"
+        );
+        let outside = temp("bless-label").join("run.json");
+        std::fs::write(&outside, "{}").unwrap();
+        assert_eq!(bless::label(&outside), "run.json", "outside: the file name");
+        assert_eq!(
+            bless::label(Path::new("no/such/run.json")),
+            "no/such/run.json",
+            "relative: as given"
+        );
+        std::fs::remove_dir_all(outside.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn the_workspace_is_found_from_the_working_directory_up() {
+        let ws = temp("ws");
+        std::fs::write(ws.join("Cargo.toml"), "[workspace]\nmembers = []\n").unwrap();
+        std::fs::create_dir_all(ws.join("a/b")).unwrap();
+        assert_eq!(workspace_from(&ws.join("a/b")).unwrap(), ws);
+        std::fs::create_dir_all(ws.join("a/expectations")).unwrap();
+        assert_eq!(
+            workspace_from(&ws.join("a/b")).unwrap(),
+            ws.join("a"),
+            "the nearest"
+        );
+        let bare = temp("ws-none");
+        // A temp folder normally has no workspace above it; where one has, this says so.
+        if let Err(e) = workspace_from(&bare) {
+            assert!(e.contains("no accprobe workspace here"), "{e}");
+        }
+        std::fs::remove_dir_all(ws).unwrap();
+        std::fs::remove_dir_all(bare).unwrap();
     }
 
     #[test]

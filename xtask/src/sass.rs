@@ -30,18 +30,22 @@ pub fn run(results: &Path, chain: &str, acc: &str) -> Result<(), String> {
         )
     })?;
     if let Some(e) = &r.environment {
-        println!(
+        say!(
             "{v}: {} (sm {}), driver {}, NVRTC {}, {}",
-            e.gpu_name, e.compute_capability, e.driver_version, e.nvrtc_version, e.date
+            e.gpu_name,
+            e.compute_capability,
+            e.driver_version,
+            e.nvrtc_version,
+            e.date
         );
     }
-    println!(
+    say!(
         "loop: {} FFMAs, {} chains {:?}, destinations {}; digest {}",
         s.loop_ffma,
         s.loop_partials.len(),
         s.loop_partials,
         s.loop_ffma_destinations.join(" "),
-        &s.digest[..16]
+        s.short_digest()
     );
     let body = accprobe::compile::sass::from_lines(&s.loop_body);
     let width = s.loop_body.iter().map(|l| l.len()).max().unwrap_or(0);
@@ -52,14 +56,14 @@ pub fn run(results: &Path, chain: &str, acc: &str) -> Result<(), String> {
         match chain {
             Some(c) => {
                 let ops = instr.operands();
-                println!(
+                say!(
                     "  {:width$}   # partial {c}: {} <- {}",
                     instr.text,
                     ops[0],
                     ops[1..].join(", ")
                 );
             }
-            None => println!("  {}", instr.text),
+            None => say!("  {}", instr.text),
         }
     }
     Ok(())

@@ -1,0 +1,168 @@
+//! `cargo xtask` as a user runs it: the binary, from a working directory, with its exit
+//! code and output. No GPU needed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn checkout() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn committed() -> PathBuf {
+    checkout().join("expectations/recorded/h200-2026-11-30.json")
+}
+
+fn temp(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("accprobe-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn xtask(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("ACCPROBE_EXPECTATIONS")
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A copy of the checkout's expectations/ in `dir`.
+fn copy_expectations(dir: &Path) {
+    let from = checkout().join("expectations");
+    for sub in ["", "baselines", "policies", "recorded"] {
+        std::fs::create_dir_all(dir.join("expectations").join(sub)).unwrap();
+        for e in std::fs::read_dir(from.join(sub)).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_file() {
+                std::fs::copy(
+                    e.path(),
+                    dir.join("expectations").join(sub).join(e.file_name()),
+                )
+                .unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn a_copy_of_the_checkout_is_read_from_where_xtask_runs_not_where_it_was_built() {
+    let dir = temp("copy");
+    copy_expectations(&dir);
+    let results = committed();
+    let results = results.to_str().unwrap();
+    // The copy as it is passes, from its root and from a folder inside it.
+    std::fs::create_dir_all(dir.join("sub/deeper")).unwrap();
+    for cwd in [dir.clone(), dir.join("sub/deeper")] {
+        let o = xtask(&cwd, &["gate", "--results", results]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    // Broken in the copy: the copy's profile is the one read.
+    let profile = dir.join("expectations/h200.yaml");
+    let broken = std::fs::read_to_string(&profile)
+        .unwrap()
+        .replacen("repeats:", "repeats: [", 1);
+    std::fs::write(&profile, broken).unwrap();
+    let o = xtask(&dir, &["gate", "--results", results]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("could not load") && err.contains("h200.yaml"),
+        "{}",
+        text(&o)
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn outside_any_workspace_xtask_says_so() {
+    let dir = temp("nowhere");
+    // Only where no folder above the temp folder is a workspace.
+    if std::env::temp_dir()
+        .ancestors()
+        .any(|a| a.join("expectations").is_dir() || a.join("Cargo.toml").is_file())
+    {
+        return;
+    }
+    let o = xtask(&dir, &["gate", "--results", "r.json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no accprobe workspace here"),
+        "{}",
+        text(&o)
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn gate_on_dev_zero_is_refused_at_once() {
+    let o = xtask(&checkout(), &["gate", "--results", "/dev/zero"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("/dev/zero: cannot read results: /dev/zero is a character device"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn sass_into_a_closed_pipe_ends_quietly() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader); // every write to stdout now fails with EPIPE
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["sass", "chain29", "acc4", "--results"])
+        .arg(committed())
+        .current_dir(checkout())
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(o.status.code(), Some(0), "{err}");
+}
+
+#[test]
+fn sass_with_a_short_or_non_ascii_digest_prints_it_without_a_panic() {
+    let dir = temp("digest");
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(committed()).unwrap()).unwrap();
+    for digest in ["ab", "éééé"] {
+        for v in r["variants"].as_array_mut().unwrap() {
+            v["sass"]["digest"] = digest.into();
+        }
+        let file = dir.join("short.json");
+        std::fs::write(&file, serde_json::to_string(&r).unwrap()).unwrap();
+        let o = xtask(
+            &checkout(),
+            &[
+                "sass",
+                "chain29",
+                "acc4",
+                "--results",
+                file.to_str().unwrap(),
+            ],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains(&format!("digest {digest}\n")),
+            "{}",
+            text(&o)
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
