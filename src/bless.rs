@@ -30,7 +30,7 @@ pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Re
     let m = &profile.matches;
     if !m.matches(&env.identity()) {
         return Err(Error::msg(format!(
-            "the results come from {:?} (compute capability {}), which profile {:?} does not match ({m:?})",
+            "the results come from {:?} (compute capability {}), which profile {:?} does not match: {m}",
             env.gpu_name, env.compute_capability, profile.name
         )));
     }

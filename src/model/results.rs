@@ -254,7 +254,16 @@ impl RunResults {
                 file,
                 e.line() as u64,
                 e.column() as u64,
-                format!("not a results file: {e}"),
+                // serde_json's text ends with " at line L column C": the position is
+                // already in front, as file:line:col.
+                format!(
+                    "not a results file: {}",
+                    e.to_string().trim_end_matches(&format!(
+                        " at line {} column {}",
+                        e.line(),
+                        e.column()
+                    ))
+                ),
             )
         })?;
         if !(OLDEST_SCHEMA..=SCHEMA).contains(&r.schema) {
@@ -279,6 +288,15 @@ impl RunResults {
 mod tests {
     use super::*;
     use approx::assert_relative_eq;
+
+    #[test]
+    fn a_file_that_is_not_results_gives_its_position_once() {
+        let e = RunResults::from_json("# README\n", Path::new("README.md")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "README.md:1:1: not a results file: expected value"
+        );
+    }
 
     #[test]
     fn median_is_the_mean_of_the_middle_pair_for_even_counts() {
