@@ -57,7 +57,7 @@ pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Re
         }
     } else if !m.matches(&gpu) {
         wrong.push(format!(
-            "the results come from {:?} (compute capability {}), which profile {:?} does not match ({m:?})",
+            "the results come from {:?} (compute capability {}), which profile {:?} does not match: {m}",
             env.gpu_name, env.compute_capability, profile.name
         ));
     }

@@ -438,3 +438,109 @@ fn an_unreadable_profile_fails_its_own_case_instead_of_vanishing() {
     assert!(message("loop-a.yaml").contains("cannot be followed"));
     assert!(message("folder.yaml").contains("is a folder"));
 }
+
+/// The GPU job's JUnit as readers see it: the run, each suite and each case timed and
+/// stamped, the host named, every failure with a type and its whole text as the body, and
+/// with `--skip replay::` nothing but the GPU's cases.
+#[test]
+fn the_junit_of_a_gpu_run_has_times_timestamps_hostname_bodies_and_types() {
+    let sb = Sandbox::new("readers", &["documented", "h200"]);
+    let mut r = accprobe::model::results::RunResults::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("expectations/recorded/h200-2026-11-30.json"),
+    )
+    .unwrap();
+    // One variant slower than its baseline, another with a changed SASS loop.
+    let slower = r
+        .variants
+        .iter_mut()
+        .find(|v| v.name == "chain13_acc2_effective2")
+        .unwrap();
+    slower.summary.as_mut().unwrap().median *= 0.97;
+    let changed = r
+        .variants
+        .iter_mut()
+        .find(|v| v.name == "chain7_acc2_effective2")
+        .unwrap();
+    let sass = changed.sass.as_mut().unwrap();
+    sass.digest = "f".repeat(64);
+    let last = sass.loop_body.len() - 1;
+    sass.loop_body[last] = "BRA `(.L_x_9) ;".into();
+    let target: std::sync::Arc<dyn accprobe::measure::target::Target> =
+        std::sync::Arc::new(accprobe::measure::target::RecordedTarget::new(0, r).unwrap());
+    let (code, report) = sb.run_on(vec![target], &["--skip", "replay::"]);
+    assert_eq!(code, ExitCode::from(101));
+
+    let names: Vec<&str> = report.test_suites.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        vec!["gpu0 NVIDIA H200 / profile h200"],
+        "filtered-out replay cases leave no suite behind"
+    );
+    assert!(report.timestamp.is_some() && report.time.is_some());
+    let suite = &report.test_suites[0];
+    assert!(suite.timestamp.is_some() && suite.time.is_some());
+    assert!(
+        suite
+            .extra
+            .get("hostname")
+            .is_some_and(|h| !h.as_str().is_empty()),
+        "{:?}",
+        suite.extra
+    );
+    let mut types = Vec::new();
+    for c in &suite.test_cases {
+        assert!(c.time.is_some(), "{} has no time", c.name.as_str());
+        assert_eq!(
+            c.classname.as_ref().map(|n| n.as_str()),
+            Some("accprobe::probe [gpu0 NVIDIA H200 / profile h200]")
+        );
+        match &c.status {
+            TestCaseStatus::Success { .. } => {}
+            TestCaseStatus::NonSuccess {
+                message,
+                ty,
+                description,
+                ..
+            }
+            | TestCaseStatus::Skipped {
+                message,
+                ty,
+                description,
+            } => {
+                let (m, t, body) = (
+                    message.as_ref().expect("a message").as_str(),
+                    ty.as_ref().expect("a type").as_str(),
+                    description.as_ref().expect("a body").as_str(),
+                );
+                assert!(!m.contains('\n'), "{}: {m:?}", c.name.as_str());
+                assert!(
+                    body.starts_with(m.trim_end_matches(" [...]")),
+                    "{}: {m:?} / {body:?}",
+                    c.name.as_str()
+                );
+                types.push((c.name.to_string(), t.to_string(), body.to_string()));
+            }
+        }
+    }
+    let of = |name: &str| {
+        types
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .unwrap_or_else(|| panic!("{name} did not fail or skip: {types:?}"))
+    };
+    assert_eq!(of("probe::chain13_acc2_effective2").1, "regression");
+    let (_, ty, body) = of("sass::chain7_acc2_effective2::unchanged");
+    assert_eq!(ty, "sass-changed");
+    assert!(
+        body.contains("--- blessed loop\n+++ measured loop\n") && body.contains("+BRA `(.L_x_9) ;"),
+        "the diff keeps its lines in the body: {body}"
+    );
+    assert_eq!(
+        types
+            .iter()
+            .filter(|(_, t, _)| t == "known-deviation")
+            .count(),
+        4,
+        "{types:?}"
+    );
+}

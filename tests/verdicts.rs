@@ -524,3 +524,54 @@ fn short_or_non_ascii_sass_digests_never_panic_in_verdicts_or_bless() {
         );
     }
 }
+
+// --- the kind of a failure (JUnit's `type`) ---------------------------------------------
+
+#[test]
+fn each_failure_says_what_kind_it_is() {
+    use accprobe::verdict::{judge, FailureKind};
+    let p = load("h200");
+    let kind = |r: &RunResults, name: &str| {
+        let v = judge(case(&cases(&p), name), &p, r);
+        assert!(v.outcome.is_fail() == v.failure.is_some(), "{name}: {v:?}");
+        v.failure
+    };
+    let recorded = p.recorded.clone().unwrap();
+    assert_eq!(kind(&recorded, "probe::chain13_acc2_effective2"), None);
+
+    let mut r = recorded.clone();
+    set(&mut r, Variant::new(29, 4), 101_010.0 * 0.97);
+    assert_eq!(
+        kind(&r, "probe::chain29_acc4_effective4"),
+        Some(FailureKind::Regression)
+    );
+
+    let mut r = recorded.clone();
+    set(&mut r, Variant::new(13, 2), 150_000.0);
+    assert_eq!(
+        kind(&r, "invariant::acc2_is_peak::chain13"),
+        Some(FailureKind::KnownDeviationGone)
+    );
+
+    let mut r = recorded.clone();
+    set(&mut r, Variant::new(13, 4), 0.0);
+    assert_eq!(
+        kind(&r, "invariant::acc2_is_peak::chain13"),
+        Some(FailureKind::InvalidMeasurement)
+    );
+
+    let mut r = recorded.clone();
+    r.variants[0].output_problems.push("never written".into());
+    assert_eq!(
+        kind(&r, "probe::chain7_acc1_effective1"),
+        Some(FailureKind::InvalidMeasurement)
+    );
+
+    let mut r = recorded.clone();
+    r.variants.retain(|v| v.name != "chain13_acc2_effective2");
+    assert_eq!(
+        kind(&r, "invariant::acc2_is_peak::chain13"),
+        Some(FailureKind::NoResult)
+    );
+    assert_eq!(FailureKind::NoResult.as_str(), "no-result");
+}

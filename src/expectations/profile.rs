@@ -71,6 +71,33 @@ impl GpuMatch {
     }
 }
 
+/// In words, for messages: "it matches GPU name NVIDIA H200 or compute capability 9.0", or
+/// "it matches no GPU (its `matches` names no GPU name or compute capability)".
+impl std::fmt::Display for GpuMatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |what: &str, items: &[String]| match items {
+            [] => None,
+            [one] => Some(format!("{what} {one}")),
+            more => Some(format!("{what}s {}", more.join(", "))),
+        };
+        let parts: Vec<String> = [
+            list("GPU name", &self.gpu_names),
+            list("compute capability", &self.compute_capabilities),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if parts.is_empty() {
+            write!(
+                f,
+                "it matches no GPU (its `matches` names no GPU name or compute capability)"
+            )
+        } else {
+            write!(f, "it matches {}", parts.join(" or "))
+        }
+    }
+}
+
 /// Why a case is expected to fail on this GPU, and where the profile says so.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KnownDeviation {

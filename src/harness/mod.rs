@@ -24,7 +24,7 @@ use crate::measure::session::GpuSession;
 use crate::measure::target::{CudaTarget, Target};
 use crate::model::results::RunResults;
 use crate::model::variant::Variant;
-use crate::report::junit::{self, CaseRecord, Status, SuiteInfo};
+use crate::report::junit::{self, CaseRecord, Ended, Status, SuiteInfo};
 use crate::report::{self, write_atomic, write_atomic_bytes};
 use crate::verdict::{self, cases::cases};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
@@ -32,33 +32,41 @@ use recorder::{install_interrupt_handler, Recorder, CURRENT};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
-/// A trial whose body returns (status, message); panics become failures, and every end is
-/// recorded for JUnit.
-fn trial(
+/// A trial whose body returns (status, message) or an [`Ended`] with the kind of failure or
+/// skip; panics become failures, and every end is recorded for JUnit.
+fn trial<R: Into<Ended>>(
     recorder: &Arc<Recorder>,
     suite: String,
     name: String,
-    body: impl FnOnce() -> (Status, String) + Send + 'static,
+    body: impl FnOnce() -> R + Send + 'static,
 ) -> Trial {
     let recorder = recorder.clone();
     Trial::ignorable_test(name.clone(), move || {
+        let started = SystemTime::now();
         let start = Instant::now();
-        let (status, message) = catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|p| {
+        let ended = catch_unwind(AssertUnwindSafe(|| body().into())).unwrap_or_else(|p| {
             let text = p
                 .downcast_ref::<String>()
                 .cloned()
                 .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "non-string panic payload".into());
-            (Status::Failed, format!("panicked: {text}"))
+            Ended::new(Status::Failed, format!("panicked: {text}"), "panic")
         });
+        let Ended {
+            status,
+            message,
+            kind,
+        } = ended;
         recorder.push(CaseRecord {
             suite,
             name,
             status: status.clone(),
             message: message.clone(),
             duration: start.elapsed(),
+            kind,
+            started,
         });
         match status {
             Status::Passed => Ok(Completion::Completed),
@@ -81,7 +89,7 @@ fn replay_trials(recorder: &Arc<Recorder>, profile: &Profile, results: &RunResul
                 recorder,
                 suite.clone(),
                 format!("replay::{}::{}", profile.name, case.name),
-                move || junit::status(verdict::evaluate(&case, &p, &r)),
+                move || junit::ended(verdict::judge(&case, &p, &r)),
             )
         })
         .collect()
@@ -103,10 +111,10 @@ fn gpu_trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>) -> Vec<Trial>
                 session.case_name(&case.name),
                 move || match s.results_for(&case.needs) {
                     Err(e) if e.kind() == GpuErrorKind::Unavailable => {
-                        (Status::Ignored, e.to_string())
+                        Ended::new(Status::Ignored, e.to_string(), "no-gpu")
                     }
-                    Err(e) => (Status::Failed, e.to_string()),
-                    Ok(results) => junit::status(verdict::evaluate(&case, &s.profile, &results)),
+                    Err(e) => Ended::new(Status::Failed, e.to_string(), "gpu-error"),
+                    Ok(results) => junit::ended(verdict::judge(&case, &s.profile, &results)),
                 },
             )
         })
@@ -170,9 +178,16 @@ pub fn main() -> ExitCode {
     code
 }
 
-/// The JUnit suite of a finished session; prints its table and writes its results, ptxas
-/// log and CUBIN (with `-gpuN` in the file names when the run has several devices).
-fn finish_session(s: &GpuSession, paths: &Paths, several: bool) -> SuiteInfo {
+/// Whether libtest prints JSON on stdout (`--format json`): then everything else the suite
+/// prints goes to stderr, so that stdout stays JSON.
+fn json_stdout(args: &Arguments) -> bool {
+    args.format == Some(libtest_mimic::FormatSetting::Json)
+}
+
+/// The JUnit suite of a finished session; prints its table (stdout, or stderr when stdout
+/// is JSON) and writes its results, ptxas log and CUBIN (with `-gpuN` in the file names
+/// when the run has several devices). The paths written are said on stderr.
+fn finish_session(s: &GpuSession, paths: &Paths, several: bool, json: bool) -> SuiteInfo {
     let mut info = SuiteInfo {
         name: gpu_suite_name(s),
         properties: vec![
@@ -206,10 +221,15 @@ fn finish_session(s: &GpuSession, paths: &Paths, several: bool) -> SuiteInfo {
                 .unwrap_or_default(),
         );
         let table = report::table(&r, &s.profile.probe.chains, &s.profile.probe.accumulators);
-        println!("\n{}: {}\n{table}", s.device_label(), s.selection_note);
+        let text = format!("\n{}: {}\n{table}", s.device_label(), s.selection_note);
+        if json {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
         info.system_out = format!("{}\n{table}", s.selection_note);
         match write_atomic(&results_path, &r.to_json()) {
-            Ok(()) => println!("results: {}", results_path.display()),
+            Ok(()) => eprintln!("results: {}", results_path.display()),
             Err(e) => eprintln!("{}", Error::io(&results_path, "write results", e)),
         }
     }
@@ -272,7 +292,7 @@ pub fn run(
         };
         let message = e.to_string();
         trials.push(trial(&recorder, "expectations".into(), name, move || {
-            (Status::Failed, message)
+            Ended::new(Status::Failed, message, "invalid-profile")
         }));
     }
     for p in &profiles {
@@ -335,7 +355,7 @@ pub fn run(
                     &recorder,
                     "profile selection".into(),
                     name,
-                    move || (Status::Failed, message),
+                    move || Ended::new(Status::Failed, message, "no-profile"),
                 ));
             }
         }
@@ -353,9 +373,13 @@ pub fn run(
         *s.planned.lock().unwrap_or_else(|e| e.into_inner()) = planned;
         trials.extend(gpu);
         if !args.list {
-            eprintln!("accprobe: {}: {}", s.device_label(), s.selection_note);
-            if let Err(reason) = s.target() {
-                eprintln!("accprobe: GPU cases are ignored: {reason}");
+            match s.target() {
+                Ok(_) => eprintln!("accprobe: {}: {}", s.device_label(), s.selection_note),
+                // The note already says there is no GPU.
+                Err(reason) => {
+                    eprintln!("accprobe: {}", s.selection_note);
+                    eprintln!("accprobe: GPU cases are ignored: {reason}");
+                }
             }
         }
     }
@@ -395,13 +419,13 @@ pub fn run(
     mark(args, "cases finished");
 
     for s in &sessions {
-        suites.push(finish_session(s, paths, several));
+        suites.push(finish_session(s, paths, several, json_stdout(args)));
     }
     recorder.set_suites(suites);
     let written = recorder.write();
     mark(args, "results and JUnit written");
     match written {
-        Ok(()) => println!("junit: {}", paths.junit.display()),
+        Ok(()) => eprintln!("junit: {}", paths.junit.display()),
         Err(e) => {
             eprintln!("{}", Error::io(&paths.junit, "write the JUnit report", e));
             return ExitCode::FAILURE;
@@ -415,12 +439,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn with_json_on_stdout_everything_else_goes_to_stderr() {
+        assert!(json_stdout(&Arguments::from_iter([
+            "t", "--format", "json"
+        ])));
+        assert!(!json_stdout(&Arguments::from_iter(["t"])));
+        assert!(!json_stdout(&Arguments::from_iter([
+            "t", "--format", "terse"
+        ])));
+    }
+
+    #[test]
     fn a_panicking_case_is_recorded_as_failed_and_the_next_case_still_runs() {
         let recorder = Arc::new(Recorder::new(None));
         let trials = vec![
-            trial(&recorder, "s".into(), "boom".into(), || {
-                panic!("kernel exploded")
-            }),
+            trial(
+                &recorder,
+                "s".into(),
+                "boom".into(),
+                || -> (Status, String) { panic!("kernel exploded") },
+            ),
             trial(&recorder, "s".into(), "after".into(), || {
                 (Status::Passed, "fine".into())
             }),
@@ -448,5 +486,6 @@ mod tests {
             &cases,
         );
         assert!(xml.contains("panicked: kernel exploded"), "{xml}");
+        assert!(xml.contains("type=\"panic\""), "{xml}");
     }
 }

@@ -108,6 +108,8 @@ mod tests {
             status: Status::Passed,
             message: String::new(),
             duration: std::time::Duration::ZERO,
+            kind: None,
+            started: std::time::SystemTime::now(),
         };
         r.push(case(0));
         // The first finished case is on disk at once: a run killed now leaves a valid file.

@@ -337,10 +337,19 @@ impl RunResults {
                 file,
                 e.line() as u64,
                 e.column() as u64,
-                // serde_json quotes the offending value: keep it short and printable.
+                // serde_json quotes the offending value (keep it short and printable), and
+                // its text ends with " at line L column C": the position is already in
+                // front, as file:line:col.
                 format!(
                     "not a results file: {}",
-                    crate::error::excerpt(&e.to_string(), 300)
+                    crate::error::excerpt(
+                        e.to_string().trim_end_matches(&format!(
+                            " at line {} column {}",
+                            e.line(),
+                            e.column()
+                        )),
+                        300
+                    )
                 ),
             )
         })?;
@@ -577,6 +586,15 @@ fn variant_position(text: &str, index: usize) -> Option<(u64, u64)> {
 mod tests {
     use super::*;
     use approx::assert_relative_eq;
+
+    #[test]
+    fn a_file_that_is_not_results_gives_its_position_once() {
+        let e = RunResults::from_json("# README\n", Path::new("README.md")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "README.md:1:1: not a results file: expected value"
+        );
+    }
 
     #[test]
     fn median_is_the_mean_of_the_middle_pair_for_even_counts() {

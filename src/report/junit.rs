@@ -1,9 +1,25 @@
 //! The JUnit file: one suite per device and profile or per replayed profile, one case per
 //! generated case, with how it ended and why.
+//!
+//! What readers see (GitLab's test report, the GitHub JUnit actions, junitparser, the
+//! Jenkins/xunit `junit-10.xsd` schema):
+//! - `<testsuites>` carries the run's `timestamp` and `time` (first case start to last case
+//!   end); each `<testsuite>` its own `timestamp`, `time` and the `hostname` that ran it.
+//! - Each `<testcase>` has its libtest name (what `cargo test --test probe -- --exact NAME`
+//!   takes), its real duration, and the classname `accprobe::probe [SUITE]`: the binary
+//!   id, as cargo-nextest writes it, then the suite (device and profile, or the replayed
+//!   profile), because GitLab folds every suite of a job into one list and keeps only
+//!   classname and name.
+//! - A failure or skip has a one-line `message` attribute (the first line) and the whole
+//!   text as the element's body, where readers keep the newlines (attributes fold them);
+//!   a failure has a `type` that says what kind of failure it is (`regression`,
+//!   `no-result`, `known-deviation-gone`, ...: [`crate::verdict::FailureKind`]), a skip the
+//!   kind of reason (`no-gpu`, `known-deviation`, `cannot-judge`).
+//! - A suite none of whose cases ran (all filtered out) is left out.
 
-use crate::verdict::Outcome;
+use crate::verdict::{Outcome, Verdict};
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// How one case ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +38,38 @@ pub struct CaseRecord {
     /// The failure message, the reason it was ignored, or what a pass measured.
     pub message: String,
     pub duration: Duration,
+    /// What kind of failure or skip (JUnit's `type`), when known.
+    pub kind: Option<&'static str>,
+    /// When the case started.
+    pub started: SystemTime,
+}
+
+/// How a case's body ended: its status, its text, and the kind of failure or skip.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    pub status: Status,
+    pub message: String,
+    pub kind: Option<&'static str>,
+}
+
+impl From<(Status, String)> for Ended {
+    fn from((status, message): (Status, String)) -> Ended {
+        Ended {
+            status,
+            message,
+            kind: None,
+        }
+    }
+}
+
+impl Ended {
+    pub fn new(status: Status, message: impl Into<String>, kind: &'static str) -> Ended {
+        Ended {
+            status,
+            message: message.into(),
+            kind: Some(kind),
+        }
+    }
 }
 
 /// One JUnit test suite: a device and profile, or a replay of recorded results.
@@ -32,34 +80,95 @@ pub struct SuiteInfo {
     pub system_out: String,
 }
 
+/// The type of a failure that says nothing more specific.
+pub const FAILED: &str = "failure";
+/// The type of a skip that says nothing more specific.
+pub const SKIPPED: &str = "skipped";
+
+/// The classname of the cases of suite `suite`: the binary id (as cargo-nextest writes
+/// it) and the suite.
+pub fn classname(suite: &str) -> String {
+    format!("accprobe::probe [{suite}]")
+}
+
+/// The first line of `text`, cut at 200 characters: what goes in a `message` attribute.
+fn one_line(text: &str) -> String {
+    let first = text.lines().next().unwrap_or("").trim_end();
+    let mut cut: String = first.chars().take(200).collect();
+    if cut.len() < first.len() || text.trim_end().lines().nth(1).is_some() {
+        cut.push_str(" [...]");
+    }
+    cut
+}
+
+/// The status element of a case that did not pass: a one-line message, the whole text as
+/// the body, and a type.
+fn not_passed(mut st: TestCaseStatus, c: &CaseRecord, default_kind: &str) -> TestCaseStatus {
+    st.set_message(one_line(&c.message));
+    st.set_type(c.kind.unwrap_or(default_kind));
+    if !c.message.is_empty() {
+        st.set_description(c.message.as_str());
+    }
+    st
+}
+
+/// The wall-clock span of `cases`: when the first started, and until the last ended.
+fn span<'a>(cases: impl Iterator<Item = &'a CaseRecord>) -> Option<(SystemTime, Duration)> {
+    let mut first: Option<SystemTime> = None;
+    let mut last: Option<SystemTime> = None;
+    for c in cases {
+        let end = c.started + c.duration;
+        first = Some(first.map_or(c.started, |f| f.min(c.started)));
+        last = Some(last.map_or(end, |l| l.max(end)));
+    }
+    let (first, last) = (first?, last?);
+    Some((first, last.duration_since(first).unwrap_or_default()))
+}
+
+/// The name of this machine, for the suites' `hostname`.
+fn hostname() -> String {
+    gethostname::gethostname().to_string_lossy().into_owned()
+}
+
 /// The JUnit XML for the suites and the cases recorded in them; suites in the order given,
 /// cases in the order recorded.
 pub fn junit(suites: &[SuiteInfo], cases: &[CaseRecord]) -> String {
     let mut report = Report::new("accprobe");
+    if let Some((start, time)) = span(cases.iter()) {
+        report
+            .set_timestamp(chrono::DateTime::<chrono::Utc>::from(start))
+            .set_time(time);
+    }
+    let host = hostname();
     for s in suites {
+        let in_suite = || cases.iter().filter(|c| c.suite == s.name);
+        let Some((start, time)) = span(in_suite()) else {
+            continue;
+        };
         let mut suite = TestSuite::new(s.name.as_str());
+        suite
+            .set_timestamp(chrono::DateTime::<chrono::Utc>::from(start))
+            .set_time(time);
+        suite.extra.insert("hostname".into(), host.as_str().into());
         for (k, v) in &s.properties {
             suite.add_property(Property::new(k.as_str(), v.as_str()));
         }
         if !s.system_out.is_empty() {
             suite.set_system_out(s.system_out.as_str());
         }
-        for c in cases.iter().filter(|c| c.suite == s.name) {
+        let classname = classname(&s.name);
+        for c in in_suite() {
             let status = match c.status {
                 Status::Passed => TestCaseStatus::success(),
-                Status::Failed => {
-                    let mut st = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                    st.set_message(c.message.as_str());
-                    st
-                }
-                Status::Ignored => {
-                    let mut st = TestCaseStatus::skipped();
-                    st.set_message(c.message.as_str());
-                    st
-                }
+                Status::Failed => not_passed(
+                    TestCaseStatus::non_success(NonSuccessKind::Failure),
+                    c,
+                    FAILED,
+                ),
+                Status::Ignored => not_passed(TestCaseStatus::skipped(), c, SKIPPED),
             };
             let mut case = TestCase::new(c.name.as_str(), status);
-            case.set_classname(s.name.as_str()).set_time(c.duration);
+            case.set_classname(classname.as_str()).set_time(c.duration);
             if c.status == Status::Passed && !c.message.is_empty() {
                 case.set_system_out(c.message.as_str());
             }
@@ -83,9 +192,39 @@ pub fn status(outcome: Outcome) -> (Status, String) {
     }
 }
 
+/// A verdict in JUnit's terms, with the kind of failure or skip.
+pub fn ended(verdict: Verdict) -> Ended {
+    let kind = match (&verdict.outcome, verdict.failure) {
+        (Outcome::Fail(_), Some(k)) => Some(k.as_str()),
+        (Outcome::Fail(_), None) => Some(FAILED),
+        (Outcome::KnownDeviation { .. }, _) => Some("known-deviation"),
+        (Outcome::Skipped(_), _) => Some("cannot-judge"),
+        (Outcome::Pass(_), _) => None,
+    };
+    let (status, message) = status(verdict.outcome);
+    Ended {
+        status,
+        message,
+        kind,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quick_junit::Report;
+
+    fn rec(name: &str, status: Status, message: &str, kind: Option<&'static str>) -> CaseRecord {
+        CaseRecord {
+            suite: "gpu".into(),
+            name: name.into(),
+            status,
+            message: message.into(),
+            duration: Duration::from_millis(5),
+            kind,
+            started: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        }
+    }
 
     #[test]
     fn junit_carries_failures_skips_and_properties_and_escapes_text() {
@@ -94,19 +233,12 @@ mod tests {
             properties: vec![("gpu_name".into(), "NVIDIA <H200>".into())],
             system_out: "table & more".into(),
         }];
-        let rec = |name: &str, status, message: &str| CaseRecord {
-            suite: "gpu".into(),
-            name: name.into(),
-            status,
-            message: message.into(),
-            duration: Duration::from_millis(5),
-        };
         let xml = junit(
             &suites,
             &[
-                rec("a", Status::Passed, "ok"),
-                rec("b", Status::Failed, "acc3 > acc2 \"by\" 3%"),
-                rec("c", Status::Ignored, "no CUDA driver"),
+                rec("a", Status::Passed, "ok", None),
+                rec("b", Status::Failed, "acc3 > acc2 \"by\" 3%", None),
+                rec("c", Status::Ignored, "no CUDA driver", Some("no-gpu")),
             ],
         );
         assert!(xml.contains("tests=\"3\""), "{xml}");
@@ -115,5 +247,89 @@ mod tests {
         assert!(xml.contains("NVIDIA &lt;H200&gt;"), "{xml}");
         assert!(xml.contains("no CUDA driver"), "{xml}");
         assert!(xml.contains("table &amp; more"), "{xml}");
+        assert!(
+            xml.contains("type=\"failure\""),
+            "a failure always has a type: {xml}"
+        );
+        assert!(xml.contains("type=\"no-gpu\""), "{xml}");
+    }
+
+    #[test]
+    fn a_multi_line_failure_has_a_one_line_message_and_the_whole_text_as_body() {
+        let diff = "chain7_acc2: the SASS changed (digest a -> b); the loop body changed\n\
+                    --- blessed loop\n+++ measured loop\n-FFMA R1, R2, R3, R1 ;\n+FFMA R1, R2, R3, R4 ;\n";
+        let suites = [SuiteInfo {
+            name: "gpu".into(),
+            ..Default::default()
+        }];
+        let xml = junit(
+            &suites,
+            &[rec("sass", Status::Failed, diff, Some("sass-changed"))],
+        );
+        let report = Report::deserialize_from_str(&xml).unwrap();
+        let case = &report.test_suites[0].test_cases[0];
+        let TestCaseStatus::NonSuccess {
+            message,
+            ty,
+            description,
+            ..
+        } = &case.status
+        else {
+            panic!("{xml}")
+        };
+        let message = message.as_ref().unwrap().as_str();
+        assert!(!message.contains('\n'), "{message:?}");
+        assert!(
+            message.starts_with("chain7_acc2: the SASS changed") && message.ends_with("[...]"),
+            "{message:?}"
+        );
+        assert_eq!(ty.as_ref().map(|t| t.as_str()), Some("sass-changed"));
+        assert_eq!(
+            description.as_ref().map(|d| d.as_str()),
+            Some(diff.trim_end()),
+            "the body keeps every line of the diff (quick-junit's reader trims the end)"
+        );
+    }
+
+    #[test]
+    fn suites_and_the_run_carry_timestamp_time_and_hostname_and_empty_suites_are_left_out() {
+        let suites = [
+            SuiteInfo {
+                name: "gpu".into(),
+                ..Default::default()
+            },
+            SuiteInfo {
+                name: "replay documented".into(),
+                ..Default::default()
+            },
+        ];
+        let mut late = rec("b", Status::Passed, "", None);
+        late.started += Duration::from_millis(995);
+        let xml = junit(&suites, &[rec("a", Status::Passed, "", None), late]);
+        let report = Report::deserialize_from_str(&xml).unwrap();
+        assert_eq!(
+            report.time,
+            Some(Duration::from_secs(1)),
+            "first start to last end"
+        );
+        assert_eq!(
+            report.timestamp.map(|t| t.to_rfc3339()),
+            Some("2023-11-14T22:13:20+00:00".to_string())
+        );
+        assert_eq!(
+            report.test_suites.len(),
+            1,
+            "the replay suite ran no case (filtered out), so it is not in the file: {xml}"
+        );
+        let s = &report.test_suites[0];
+        assert_eq!(s.time, Some(Duration::from_secs(1)));
+        assert!(s.timestamp.is_some());
+        let host = s.extra.get("hostname").map(|h| h.as_str()).unwrap_or("");
+        assert!(!host.is_empty(), "{xml}");
+        assert_eq!(
+            s.test_cases[0].classname.as_ref().map(|c| c.as_str()),
+            Some("accprobe::probe [gpu]")
+        );
+        assert_eq!(s.test_cases[1].time, Some(Duration::from_millis(5)));
     }
 }

@@ -30,26 +30,155 @@ impl Outcome {
     }
 }
 
+/// What kind of failure a failing case is, in one word that reports group failures by
+/// (JUnit's `type`): a missing or unusable measurement is not a regression, and a known
+/// deviation that went away is neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// A variant the case needs is not in the results, or a report it reads is missing.
+    NoResult,
+    /// The measurement itself is not valid: a warp made no progress, the output is wrong,
+    /// progress above the physical ceiling, launches off their budget.
+    InvalidMeasurement,
+    /// Progress moved beyond the tolerance of the blessed baseline.
+    Regression,
+    /// A study invariant (the peak, the gain's growth) does not hold.
+    Invariant,
+    /// The policy's pick is clearly below the best K, or not measured.
+    Policy,
+    /// A variant spills to local memory.
+    Spill,
+    /// The measured loop does not have the shape of the probe (FFMAs, chains).
+    SassShape,
+    /// The SASS differs from the blessed digest.
+    SassChanged,
+    /// The profile has baselines, but none for what this case checks.
+    NoBaseline,
+    /// Results and baselines come from another GPU, driver or NVRTC.
+    EnvironmentChanged,
+    /// A known deviation of the profile holds again.
+    KnownDeviationGone,
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::NoResult => "no-result",
+            FailureKind::InvalidMeasurement => "invalid-measurement",
+            FailureKind::Regression => "regression",
+            FailureKind::Invariant => "invariant",
+            FailureKind::Policy => "policy",
+            FailureKind::Spill => "spill",
+            FailureKind::SassShape => "sass-shape",
+            FailureKind::SassChanged => "sass-changed",
+            FailureKind::NoBaseline => "no-baseline",
+            FailureKind::EnvironmentChanged => "environment-changed",
+            FailureKind::KnownDeviationGone => "known-deviation-gone",
+        }
+    }
+}
+
+/// A case's outcome and, when it fails, what kind of failure it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub outcome: Outcome,
+    /// `Some` exactly when the outcome is [`Outcome::Fail`].
+    pub failure: Option<FailureKind>,
+}
+
 /// Evaluates one case, then applies the profile's known deviations strictly: a known
 /// deviation that holds again fails, so that a change in either direction is seen.
 /// Missing or unusable results fail whatever the profile expects: a deviation excuses a
 /// measured difference, never the absence of a measurement.
 pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome {
+    judge(case, profile, results).outcome
+}
+
+/// [`evaluate`], with the kind of failure when the case fails.
+pub fn judge(case: &Case, profile: &Profile, results: &RunResults) -> Verdict {
+    let fail = |kind: FailureKind, text: String| Verdict {
+        outcome: Outcome::Fail(text),
+        failure: Some(kind),
+    };
     let found = match usable(case, results) {
         Ok(found) => found,
-        Err(e) => return Outcome::Fail(e),
+        Err((kind, e)) => return fail(kind, e),
     };
     let raw = evaluate_raw(case, profile, results, &found);
-    match (profile.known_deviations.get(&case.name).map(|d| &d.reason), raw) {
+    let outcome = match (profile.known_deviations.get(&case.name).map(|d| &d.reason), raw) {
+        (None, Outcome::Fail(text)) => return fail(failure_kind(&case.check, profile, &found), text),
         (None, raw) => raw,
         (Some(reason), Outcome::Fail(detail)) => Outcome::KnownDeviation { reason: reason.clone(), detail },
-        (Some(reason), Outcome::Pass(detail)) => Outcome::Fail(format!(
+        (Some(reason), Outcome::Pass(detail)) => return fail(FailureKind::KnownDeviationGone, format!(
             "known deviation no longer present: {} now holds ({detail}); the profile {} says it should not: {reason}. \
              If this is the new normal, remove it from known_deviations.",
             case.name,
             profile.file.display()
         )),
         (Some(_), other) => other,
+    };
+    Verdict {
+        outcome,
+        failure: None,
+    }
+}
+
+/// The kind of a failure of `check` on the results `found` for it.
+fn failure_kind(check: &Check, profile: &Profile, found: &[&VariantResult]) -> FailureKind {
+    match check {
+        Check::Variant(v) => {
+            let r = found[0];
+            if r.samples.iter().flatten().any(|&p| p == 0) || !r.output_problems.is_empty() {
+                FailureKind::InvalidMeasurement
+            } else if r.resources.is_none() {
+                FailureKind::NoResult
+            } else if spill_problem(r).is_some() {
+                FailureKind::Spill
+            } else if profile
+                .baselines
+                .as_ref()
+                .is_some_and(|b| !b.progress.contains_key(&v.name()))
+            {
+                FailureKind::NoBaseline
+            } else {
+                FailureKind::Regression
+            }
+        }
+        Check::Peak { .. } | Check::GainGrows { .. } => FailureKind::Invariant,
+        Check::NoSpills(src) => {
+            if found
+                .iter()
+                .any(|r| matches!(spill_by(*src, r), Ok(Some(_))))
+            {
+                FailureKind::Spill
+            } else {
+                FailureKind::NoResult
+            }
+        }
+        Check::SassShape(_) => FailureKind::SassShape,
+        Check::SassUnchanged(v) => {
+            if profile
+                .baselines
+                .as_ref()
+                .is_some_and(|b| b.sass.contains_key(&v.name()))
+            {
+                FailureKind::SassChanged
+            } else {
+                FailureKind::NoBaseline
+            }
+        }
+        Check::BaselineEnvironment => match profile.baselines.as_ref() {
+            Some(b) if b.origin.is_none() => FailureKind::NoBaseline,
+            _ => FailureKind::EnvironmentChanged,
+        },
+        Check::Ceiling(_) | Check::Duration(_) => FailureKind::InvalidMeasurement,
+        Check::Policy { .. } => {
+            if found.is_empty() {
+                FailureKind::NoResult
+            } else {
+                FailureKind::Policy
+            }
+        }
     }
 }
 
@@ -73,7 +202,10 @@ pub fn comparable(profile: &Profile, results: &RunResults) -> Result<(), String>
 }
 
 /// The results a case needs, each present with a positive, finite progress.
-fn usable<'a>(case: &Case, results: &'a RunResults) -> Result<Vec<&'a VariantResult>, String> {
+fn usable<'a>(
+    case: &Case,
+    results: &'a RunResults,
+) -> Result<Vec<&'a VariantResult>, (FailureKind, String)> {
     let mut missing = Vec::new();
     let mut unusable = Vec::new();
     let mut found = Vec::new();
@@ -90,14 +222,17 @@ fn usable<'a>(case: &Case, results: &'a RunResults) -> Result<Vec<&'a VariantRes
         }
     }
     if !missing.is_empty() {
-        return Err(format!(
-            "no result for {} in the results (source: {})",
-            missing.join(", "),
-            results.source
+        return Err((
+            FailureKind::NoResult,
+            format!(
+                "no result for {} in the results (source: {})",
+                missing.join(", "),
+                results.source
+            ),
         ));
     }
     if !unusable.is_empty() {
-        return Err(unusable.join("; "));
+        return Err((FailureKind::InvalidMeasurement, unusable.join("; ")));
     }
     Ok(found)
 }

@@ -1,6 +1,6 @@
 //! The commands that run the probe on a GPU: `probe`, `agree` and `bench`.
 
-use crate::workspace;
+use crate::{progress, workspace};
 use accprobe::catalog::{self, PROFILE_ENV};
 use accprobe::measure::device;
 use accprobe::measure::session::GpuSession;
@@ -8,6 +8,7 @@ use accprobe::measure::target::{CudaTarget, Target};
 use accprobe::model::results::RunResults;
 use accprobe::model::settings::Mode;
 use accprobe::report::{self, write_atomic};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -70,7 +71,15 @@ fn env_line(r: &RunResults) -> String {
 /// `cargo xtask probe`: the whole matrix, the study's table, a results file.
 pub fn probe(dir: &Path, name: Option<&str>, mode: Option<Mode>, out: &Path) -> crate::Outcome {
     let s = session(dir, name, mode, Some(default_cache()))?;
-    let r = s.measure_all()?;
+    let bar = progress::steps(1);
+    bar.set_message(format!(
+        "compiling and measuring {} variants ({:?} mode)",
+        s.profile.probe.variants().len(),
+        s.profile.probe.mode
+    ));
+    let r = s.measure_all();
+    bar.finish_and_clear();
+    let r = r?;
     say!("{}\n", env_line(&r));
     say!(
         "{}",
@@ -107,8 +116,18 @@ struct Agreement {
 
 /// `cargo xtask agree`: serial and wave on the same matrix, per-variant differences.
 pub fn agree(dir: &Path, name: Option<&str>, tolerance: f64, out: &Path) -> crate::Outcome {
-    let serial = session(dir, name, Some(Mode::Serial), Some(default_cache()))?.measure_all()?;
-    let wave = session(dir, name, Some(Mode::Wave), Some(default_cache()))?.measure_all()?;
+    let bar = progress::steps(2);
+    let measured = (|| -> Result<(RunResults, RunResults), crate::Failure> {
+        bar.set_message("serial run");
+        let serial =
+            session(dir, name, Some(Mode::Serial), Some(default_cache()))?.measure_all()?;
+        bar.inc(1);
+        bar.set_message("wave run");
+        let wave = session(dir, name, Some(Mode::Wave), Some(default_cache()))?.measure_all()?;
+        Ok((serial, wave))
+    })();
+    bar.finish_and_clear();
+    let (serial, wave) = measured?;
     let mut rows = Vec::new();
     for s in &serial.variants {
         let w = wave
@@ -127,26 +146,7 @@ pub fn agree(dir: &Path, name: Option<&str>, tolerance: f64, out: &Path) -> crat
     let worst = rows.iter().map(|r| r.3).fold(0.0, f64::max);
     let accepted = worst <= tolerance;
     say!("{}\n", env_line(&serial));
-    say!(
-        "{:<34} {:>12} {:>12} {:>9} {:>9}",
-        "variant",
-        "serial med",
-        "wave med",
-        "d(med)",
-        "d(mean)"
-    );
-    for (n, s, w, dm, dmean) in &rows {
-        let flag = if *dm > tolerance {
-            "  <- over tolerance"
-        } else {
-            ""
-        };
-        say!(
-            "{n:<34} {s:>12.1} {w:>12.1} {:>8.3}% {:>8.3}%{flag}",
-            dm * 100.0,
-            dmean * 100.0
-        );
-    }
+    say!("{}", agreement_table(&rows, tolerance));
     say!(
         "\nworst difference of medians {:.4}% (tolerance {:.2}%); distinct SMs per wave {:?} for {} variants: wave mode {}",
         worst * 100.0,
@@ -168,6 +168,40 @@ pub fn agree(dir: &Path, name: Option<&str>, tolerance: f64, out: &Path) -> crat
     )?;
     say!("agreement: {}", out.display());
     accepted.then_some(()).ok_or(crate::Failure::Printed)
+}
+
+/// The per-variant comparison for the terminal (comfy-table: aligned columns whatever the
+/// widths, instead of hand-counted format widths).
+fn agreement_table(rows: &[(String, f64, f64, f64, f64)], tolerance: f64) -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED).set_header(vec![
+        "variant",
+        "serial median",
+        "wave median",
+        "d(median)",
+        "d(mean)",
+        "",
+    ]);
+    for (n, s, w, dm, dmean) in rows {
+        t.add_row(vec![
+            n.clone(),
+            format!("{s:.1}"),
+            format!("{w:.1}"),
+            format!("{:.3}%", dm * 100.0),
+            format!("{:.3}%", dmean * 100.0),
+            if *dm > tolerance {
+                "over tolerance".into()
+            } else {
+                String::new()
+            },
+        ]);
+    }
+    for c in 1..5 {
+        if let Some(col) = t.column_mut(c) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
 }
 
 /// For each counted wave, how many distinct SMs its variants' first blocks ran on.
@@ -236,29 +270,40 @@ pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Outcome 
     let _ = std::fs::remove_dir_all(&cache);
     let mut rows = Vec::new();
     let mut last = None;
-    for i in 0..runs.max(1) {
-        // Cold: no cache at all; this session also measures serially.
-        let cold = session(dir, Some(name), Some(Mode::Serial), None)?;
-        let rs = cold.measure_all()?;
-        let tc = rs.timings.clone().ok_or("no timings")?;
-        // Cached: the first of these fills the cache, the rest hit it; measured as a wave.
-        if i == 0 {
-            session(dir, Some(name), Some(Mode::Wave), Some(cache.clone()))?.measure_all()?;
-        }
-        let warm = session(dir, Some(name), Some(Mode::Wave), Some(cache.clone()))?;
-        let rw = warm.measure_all()?;
-        let tw = rw.timings.clone().ok_or("no timings")?;
-        let row = BenchRun {
-            cold_compile_s: tc.compile_s,
-            cold_nvrtc_s: tc.nvrtc_s,
-            cold_sass_s: tc.sass_s,
-            cached_compile_s: tw.compile_s,
-            cached_cache: tw.compile_cache.clone(),
-            serial_gpu_s: tc.gpu_s,
-            wave_gpu_s: tw.gpu_s,
-            wave_distinct_sms: distinct_sms_per_wave(&rw),
-        };
-        eprintln!(
+    let runs = runs.max(1);
+    // Per run: a cold serial and a cached wave measurement; one more fills the cache.
+    let bar = progress::steps(2 * runs as u64 + 1);
+    let measured = (|| -> Result<(), crate::Failure> {
+        for i in 0..runs {
+            // Cold: no cache at all; this session also measures serially.
+            bar.set_message(format!("run {}/{runs}: cold compile, serial", i + 1));
+            let cold = session(dir, Some(name), Some(Mode::Serial), None)?;
+            let rs = cold.measure_all()?;
+            bar.inc(1);
+            let tc = rs.timings.clone().ok_or("no timings")?;
+            // Cached: the first of these fills the cache, the rest hit it; measured as a wave.
+            if i == 0 {
+                bar.set_message("filling the compile cache");
+                session(dir, Some(name), Some(Mode::Wave), Some(cache.clone()))?.measure_all()?;
+                bar.inc(1);
+            }
+            bar.set_message(format!("run {}/{runs}: cached compile, wave", i + 1));
+            let warm = session(dir, Some(name), Some(Mode::Wave), Some(cache.clone()))?;
+            let rw = warm.measure_all()?;
+            bar.inc(1);
+            let tw = rw.timings.clone().ok_or("no timings")?;
+            let row = BenchRun {
+                cold_compile_s: tc.compile_s,
+                cold_nvrtc_s: tc.nvrtc_s,
+                cold_sass_s: tc.sass_s,
+                cached_compile_s: tw.compile_s,
+                cached_cache: tw.compile_cache.clone(),
+                serial_gpu_s: tc.gpu_s,
+                wave_gpu_s: tw.gpu_s,
+                wave_distinct_sms: distinct_sms_per_wave(&rw),
+            };
+            // One line per run, in logs too; above the bar on a terminal.
+            bar.suspend(|| eprintln!(
             "run {}: cold compile {:.3} s (NVRTC {:.3}, SASS {:.3}), cached {:.3} s ({}), serial GPU {:.3} s, wave GPU {:.3} s",
             i + 1,
             row.cold_compile_s,
@@ -268,11 +313,15 @@ pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Outcome 
             row.cached_cache,
             row.serial_gpu_s,
             row.wave_gpu_s
-        );
-        rows.push(row);
-        last = Some((cold.profile.clone(), rs));
-    }
+        ));
+            rows.push(row);
+            last = Some((cold.profile.clone(), rs));
+        }
+        Ok(())
+    })();
+    bar.finish_and_clear();
     let _ = std::fs::remove_dir_all(&cache);
+    measured?;
     let (p, r) = last.ok_or("no run")?;
     let clock = r
         .environment
@@ -331,4 +380,41 @@ pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Outcome 
     write_json(out, &b)?;
     say!("bench: {}", out.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agreement_table_aligns_columns_and_flags_what_is_over_tolerance() {
+        let rows = vec![
+            (
+                "chain7_acc1_effective1".to_string(),
+                147058.0,
+                147058.0,
+                0.0,
+                0.0001,
+            ),
+            (
+                "chain29_acc16_effective16".to_string(),
+                84033.5,
+                83000.0,
+                0.0123,
+                0.011,
+            ),
+        ];
+        let text = agreement_table(&rows, 0.005).to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        let widths: Vec<usize> = lines.iter().map(|l| l.chars().count()).collect();
+        assert!(widths.windows(2).all(|w| w[0] == w[1]), "{text}");
+        let row = |name: &str| *lines.iter().find(|l| l.contains(name)).unwrap();
+        assert!(row("chain29_acc16").contains("1.230%"), "{text}");
+        assert!(row("chain29_acc16").contains("over tolerance"), "{text}");
+        assert!(!row("chain7_acc1").contains("over tolerance"), "{text}");
+        // Numbers right-aligned: each wave median ends at its cell's right edge.
+        let wave = |name: &str| row(name).split('┆').nth(2).unwrap().to_string();
+        assert!(wave("chain7_acc1").ends_with(" 147058.0 "), "{text}");
+        assert!(wave("chain29_acc16").ends_with("  83000.0 "), "{text}");
+    }
 }

@@ -29,6 +29,7 @@ pub fn say_line(args: std::fmt::Arguments) {
 mod bless;
 mod gate;
 mod gpu;
+mod progress;
 mod report;
 mod sass;
 
@@ -43,6 +44,7 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(
     name = "cargo xtask",
+    bin_name = "cargo xtask",
     about = "accprobe developer commands: measure on the GPU, judge and bless results, report",
     long_about = "accprobe developer commands. `probe`, `agree` and `bench` need a CUDA GPU; \
                   `gate`, `bless`, `report` and `sass` work on results files anywhere."
@@ -86,7 +88,7 @@ enum Command {
     /// table is replayed by the test suite itself.
     Gate {
         /// A results file written by the GPU suite (target/accprobe/results.json), by
-        /// `probe`, or committed under docs/results/.
+        /// `probe`, or committed under expectations/recorded/.
         #[arg(long)]
         results: PathBuf,
         /// Profile name (default: the profile the results were measured under).
@@ -137,13 +139,14 @@ enum Command {
     /// Measure the profile serially and as a wave on this GPU and compare each variant;
     /// wave mode is accepted when every variant's median agrees within the tolerance.
     Agree {
+        /// Profile name (default: the one that matches the GPU, else `documented`).
         #[arg(long)]
         profile: Option<String>,
-        /// Largest accepted relative difference of medians.
+        /// Largest accepted relative difference of medians (0.005 = 0.5%).
         #[arg(long, default_value_t = 0.005)]
         tolerance: f64,
-        /// Where to write the comparison (default: target/accprobe/agreement.json in the
-        /// workspace).
+        /// Where to write the per-variant comparison (JSON; default:
+        /// target/accprobe/agreement.json in the workspace).
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -153,9 +156,12 @@ enum Command {
         /// The profile whose matrix is timed (default: the study's 24 variants).
         #[arg(long, default_value = "documented")]
         profile: String,
+        /// How many runs (each: a cold compile and serial run, a cached compile and wave
+        /// run); the medians are reported.
         #[arg(long, default_value_t = 5)]
         runs: usize,
-        /// Where to write the figures (default: target/accprobe/bench.json in the workspace).
+        /// Where to write every run and the medians (JSON; default:
+        /// target/accprobe/bench.json in the workspace).
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -309,7 +315,8 @@ fn main() -> ExitCode {
         Err(Failure::Printed) => ExitCode::FAILURE,
         Err(Failure::Gpu(e)) => match e.kind() {
             GpuErrorKind::Unavailable => {
-                eprintln!("error: no GPU: {e}");
+                // The error already says what is missing ("no CUDA driver: ...").
+                eprintln!("error: {e} (this command needs a CUDA GPU)");
                 ExitCode::from(2)
             }
             GpuErrorKind::Config => {
@@ -422,10 +429,51 @@ mod tests {
             for words in ["study (docs/study.md)", "</text>"] {
                 assert!(svg.contains(words), "{} lacks {words}", c.display());
             }
+            // The x axis: a tick at each measured value, none elsewhere (the y labels
+            // have two decimals, so the whole numbers are the x ticks).
+            let ticks: Vec<String> = svg
+                .split("<text")
+                .skip(1)
+                .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim()))
+                .filter(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()))
+                .map(str::to_string)
+                .collect();
+            let want: &[&str] = if c.ends_with("gain.svg") {
+                &["7", "13", "29"]
+            } else {
+                &["1", "2", "3", "4", "5", "7", "8", "16"]
+            };
+            assert_eq!(ticks, want, "{}", c.display());
         }
+        // The two runs agree within 0.5%, so their gain lines coincide: the first is drawn
+        // wide and solid, the second narrow and dashed over it.
+        let gain = std::fs::read_to_string(dir.join("gain.svg")).unwrap();
+        assert!(gain.contains("stroke-width=\"6\""), "the wide solid line");
+        assert!(
+            gain.matches("stroke-width=\"2\"").count() > 10,
+            "the dashed line over it, in many short dashes"
+        );
         assert!(report::run(&expectations(), &[], &dir)
             .unwrap_err()
             .contains("at least one"));
+        // The README's glob also matches agree's and bench's JSON: skipped, not fatal.
+        let agreement = root().join("docs/results/h200-2026-11-29-agreement.json");
+        let bench = root().join("docs/results/h200-2026-11-29-bench.json");
+        report::run(
+            &expectations(),
+            &[committed(), agreement.clone(), bench],
+            &dir,
+        )
+        .unwrap();
+        assert!(report::run(&expectations(), &[agreement], &dir)
+            .unwrap_err()
+            .contains("none of"));
+        // A broken results file is still an error.
+        let broken = dir.join("broken.json");
+        std::fs::write(&broken, "{\"schema\": 2}").unwrap();
+        assert!(report::run(&expectations(), &[committed(), broken], &dir)
+            .unwrap_err()
+            .contains("not a results file"));
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -460,6 +508,14 @@ mod tests {
         let e = bless::run(&expectations(), "nonesuch", &committed(), false, true).unwrap_err();
         assert!(
             e.to_string().contains("no profile named \"nonesuch\""),
+            "{e}"
+        );
+        // A profile that matches no GPU says so in words, not as a Rust struct.
+        let e = bless::run(&expectations(), "documented", &committed(), false, true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("does not match: it matches no GPU") && !e.contains("GpuMatch"),
             "{e}"
         );
     }
@@ -549,6 +605,30 @@ mod tests {
         assert!(sass::run(&committed(), "chain30", "acc4")
             .unwrap_err()
             .contains("is not in"));
+    }
+
+    #[test]
+    fn the_usage_says_cargo_xtask_and_every_option_has_help() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        let usage = cli.render_usage().to_string();
+        assert!(usage.contains("Usage: cargo xtask "), "{usage}");
+        cli.build();
+        for sub in cli.get_subcommands() {
+            let usage = sub.clone().render_usage().to_string();
+            assert!(
+                usage.contains(&format!("cargo xtask {}", sub.get_name())),
+                "{usage}"
+            );
+            for arg in sub.get_arguments() {
+                assert!(
+                    arg.get_help().is_some(),
+                    "cargo xtask {} --{}: no help text",
+                    sub.get_name(),
+                    arg.get_id()
+                );
+            }
+        }
     }
 
     #[test]

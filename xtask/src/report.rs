@@ -7,6 +7,9 @@ use accprobe::model::results::RunResults;
 use accprobe::model::variant::{Sink, Variant};
 use accprobe::report::{markdown_grid, markdown_table, write_atomic};
 use accprobe::verdict::{self, Outcome};
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::coord::types::RangedCoordf64;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -61,8 +64,148 @@ const COLOURS: [RGBColor; 6] = [
     RGBColor(23, 190, 207),
 ];
 
-/// Progress relative to acc1 against K (log2 axis), one line per chain length, the study's
-/// table dashed beside it.
+/// An f64 axis with ticks exactly at the given values (the measured K or N), not at
+/// round numbers. (plotters' own `with_key_points` does not keep f64's label formatter.)
+struct Ticks {
+    inner: RangedCoordf64,
+    at: Vec<f64>,
+}
+
+impl Ranged for Ticks {
+    type ValueType = f64;
+    type FormatOption = DefaultFormatting;
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.inner.range()
+    }
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.inner.map(value, limit)
+    }
+
+    fn key_points<H: KeyPointHint>(&self, _: H) -> Vec<f64> {
+        self.at.clone()
+    }
+}
+
+/// The charts' coordinates: f64 both ways, ticks on x exactly at the measured values.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<Ticks, RangedCoordf64>>;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Marker {
+    Dot,
+    Square,
+    Triangle,
+    Cross,
+}
+
+/// How one series is drawn: its dash pattern (`None`: solid), width and marker. Series
+/// that coincide (serial and wave agree within 0.5%) stay apart by all three, and by the
+/// order they are drawn in: the widest, solid one first, the dashed ones over it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Look {
+    dash: Option<(u32, u32)>,
+    width: u32,
+    marker: Marker,
+}
+
+const LOOKS: [Look; 4] = [
+    Look {
+        dash: None,
+        width: 6,
+        marker: Marker::Dot,
+    },
+    Look {
+        dash: Some((10, 6)),
+        width: 2,
+        marker: Marker::Square,
+    },
+    Look {
+        dash: Some((3, 4)),
+        width: 2,
+        marker: Marker::Triangle,
+    },
+    Look {
+        dash: Some((16, 4)),
+        width: 1,
+        marker: Marker::Cross,
+    },
+];
+
+/// The study's reference series: thin, black, short dashes, crosses.
+const STUDY_LOOK: Look = Look {
+    dash: Some((5, 4)),
+    width: 1,
+    marker: Marker::Cross,
+};
+
+/// Draws `pts` as a line in `look` with its markers, labelled in the legend with a swatch
+/// of the same dashes, width and marker.
+fn draw_line<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    pts: &[(f64, f64)],
+    c: RGBColor,
+    look: Look,
+    label: String,
+) -> Result<(), String> {
+    let style = c.stroke_width(look.width);
+    let anno = match look.dash {
+        None => chart.draw_series(LineSeries::new(pts.to_vec(), style)),
+        Some((d, g)) => chart.draw_series(DashedLineSeries::new(pts.to_vec(), d, g, style)),
+    }
+    .map_err(|e| e.to_string())?;
+    // A solid swatch is a dash as long as the swatch.
+    let (d, g) = look.dash.unwrap_or((24, 0));
+    let swatch = move |(x, y): (i32, i32)| {
+        EmptyElement::at((x, y)) + DashedPathElement::new(vec![(0, 0), (24, 0)], d, g, style)
+    };
+    let mark = c.stroke_width(2);
+    anno.label(label);
+    match look.marker {
+        Marker::Dot => anno.legend(move |p| swatch(p) + Circle::new((12, 0), 4, c.filled())),
+        Marker::Square => {
+            anno.legend(move |p| swatch(p) + Rectangle::new([(8, -4), (16, 4)], mark))
+        }
+        Marker::Triangle => {
+            anno.legend(move |p| swatch(p) + TriangleMarker::new((12, 0), 5, c.filled()))
+        }
+        Marker::Cross => anno.legend(move |p| swatch(p) + Cross::new((12, 0), 4, mark)),
+    };
+    let r = if look.width > 4 { 5 } else { 4 };
+    match look.marker {
+        Marker::Dot => chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, r, c.filled())))
+            .map(|_| ()),
+        Marker::Square => chart
+            .draw_series(
+                pts.iter()
+                    .map(|&p| EmptyElement::at(p) + Rectangle::new([(-5, -5), (5, 5)], mark)),
+            )
+            .map(|_| ()),
+        Marker::Triangle => chart
+            .draw_series(pts.iter().map(|&p| TriangleMarker::new(p, 6, c.filled())))
+            .map(|_| ()),
+        Marker::Cross => chart
+            .draw_series(pts.iter().map(|&p| Cross::new(p, 5, mark)))
+            .map(|_| ()),
+    }
+    .map_err(|e| e.to_string())
+}
+
+/// An x range that spans `values` with a margin of `pad` (of the span) each side, and
+/// ticks exactly at each of `values`.
+fn ticks_at(values: &[f64], pad: f64) -> Ticks {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let margin = ((hi - lo) * pad).max(0.5);
+    Ticks {
+        inner: ((lo - margin)..(hi + margin)).into(),
+        at: values.to_vec(),
+    }
+}
+
+/// Progress relative to acc1 against K (log2 axis, a tick at each measured K), one line
+/// per chain length, the study's table dashed beside it.
 fn progress_chart(path: &Path, input: &Input, study: &RunResults) -> Result<(), String> {
     let p = &input.profile.probe;
     let series = |r: &RunResults, n: u32| -> Vec<(f64, f64)> {
@@ -90,7 +233,9 @@ fn progress_chart(path: &Path, input: &Input, study: &RunResults) -> Result<(), 
     let (lo, hi) = all
         .iter()
         .fold((f64::MAX, f64::MIN), |(a, b), &y| (a.min(y), b.max(y)));
-    let kmax = (p.accumulators.iter().copied().max().unwrap_or(16) as f64).log2();
+    let mut ks: Vec<f64> = p.accumulators.iter().map(|&k| (k as f64).log2()).collect();
+    ks.sort_by(f64::total_cmp);
+    ks.dedup();
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let mut chart = ChartBuilder::on(&root)
@@ -104,13 +249,12 @@ fn progress_chart(path: &Path, input: &Input, study: &RunResults) -> Result<(), 
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(65)
-        .build_cartesian_2d(-0.2f64..kmax + 0.2, (lo - 0.05)..(hi + 0.05))
+        .build_cartesian_2d(ticks_at(&ks, 0.03), (lo - 0.05)..(hi + 0.05))
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
         .x_desc("accumulator count K (log scale)")
         .y_desc("progress / progress of acc1 at the same chain")
-        .x_labels(kmax as usize + 1)
         .light_line_style(WHITE)
         .x_label_formatter(&|x| format!("{:.0}", 2f64.powf(*x)))
         .y_label_formatter(&|y| format!("{y:.2}"))
@@ -119,27 +263,21 @@ fn progress_chart(path: &Path, input: &Input, study: &RunResults) -> Result<(), 
     for (i, &n) in p.chains.iter().enumerate() {
         let c = COLOURS[i % COLOURS.len()];
         let measured = series(&input.results, n);
-        chart
-            .draw_series(LineSeries::new(measured.clone(), c.stroke_width(3)))
-            .map_err(|e| e.to_string())?
-            .label(format!("N={n} measured"))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
-        chart
-            .draw_series(
-                measured
-                    .iter()
-                    .map(|&(x, y)| Circle::new((x, y), 4, c.filled())),
-            )
-            .map_err(|e| e.to_string())?;
+        let solid = Look {
+            dash: None,
+            width: 3,
+            marker: Marker::Dot,
+        };
+        draw_line(&mut chart, &measured, c, solid, format!("N={n} measured"))?;
         let reference = series(study, n);
         if !reference.is_empty() {
-            chart
-                .draw_series(DashedLineSeries::new(reference, 6, 4, c.stroke_width(1)))
-                .map_err(|e| e.to_string())?
-                .label(format!("N={n} study (docs/study.md)"))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(1))
-                });
+            draw_line(
+                &mut chart,
+                &reference,
+                c,
+                STUDY_LOOK,
+                format!("N={n} study (docs/study.md)"),
+            )?;
         }
     }
     chart
@@ -152,7 +290,9 @@ fn progress_chart(path: &Path, input: &Input, study: &RunResults) -> Result<(), 
     root.present().map_err(|e| e.to_string())
 }
 
-/// acc2/acc1 against chain length: one line per input, the study's dashed.
+/// acc2/acc1 against chain length (the axis spans the measured chains, a tick at each):
+/// one line per input, each in its own look so that coinciding inputs stay visible, the
+/// study's dashed black.
 fn gain_chart(
     path: &Path,
     inputs: &[Input],
@@ -176,7 +316,10 @@ fn gain_chart(
         .map(|x| x.1)
         .collect();
     let hi = all.iter().copied().fold(1.0, f64::max);
-    let nmax = chains.iter().copied().max().unwrap_or(29) as f64;
+    let lo = all.iter().copied().fold(hi, f64::min);
+    let mut ns: Vec<f64> = chains.iter().map(|&n| n as f64).collect();
+    ns.sort_by(f64::total_cmp);
+    ns.dedup();
     let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let mut chart = ChartBuilder::on(&root)
@@ -184,7 +327,7 @@ fn gain_chart(
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(65)
-        .build_cartesian_2d(0f64..nmax + 3.0, 0.95f64..hi + 0.1)
+        .build_cartesian_2d(ticks_at(&ns, 0.05), (lo - 0.05).min(0.95)..hi + 0.1)
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
@@ -196,34 +339,21 @@ fn gain_chart(
         .draw()
         .map_err(|e| e.to_string())?;
     for (i, input) in inputs.iter().enumerate() {
-        let c = COLOURS[i % COLOURS.len()];
-        let g = gains(&input.results);
-        chart
-            .draw_series(LineSeries::new(g.clone(), c.stroke_width(3)))
-            .map_err(|e| e.to_string())?
-            .label(input.label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
-        chart
-            .draw_series(g.iter().map(|&(x, y)| Circle::new((x, y), 4, c.filled())))
-            .map_err(|e| e.to_string())?;
+        draw_line(
+            &mut chart,
+            &gains(&input.results),
+            COLOURS[i % COLOURS.len()],
+            LOOKS[i % LOOKS.len()],
+            input.label.clone(),
+        )?;
     }
-    chart
-        .draw_series(
-            gains(study)
-                .into_iter()
-                .map(|(x, y)| Circle::new((x, y), 3, BLACK.filled())),
-        )
-        .map_err(|e| e.to_string())?;
-    chart
-        .draw_series(DashedLineSeries::new(
-            gains(study),
-            6,
-            4,
-            BLACK.stroke_width(1),
-        ))
-        .map_err(|e| e.to_string())?
-        .label("study (docs/study.md)")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
+    draw_line(
+        &mut chart,
+        &gains(study),
+        BLACK,
+        STUDY_LOOK,
+        "study (docs/study.md)".into(),
+    )?;
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
@@ -280,6 +410,27 @@ fn unique_name(used: &mut Vec<String>, stem: &str, ext: &str) -> String {
     name
 }
 
+/// Why `file` is another kind of JSON than a results file, if it is: a JSON object
+/// without the `schema` every results file has (what `agree` and `bench` write, which a
+/// glob such as `docs/results/*.json` also matches). Anything else is left to the results
+/// reader, so that a broken results file is an error, not skipped.
+fn other_json(file: &Path) -> Option<String> {
+    let text = accprobe::input::read_text(file, "results", accprobe::input::RESULTS_LIMIT).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let object = value.as_object()?;
+    if object.contains_key("schema") {
+        return None;
+    }
+    let kind = if object.contains_key("tolerance") && object.contains_key("accepted") {
+        "an agreement file (cargo xtask agree)"
+    } else if object.contains_key("runs") && object.contains_key("median_wave_gpu_s") {
+        "a bench file (cargo xtask bench)"
+    } else {
+        "a JSON object without a results `schema`"
+    };
+    Some(format!("not a results file: {kind}"))
+}
+
 /// Writes `report.md`, `progress-<gpu>.svg` per input and `gain.svg` into `out`.
 pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
     if files.is_empty() {
@@ -292,6 +443,10 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
         .ok_or("the documented profile has no recorded table")?;
     let mut inputs = Vec::new();
     for f in files {
+        if let Some(what) = other_json(f) {
+            eprintln!("report: skipped {}: {what}", f.display());
+            continue;
+        }
         let results = RunResults::load(f).map_err(|e| e.to_string())?;
         let profile = find_profile(dir, &results.profile)?;
         inputs.push(Input {
@@ -302,6 +457,16 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
         });
     }
     distinguish(&mut inputs);
+    if inputs.is_empty() {
+        return Err(format!(
+            "none of {} is a results file",
+            files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let mut charts_written: Vec<String> = Vec::new();
     let mut md = String::from(
