@@ -6,7 +6,7 @@ use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, Te
 use std::time::Duration;
 
 /// How one case ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Status {
     Passed,
     Failed,
@@ -14,7 +14,7 @@ pub enum Status {
 }
 
 /// One case as it goes into JUnit.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct CaseRecord {
     pub suite: String,
     pub name: String,
@@ -25,7 +25,7 @@ pub struct CaseRecord {
 }
 
 /// One JUnit test suite: a device and profile, or a replay of recorded results.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct SuiteInfo {
     pub name: String,
     pub properties: Vec<(String, String)>,
