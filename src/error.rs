@@ -110,7 +110,7 @@ impl std::error::Error for LineError {}
 /// Why the GPU side could not deliver a result. Its [`GpuError::kind`] decides what the
 /// front ends do: an unavailable GPU ignores GPU cases (or fails the run where a GPU is
 /// required), a configuration error stops with exit code 2, a broken GPU fails its cases.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum GpuError {
     #[error("no CUDA driver: libcuda.so not found")]
     NoDriver,

@@ -1,6 +1,10 @@
-//! The harness contract of the generated suite (src/suite.rs), run in-process with no GPU:
-//! what `--list` does, what a filter runs, how a broken profile is reported, and what the
-//! JUnit file holds. The JUnit file is read back with quick-junit's own deserializer.
+//! The harness contract of the generated suite (src/harness, docs/harness.md), with no GPU:
+//! in-process, what `--list` does, what a filter runs, how a broken profile is reported,
+//! what the JUnit file holds, what `ACCPROBE_REQUIRE_GPU` does; in child processes (this
+//! test binary re-executed, see `child`), the real entry point's configuration errors and
+//! device detection (with a stub libcuda built here when `cc` exists), what nextest lists,
+//! one measurement per nextest run, and SIGTERM/SIGINT. The JUnit file is read back with
+//! quick-junit's own deserializer.
 
 use accprobe::error::GpuError;
 use accprobe::harness::{self, Paths, RunOptions};
@@ -55,12 +59,7 @@ impl Sandbox {
     }
 
     fn paths(&self) -> Paths {
-        Paths {
-            expectations: self.dir.join("expectations"),
-            junit: self.dir.join("out/junit.xml"),
-            results: self.dir.join("out/results.json"),
-            cache: Some(self.dir.join("out/cache")),
-        }
+        paths_in(&self.dir)
     }
 
     /// libtest arguments; libtest-mimic's own report goes to a log file, so that the inner
@@ -88,6 +87,17 @@ impl Sandbox {
             code,
             junit.map(|x| Report::deserialize_from_str(&x).expect("well-formed JUnit")),
         )
+    }
+}
+
+/// Where a run in sandbox folder `dir` reads and writes.
+fn paths_in(dir: &Path) -> Paths {
+    Paths {
+        expectations: dir.join("expectations"),
+        junit: dir.join("out/junit.xml"),
+        results: dir.join("out/results.json"),
+        cache: Some(dir.join("out/cache")),
+        runs: dir.join("out/runs"),
     }
 }
 
@@ -262,7 +272,7 @@ fn a_profile_forced_by_name_that_does_not_exist_fails_loudly() {
         Err(GpuError::NoDriver),
         &RunOptions {
             profile: Some("nonesuch".into()),
-            mode: None,
+            ..Default::default()
         },
     );
     assert_eq!(code, ExitCode::from(101));
@@ -543,4 +553,679 @@ fn the_junit_of_a_gpu_run_has_times_timestamps_hostname_bodies_and_types() {
         4,
         "{types:?}"
     );
+}
+
+// --- ACCPROBE_REQUIRE_GPU, in-process ------------------------------------------------------
+
+fn case_status<'a>(r: &'a Report, name: &str) -> &'a TestCaseStatus {
+    &r.test_suites
+        .iter()
+        .flat_map(|s| s.test_cases.iter())
+        .find(|c| c.name.as_str() == name)
+        .unwrap_or_else(|| panic!("no case {name}"))
+        .status
+}
+
+fn message(st: &TestCaseStatus) -> String {
+    match st {
+        TestCaseStatus::NonSuccess { message, .. } | TestCaseStatus::Skipped { message, .. } => {
+            message.as_ref().map(|m| m.to_string()).unwrap_or_default()
+        }
+        TestCaseStatus::Success { .. } => String::new(),
+    }
+}
+
+#[test]
+fn a_required_gpu_that_is_missing_fails_the_run_with_one_case_that_says_why() {
+    let sb = Sandbox::new("required", &["documented"]);
+    let args = sb.args(&[]);
+    let code = harness::run(
+        &args,
+        &sb.paths(),
+        Err(GpuError::NoDriver),
+        &RunOptions {
+            require_gpu: true,
+            ..Default::default()
+        },
+    );
+    assert_eq!(code, ExitCode::from(101));
+    let r =
+        Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap();
+    assert_eq!(r.test_suites[0].name.as_str(), harness::REQUIRED_SUITE);
+    assert_eq!(counts(&r, harness::REQUIRED_SUITE), (1, 1, 0));
+    let m = message(case_status(&r, harness::REQUIRED_CASE));
+    assert!(
+        m.contains("ACCPROBE_REQUIRE_GPU") && m.contains(&no_gpu()),
+        "{m}"
+    );
+    // The GPU cases are not ignored: they fail, pointing at gpu::required.
+    let gpu_cases = replay_expectation("documented").0;
+    assert_eq!(
+        counts(&r, "no gpu / profile documented"),
+        (gpu_cases, gpu_cases, 0)
+    );
+    let m = message(case_status(&r, "probe::chain7_acc1_effective1"));
+    assert!(
+        m.starts_with("not run: ACCPROBE_REQUIRE_GPU is set but no CUDA driver"),
+        "{m}"
+    );
+    // The replays are judged as ever.
+    assert_eq!(
+        counts(&r, "replay documented"),
+        replay_expectation("documented")
+    );
+}
+
+#[test]
+fn a_required_gpu_that_is_there_adds_nothing() {
+    let sb = Sandbox::new("required-ok", &["documented", "h200"]);
+    let args = sb.args(&[]);
+    let code = harness::run(
+        &args,
+        &sb.paths(),
+        Ok(vec![recorded_h200(0)]),
+        &RunOptions {
+            require_gpu: true,
+            ..Default::default()
+        },
+    );
+    assert_eq!(code, ExitCode::SUCCESS);
+    let r =
+        Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap();
+    assert!(r
+        .test_suites
+        .iter()
+        .all(|s| s.name.as_str() != harness::REQUIRED_SUITE));
+}
+
+// --- child processes: this test binary, re-executed ----------------------------------------
+
+const CHILD_MODE: &str = "ACCPROBE_TEST_CHILD";
+const CHILD_ARGS: &str = "ACCPROBE_TEST_CHILD_ARGS";
+const CHILD_DIR: &str = "ACCPROBE_TEST_CHILD_DIR";
+
+/// The entry point of the child processes the tests below start: `main` runs the suite's
+/// real entry point (`tests/probe.rs`'s), `blocking` a run whose GPU never answers,
+/// `nextest` a run on a recorded device that counts its measurements.
+#[test]
+#[ignore = "entry point of the child processes that the tests below start"]
+fn child() {
+    let Ok(mode) = std::env::var(CHILD_MODE) else {
+        return;
+    };
+    let args = Arguments::from_iter(
+        std::iter::once("probe".to_string()).chain(
+            std::env::var(CHILD_ARGS)
+                .unwrap_or_default()
+                .split('\u{1f}')
+                .filter(|a| !a.is_empty())
+                .map(String::from),
+        ),
+    );
+    let dir = std::env::var_os(CHILD_DIR).map(PathBuf::from);
+    let code = match mode.as_str() {
+        "main" => harness::main_with(args),
+        "blocking" => {
+            let dir = dir.unwrap();
+            harness::install_interrupt_handler();
+            let target = std::sync::Arc::new(Blocking {
+                inner: recorded_h200(0),
+                started: dir.join("out/measuring-started"),
+            });
+            harness::run_code(
+                &args,
+                &paths_in(&dir),
+                Ok(vec![target]),
+                &RunOptions::default(),
+            )
+        }
+        "nextest" => {
+            let dir = dir.unwrap();
+            let target = std::sync::Arc::new(Counting {
+                inner: recorded_h200(0),
+                dir: dir.join("out"),
+            });
+            harness::run_code(
+                &args,
+                &paths_in(&dir),
+                Ok(vec![target]),
+                &RunOptions::from_env().unwrap(),
+            )
+        }
+        other => panic!("unknown child mode {other}"),
+    };
+    std::process::exit(code.into());
+}
+
+/// A child process of this test binary in `mode`, with libtest arguments `args`, and an
+/// environment free of the caller's ACCPROBE_ and NEXTEST_ variables.
+fn child_command(mode: &str, dir: &Path, args: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "child",
+        "--ignored",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ]);
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("ACCPROBE_") || k.starts_with("NEXTEST_") {
+            cmd.env_remove(k.as_ref());
+        }
+    }
+    let paths = paths_in(dir);
+    cmd.env(CHILD_MODE, mode)
+        .env(CHILD_ARGS, args.join("\u{1f}"))
+        .env(CHILD_DIR, dir)
+        .env("ACCPROBE_EXPECTATIONS", &paths.expectations)
+        .env("ACCPROBE_JUNIT", &paths.junit)
+        .env("ACCPROBE_RESULTS", &paths.results)
+        .env("CARGO_TARGET_DIR", dir.join("out/target"))
+        .env("ACCPROBE_CACHE", "off");
+    cmd
+}
+
+struct Output {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn run_child(cmd: &mut std::process::Command) -> Output {
+    let out = cmd.output().expect("the test binary starts");
+    Output {
+        code: out.status.code(),
+        // libtest's own line for the child test shares a line with the child's first.
+        stdout: String::from_utf8_lossy(&out.stdout).replacen("test child ... ", "\n", 1),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Whether a real libcuda loads here (then "no driver" cannot be shown).
+fn driver_present() -> bool {
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+#[test]
+fn malformed_device_lists_and_flags_are_configuration_errors_before_the_driver_loads() {
+    let sb = Sandbox::new("config", &["documented"]);
+    for (var, value, says) in [
+        ("ACCPROBE_DEVICES", "abc", "not a device ordinal"),
+        ("ACCPROBE_DEVICES", "-1", "not a device ordinal"),
+        ("ACCPROBE_DEVICES", ",", "names no device"),
+        ("ACCPROBE_DEVICE", "0x1", "not a device ordinal"),
+        ("ACCPROBE_REQUIRE_GPU", "maybe", "expected 1, true or yes"),
+        ("ACCPROBE_MODE", "bogus", "expected serial or wave"),
+    ] {
+        let out = run_child(child_command("main", &sb.dir, &[]).env(var, value));
+        assert_eq!(out.code, Some(2), "{var}={value}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("error: {var}=")) && out.stderr.contains(says),
+            "{var}={value}: {}",
+            out.stderr
+        );
+        assert!(!sb.paths().junit.exists(), "nothing ran");
+    }
+}
+
+#[test]
+fn without_a_driver_nextest_lists_the_gpu_cases_as_ignored_and_the_summary_says_so() {
+    if driver_present() {
+        eprintln!("skipped: a CUDA driver loads on this machine");
+        return;
+    }
+    let sb = Sandbox::new("list-ignored", &["documented"]);
+    let gpu_cases = replay_expectation("documented").0;
+    let all = run_child(&mut child_command(
+        "main",
+        &sb.dir,
+        &["--list", "--format", "terse"],
+    ));
+    assert_eq!(all.code, Some(0), "{}", all.stderr);
+    let ignored = run_child(&mut child_command(
+        "main",
+        &sb.dir,
+        &["--list", "--format", "terse", "--ignored"],
+    ));
+    let listed = |o: &Output| -> Vec<String> {
+        o.stdout
+            .lines()
+            .filter_map(|l| l.strip_suffix(": test"))
+            .map(String::from)
+            .collect()
+    };
+    let (all, ignored) = (listed(&all), listed(&ignored));
+    assert_eq!(ignored.len(), gpu_cases, "{ignored:?}");
+    assert!(
+        ignored.iter().all(|n| !n.starts_with("replay::")),
+        "{ignored:?}"
+    );
+    assert!(ignored.contains(&"probe::chain7_acc1_effective1".to_string()));
+    assert_eq!(all.len(), 2 * gpu_cases, "replays and GPU cases");
+    assert!(!sb.paths().junit.exists(), "--list writes nothing");
+
+    // A run: the GPU cases are skipped with the reason, and the closing summary says
+    // the GPU was not tested, by reason.
+    let run = run_child(&mut child_command("main", &sb.dir, &[]));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let after = &run.stdout[run.stdout.find("test result:").expect("libtest's line")..];
+    assert!(
+        after.contains(&format!(
+            "accprobe summary:   ignored: no GPU ({}): {gpu_cases}",
+            no_gpu()
+        )) || after.contains("accprobe summary:   ignored: no GPU (no NVRTC"),
+        "{after}"
+    );
+    assert!(
+        after.contains("accprobe summary:   ignored: known deviation:")
+            || !replay_has_known_deviation("documented"),
+        "{after}"
+    );
+    assert!(
+        after.contains("accprobe summary: GPU NOT TESTED: "),
+        "{after}"
+    );
+    let r =
+        Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap();
+    assert_eq!(
+        counts(&r, "no gpu / profile documented"),
+        (gpu_cases, 0, gpu_cases)
+    );
+}
+
+fn replay_has_known_deviation(profile: &str) -> bool {
+    let p = accprobe::catalog::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("expectations/{profile}.yaml")),
+    )
+    .unwrap();
+    let r = p.recorded.clone().unwrap();
+    cases(&p).iter().any(|c| {
+        matches!(
+            accprobe::verdict::evaluate(c, &p, &r),
+            accprobe::verdict::Outcome::KnownDeviation { .. }
+        )
+    })
+}
+
+#[test]
+fn without_a_driver_a_required_gpu_fails_the_real_entry_point() {
+    if driver_present() {
+        eprintln!("skipped: a CUDA driver loads on this machine");
+        return;
+    }
+    let sb = Sandbox::new("required-main", &["documented"]);
+    let out = run_child(child_command("main", &sb.dir, &[]).env("ACCPROBE_REQUIRE_GPU", "yes"));
+    assert_eq!(out.code, Some(101), "{}", out.stderr);
+    let r =
+        Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap();
+    let m = message(case_status(&r, harness::REQUIRED_CASE));
+    assert!(
+        m.contains("no CUDA driver") || m.contains("no NVRTC"),
+        "{m}"
+    );
+    assert!(
+        out.stdout
+            .contains("accprobe summary: GPU NOT TESTED, and ACCPROBE_REQUIRE_GPU is set"),
+        "{}",
+        out.stdout
+    );
+    // Listed, not ignored: nextest runs it and reports it failed.
+    let list = run_child(
+        child_command("main", &sb.dir, &["--list", "--format", "terse"])
+            .env("ACCPROBE_REQUIRE_GPU", "1"),
+    );
+    assert!(
+        list.stdout.lines().any(|l| l == "gpu::required: test"),
+        "{}",
+        list.stdout
+    );
+    let ignored = run_child(
+        child_command(
+            "main",
+            &sb.dir,
+            &["--list", "--format", "terse", "--ignored"],
+        )
+        .env("ACCPROBE_REQUIRE_GPU", "1"),
+    );
+    assert!(
+        !ignored.stdout.lines().any(|l| l.ends_with(": test")),
+        "nothing ignored for want of a GPU: {}",
+        ignored.stdout
+    );
+}
+
+// --- a stub libcuda: the driver loads, the device does not work -----------------------------
+
+/// libcuda.so and libnvrtc.so stubs, built with `cc` into `dir`; `None` (and a message)
+/// when there is no C compiler. The stub's `STUB_CUDA` variable picks its failure.
+fn stub_driver(dir: &Path) -> Option<PathBuf> {
+    let lib = dir.join("stub-lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    let c = lib.join("cuda.c");
+    // Only the symbols the detection path resolves (cudarc loads each at first call), and
+    // only valid CUresult values: 0 success, 2 out of memory, 100 no device.
+    std::fs::write(
+        &c,
+        r#"#include <stdlib.h>
+#include <string.h>
+static int is(const char *m) { const char *v = getenv("STUB_CUDA"); return v && strcmp(v, m) == 0; }
+int cuInit(unsigned int flags) { (void)flags; return is("init_fails") ? 100 : 0; }
+int cuDeviceGetCount(int *n) { *n = is("no_devices") ? 0 : 1; return 0; }
+int cuDeviceGet(int *d, int ordinal) { *d = ordinal; return 0; }
+int cuDevicePrimaryCtxRetain(void **ctx, int dev) { (void)ctx; (void)dev; return 2; }
+int cuGetErrorString(int e, const char **s) { (void)e; *s = "stub error"; return 0; }
+int cuGetErrorName(int e, const char **s) { (void)e; *s = "STUB"; return 0; }
+int cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+"#,
+    )
+    .unwrap();
+    let nvrtc = lib.join("nvrtc.c");
+    std::fs::write(&nvrtc, "int accprobe_stub_nvrtc;\n").unwrap();
+    for (src, out) in [(&c, "libcuda.so"), (&nvrtc, "libnvrtc.so")] {
+        let status = std::process::Command::new("cc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(lib.join(out))
+            .arg(src)
+            .status();
+        match status {
+            Ok(s) if s.success() => {}
+            Ok(s) => panic!("cc failed on {}: {s}", src.display()),
+            Err(e) => {
+                eprintln!("skipped: no C compiler to build the stub libcuda ({e})");
+                return None;
+            }
+        }
+    }
+    Some(lib)
+}
+
+fn with_stub(cmd: &mut std::process::Command, lib: &Path, mode: &str) {
+    let path = match std::env::var_os("LD_LIBRARY_PATH") {
+        Some(p) => format!("{}:{}", lib.display(), p.to_string_lossy()),
+        None => lib.display().to_string(),
+    };
+    cmd.env("LD_LIBRARY_PATH", path).env("STUB_CUDA", mode);
+}
+
+#[test]
+fn a_driver_whose_device_cannot_be_used_fails_a_required_run_with_the_reason() {
+    let sb = Sandbox::new("stub", &["documented"]);
+    let Some(lib) = stub_driver(&sb.dir) else {
+        return;
+    };
+    for (mode, says) in [
+        ("init_fails", "CUDA driver found but cuInit failed"),
+        ("no_devices", "no CUDA device found"),
+        ("context_fails", "cannot create a context on device 0"),
+    ] {
+        let _ = std::fs::remove_file(sb.paths().junit);
+        let mut cmd = child_command("main", &sb.dir, &[]);
+        with_stub(&mut cmd, &lib, mode);
+        let out = run_child(cmd.env("ACCPROBE_REQUIRE_GPU", "1"));
+        assert_eq!(out.code, Some(101), "{mode}: {}", out.stderr);
+        let r = Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap())
+            .unwrap();
+        let m = message(case_status(&r, harness::REQUIRED_CASE));
+        assert!(m.contains(says), "{mode}: {m}");
+
+        // Not required: the same reason ignores the GPU cases, at list time.
+        let mut cmd = child_command(
+            "main",
+            &sb.dir,
+            &["--list", "--format", "terse", "--ignored"],
+        );
+        with_stub(&mut cmd, &lib, mode);
+        let out = run_child(&mut cmd);
+        assert_eq!(out.code, Some(0), "{mode}: {}", out.stderr);
+        assert_eq!(
+            out.stdout.lines().filter(|l| l.ends_with(": test")).count(),
+            replay_expectation("documented").0,
+            "{mode}: {}",
+            out.stdout
+        );
+    }
+    // With the device count known, an ordinal out of range is a configuration error.
+    let mut cmd = child_command("main", &sb.dir, &[]);
+    with_stub(&mut cmd, &lib, "context_fails");
+    let out = run_child(cmd.env("ACCPROBE_DEVICES", "0,7"));
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("device 7 is not an ordinal below 1"),
+        "{}",
+        out.stderr
+    );
+}
+
+// --- one measurement per nextest run ---------------------------------------------------------
+
+/// A recorded device that counts its measurements in `dir/measurements` and notes in
+/// `dir/overlap` when two processes measured at once.
+struct Counting {
+    inner: std::sync::Arc<dyn accprobe::measure::target::Target>,
+    dir: PathBuf,
+}
+
+impl accprobe::measure::target::Target for Counting {
+    fn ordinal(&self) -> usize {
+        self.inner.ordinal()
+    }
+    fn identity(&self) -> &accprobe::model::gpu::GpuIdentity {
+        self.inner.identity()
+    }
+    fn prepare(&self, all: &[accprobe::model::variant::Variant]) -> Result<(), GpuError> {
+        self.inner.prepare(all)
+    }
+    fn measure(
+        &self,
+        variants: &[accprobe::model::variant::Variant],
+        settings: &accprobe::model::settings::ProbeSettings,
+        all: &[accprobe::model::variant::Variant],
+    ) -> Result<Vec<Result<accprobe::model::results::VariantResult, GpuError>>, GpuError> {
+        use std::io::Write;
+        let busy = self.dir.join("measuring");
+        if std::fs::File::create_new(&busy).is_err() {
+            std::fs::write(self.dir.join("overlap"), "two processes measured at once").unwrap();
+        }
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("measurements"))
+            .and_then(|mut f| writeln!(f, "{} {}", std::process::id(), variants.len()))
+            .unwrap();
+        // Long enough for the other processes to be waiting on the lock by now.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let _ = std::fs::remove_file(&busy);
+        self.inner.measure(variants, settings, all)
+    }
+    fn environment(&self, clock: Option<f64>) -> accprobe::model::gpu::Environment {
+        self.inner.environment(clock)
+    }
+    fn compiled(&self) -> Option<&accprobe::compile::Compiled> {
+        None
+    }
+    fn compile_info(&self) -> Option<accprobe::measure::target::CompileInfo> {
+        None
+    }
+    fn healthy(&self) -> Result<(), GpuError> {
+        Ok(())
+    }
+    fn sass_unavailable(&self) -> Option<String> {
+        self.inner.sass_unavailable()
+    }
+}
+
+#[test]
+fn the_processes_of_one_nextest_run_measure_once_and_share_one_junit_file() {
+    let sb = Sandbox::new("nextest", &["documented", "h200"]);
+    std::fs::create_dir_all(sb.dir.join("out")).unwrap();
+    let cases = [
+        "probe::chain7_acc1_effective1",
+        "probe::chain29_acc2_effective2",
+        "invariant::acc2_is_peak::chain13",
+        "replay::h200::probe::chain7_acc1_effective1",
+    ];
+    // As nextest starts them: one process per case, several at once, one run id.
+    let children: Vec<_> = cases
+        .iter()
+        .map(|case| {
+            child_command("nextest", &sb.dir, &["--exact", case, "--nocapture"])
+                .env("NEXTEST_RUN_ID", "0a1b2c3d-run")
+                .env("NEXTEST_EXECUTION_MODE", "process-per-test")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let measurements = std::fs::read_to_string(sb.dir.join("out/measurements")).unwrap();
+    assert_eq!(measurements.lines().count(), 1, "{measurements}");
+    let all = {
+        let p = accprobe::catalog::load(&sb.dir.join("expectations/h200.yaml")).unwrap();
+        p.probe.variants().len()
+    };
+    assert!(
+        measurements.trim().ends_with(&format!(" {all}")),
+        "the whole matrix at once: {measurements}"
+    );
+    assert!(!sb.dir.join("out/overlap").exists());
+    assert!(sb.dir.join("out/runs/0a1b2c3d-run/measured.json").exists());
+    assert!(
+        sb.paths().results.exists(),
+        "the measuring process wrote the results"
+    );
+    // One JUnit file with every process's case, each judged as a one-process run judges it.
+    let r =
+        Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap();
+    let mut names: Vec<&str> = r
+        .test_suites
+        .iter()
+        .flat_map(|s| s.test_cases.iter().map(|c| c.name.as_str()))
+        .collect();
+    names.sort();
+    let mut want = cases.to_vec();
+    want.sort();
+    assert_eq!(names, want);
+    let (code, plain) = sb.run_on(vec![recorded_h200(0)], &[]);
+    assert_eq!(code, ExitCode::SUCCESS);
+    for c in cases {
+        assert_eq!(
+            std::mem::discriminant(case_status(&r, c)),
+            std::mem::discriminant(case_status(&plain, c)),
+            "{c}"
+        );
+    }
+}
+
+// --- SIGTERM and SIGINT -------------------------------------------------------------------
+
+/// A recorded device whose measurement never ends; it touches `started` when it begins.
+struct Blocking {
+    inner: std::sync::Arc<dyn accprobe::measure::target::Target>,
+    started: PathBuf,
+}
+
+impl accprobe::measure::target::Target for Blocking {
+    fn ordinal(&self) -> usize {
+        self.inner.ordinal()
+    }
+    fn identity(&self) -> &accprobe::model::gpu::GpuIdentity {
+        self.inner.identity()
+    }
+    fn prepare(&self, _: &[accprobe::model::variant::Variant]) -> Result<(), GpuError> {
+        Ok(())
+    }
+    fn measure(
+        &self,
+        _: &[accprobe::model::variant::Variant],
+        _: &accprobe::model::settings::ProbeSettings,
+        _: &[accprobe::model::variant::Variant],
+    ) -> Result<Vec<Result<accprobe::model::results::VariantResult, GpuError>>, GpuError> {
+        std::fs::write(&self.started, "").unwrap();
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+    }
+    fn environment(&self, clock: Option<f64>) -> accprobe::model::gpu::Environment {
+        self.inner.environment(clock)
+    }
+    fn compiled(&self) -> Option<&accprobe::compile::Compiled> {
+        None
+    }
+    fn compile_info(&self) -> Option<accprobe::measure::target::CompileInfo> {
+        None
+    }
+    fn healthy(&self) -> Result<(), GpuError> {
+        Ok(())
+    }
+    fn sass_unavailable(&self) -> Option<String> {
+        self.inner.sass_unavailable()
+    }
+}
+
+fn interrupted_run_keeps_its_report(signal: &str, code: i32) {
+    let sb = Sandbox::new(&format!("signal-{signal}"), &["documented", "h200"]);
+    std::fs::create_dir_all(sb.dir.join("out")).unwrap();
+    let started = sb.dir.join("out/measuring-started");
+    let mut child = child_command("blocking", &sb.dir, &[])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait (a generous bound, not a timing assertion) until the GPU side is stuck.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !started.exists() {
+        if std::time::Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!("the child never started measuring");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let sent = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(code), "{status}");
+
+    let r =
+        Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap();
+    // Every case of the run is in the file: finished ones as they ended, the others
+    // skipped as not finished; and one failing case says the run was interrupted.
+    let all = 2 * replay_expectation("h200").0 + replay_expectation("documented").0;
+    let total: usize = r.test_suites.iter().map(|s| s.test_cases.len()).sum();
+    assert_eq!(total, all + 1);
+    let gpu = r
+        .test_suites
+        .iter()
+        .find(|s| s.name.as_str() == "gpu0 NVIDIA H200 / profile h200")
+        .unwrap();
+    assert!(!gpu.test_cases.is_empty());
+    let reason = format!("not finished: interrupted by SIG{signal}");
+    for c in &gpu.test_cases {
+        assert_eq!(message(&c.status), reason, "{}", c.name.as_str());
+    }
+    let m = message(case_status(&r, harness::INTERRUPTED_CASE));
+    assert!(m.contains(&format!("interrupted by SIG{signal}")), "{m}");
+    assert_eq!(counts(&r, harness::INTERRUPTED_SUITE), (1, 1, 0));
+}
+
+#[test]
+fn sigterm_leaves_a_complete_junit_file_and_exits_143() {
+    interrupted_run_keeps_its_report("TERM", 143);
+}
+
+#[test]
+fn sigint_leaves_a_complete_junit_file_and_exits_130() {
+    interrupted_run_keeps_its_report("INT", 130);
 }

@@ -126,10 +126,16 @@ pub fn find_disassembler() -> Option<PathBuf> {
         .find_map(|tool| dirs.iter().map(|d| d.join(tool)).find(|p| p.is_file()))
 }
 
+/// Why SASS will be [`Sass::Unavailable`] on this machine (no disassembler found), or
+/// `None` when one is there; known before compiling.
+pub fn disassembler_unavailable() -> Option<String> {
+    find_disassembler().is_none().then(|| "no SASS disassembler: neither cuobjdump nor nvdisasm found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin, ACCPROBE_DISASSEMBLER)".to_string())
+}
+
 /// Disassembles a CUBIN and summarises each of the `variants`' kernels.
 pub fn disassemble(cubin: &[u8], variants: &[Variant]) -> Sass {
     let Some(tool) = find_disassembler() else {
-        return Sass::Unavailable("no SASS disassembler: neither cuobjdump nor nvdisasm found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin, ACCPROBE_DISASSEMBLER)".into());
+        return Sass::Unavailable(disassembler_unavailable().unwrap_or_default());
     };
     let file = std::env::temp_dir().join(format!(
         "accprobe-{}-{:x}.cubin",

@@ -13,6 +13,9 @@ pub struct Paths {
     pub results: PathBuf,
     /// The compile cache folder; `None` when `ACCPROBE_CACHE=off`.
     pub cache: Option<PathBuf>,
+    /// Where the processes of one nextest run share their measurement and JUnit records:
+    /// `<this>/<NEXTEST_RUN_ID>/`.
+    pub runs: PathBuf,
 }
 
 impl Paths {
@@ -43,9 +46,14 @@ impl Paths {
                 Some(p) => Some(under(p)),
                 None => Some(target.join("cache")),
             },
+            runs: target.join("runs"),
         }
     }
 }
+
+/// `ACCPROBE_REQUIRE_GPU`: set on a GPU runner, any reason the GPU cases would be ignored
+/// fails the run instead.
+pub const REQUIRE_GPU_ENV: &str = "ACCPROBE_REQUIRE_GPU";
 
 /// What the environment may change about a run.
 #[derive(Debug, Clone, Default)]
@@ -54,6 +62,12 @@ pub struct RunOptions {
     pub profile: Option<String>,
     /// `ACCPROBE_MODE`: `serial` or `wave`, over the profile's choice.
     pub mode: Option<Mode>,
+    /// `ACCPROBE_REQUIRE_GPU` (`1`, `true`, `yes`): no GPU, no disassembler for SASS cases,
+    /// or a device that cannot be used fails the run instead of ignoring the GPU cases.
+    pub require_gpu: bool,
+    /// `NEXTEST_RUN_ID` when cargo-nextest runs each case in a process of its own: the
+    /// processes of one run share one measurement and one JUnit file.
+    pub run_id: Option<String>,
 }
 
 impl RunOptions {
@@ -64,10 +78,31 @@ impl RunOptions {
             Some("wave") => Some(Mode::Wave),
             Some(other) => return Err(format!("ACCPROBE_MODE={other:?}: expected serial or wave")),
         };
+        let require = std::env::var(REQUIRE_GPU_ENV).unwrap_or_default();
+        let require_gpu = parse_flag(&require).ok_or_else(|| {
+            format!("{REQUIRE_GPU_ENV}={require:?}: expected 1, true or yes (or 0, false, empty)")
+        })?;
+        let run_id = std::env::var("NEXTEST_RUN_ID")
+            .ok()
+            .filter(|id| !id.is_empty())
+            .filter(|_| {
+                std::env::var("NEXTEST_EXECUTION_MODE").map_or(true, |m| m == "process-per-test")
+            });
         Ok(RunOptions {
             profile: std::env::var(catalog::PROFILE_ENV).ok(),
             mode,
+            require_gpu,
+            run_id,
         })
+    }
+}
+
+/// `1`/`true`/`yes` -> true, empty/`0`/`false` -> false (any case), anything else `None`.
+fn parse_flag(text: &str) -> Option<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" => Some(true),
+        "" | "0" | "false" => Some(false),
+        _ => None,
     }
 }
 
@@ -135,5 +170,18 @@ mod tests {
         );
         assert!(!p.expectations.starts_with(root));
         std::fs::remove_dir_all(copy).unwrap();
+    }
+
+    #[test]
+    fn require_gpu_takes_yes_or_no_words_and_refuses_others() {
+        for t in ["1", "true", "YES", " yes "] {
+            assert_eq!(parse_flag(t), Some(true), "{t}");
+        }
+        for t in ["", "0", "false", "False"] {
+            assert_eq!(parse_flag(t), Some(false), "{t}");
+        }
+        for t in ["no", "2", "on", "required"] {
+            assert_eq!(parse_flag(t), None, "{t}");
+        }
     }
 }

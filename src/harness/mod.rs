@@ -1,20 +1,33 @@
 //! The generated test suite (`tests/probe.rs`): turns profiles into libtest-mimic trials,
 //! measures lazily on the GPU, and writes the table, the results file and the JUnit file.
 //!
-//! Contract:
-//! - `--list`, name filters, `--exact`, `--skip`, `--ignored`, `--include-ignored` and
-//!   `--test-threads` are libtest's, through libtest-mimic. `--list` measures nothing.
+//! Contract (docs/harness.md says it for users):
+//! - `--list`, name filters, `--exact`, `--skip`, `--ignored`, `--include-ignored`,
+//!   `--format terse` and `--test-threads` are libtest's, through libtest-mimic. `--list`
+//!   measures nothing and writes nothing.
+//! - Cases that cannot run for want of a GPU (no driver, no NVRTC, no device, a device
+//!   that cannot be opened; SASS cases without a disassembler) are ignored at list time,
+//!   with the reason: `--list --ignored` lists them, nextest shows them skipped. Known
+//!   deviations and cases the results cannot judge are only known after measuring: they
+//!   are ignored at run time, with the reason.
+//! - Under `ACCPROBE_REQUIRE_GPU` nothing is ignored for want of a GPU: a failing
+//!   `gpu::required` case gives the reason, and those cases fail.
 //! - Each variant is measured at most once per process, and only when a case that runs
-//!   needs it. The GPU is used by one case at a time.
-//! - Without a GPU every GPU case is ignored with the reason; replay cases still run.
+//!   needs it; under nextest at most once per run (`shared`). The GPU is used by one case
+//!   at a time.
 //! - A profile that fails to load becomes a failing case naming file, line and column; the
 //!   other profiles' cases still run.
-//! - The JUnit file is written atomically after the run, also when a case panicked.
+//! - The JUnit file is complete at every moment for what finished, also when a case
+//!   panicked or the run was interrupted (SIGINT, SIGTERM: exit 130, 143).
+//! - After libtest's line, a closing summary counts the ignored cases by reason and says
+//!   whether the GPU was tested.
 
 mod env;
 mod recorder;
+mod shared;
 
-pub use env::{Paths, RunOptions};
+pub use env::{Paths, RunOptions, REQUIRE_GPU_ENV};
+pub use recorder::{install_interrupt_handler, INTERRUPTED_CASE, INTERRUPTED_SUITE};
 
 use crate::catalog;
 use crate::error::{Error, GpuError, GpuErrorKind};
@@ -26,17 +39,52 @@ use crate::model::results::RunResults;
 use crate::model::variant::Variant;
 use crate::report::junit::{self, CaseRecord, Ended, Status, SuiteInfo};
 use crate::report::{self, write_atomic, write_atomic_bytes};
-use crate::verdict::{self, cases::cases};
+use crate::verdict::cases::{cases, Case, Check, SpillSource};
+use crate::verdict::{self, Outcome};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
-use recorder::{install_interrupt_handler, Recorder, CURRENT};
+use recorder::{Recorder, Skip, CURRENT};
+use shared::{DeviceRecord, Published, RunShare};
+use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 use std::time::{Instant, SystemTime};
 
-/// A trial whose body returns (status, message) or an [`Ended`] with the kind of failure or
-/// skip; panics become failures, and every end is recorded for JUnit.
-fn trial<R: Into<Ended>>(
+/// The name and JUnit suite of the case that fails a run that requires a GPU and has none.
+pub const REQUIRED_CASE: &str = "gpu::required";
+pub const REQUIRED_SUITE: &str = "gpu required";
+
+/// How a case body ended: JUnit's view of it (status, message, kind of failure or skip)
+/// and, for the closing summary, why it was ignored.
+struct Ending {
+    ended: Ended,
+    skip: Option<Skip>,
+}
+
+impl From<Ended> for Ending {
+    fn from(ended: Ended) -> Ending {
+        Ending { ended, skip: None }
+    }
+}
+
+impl From<(Status, String)> for Ending {
+    fn from(e: (Status, String)) -> Ending {
+        Ended::from(e).into()
+    }
+}
+
+impl Ending {
+    fn skipped(message: String, kind: &'static str, skip: Skip) -> Ending {
+        Ending {
+            ended: Ended::new(Status::Ignored, message, kind),
+            skip: Some(skip),
+        }
+    }
+}
+
+/// A trial whose body returns how it ended; panics become failures, and every end is
+/// recorded for JUnit.
+fn trial<R: Into<Ending>>(
     recorder: &Arc<Recorder>,
     suite: String,
     name: String,
@@ -46,28 +94,35 @@ fn trial<R: Into<Ended>>(
     Trial::ignorable_test(name.clone(), move || {
         let started = SystemTime::now();
         let start = Instant::now();
-        let ended = catch_unwind(AssertUnwindSafe(|| body().into())).unwrap_or_else(|p| {
+        let ending = catch_unwind(AssertUnwindSafe(|| body().into())).unwrap_or_else(|p| {
             let text = p
                 .downcast_ref::<String>()
                 .cloned()
                 .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "non-string panic payload".into());
-            Ended::new(Status::Failed, format!("panicked: {text}"), "panic")
+            Ended::new(Status::Failed, format!("panicked: {text}"), "panic").into()
         });
-        let Ended {
-            status,
-            message,
-            kind,
-        } = ended;
-        recorder.push(CaseRecord {
-            suite,
-            name,
-            status: status.clone(),
-            message: message.clone(),
-            duration: start.elapsed(),
-            kind,
-            started,
-        });
+        let Ending {
+            ended:
+                Ended {
+                    status,
+                    message,
+                    kind,
+                },
+            skip,
+        } = ending;
+        recorder.push(
+            CaseRecord {
+                suite,
+                name,
+                status: status.clone(),
+                message: message.clone(),
+                duration: start.elapsed(),
+                kind: kind.map(str::to_string),
+                started,
+            },
+            skip,
+        );
         match status {
             Status::Passed => Ok(Completion::Completed),
             Status::Ignored => Ok(Completion::ignored_with(message)),
@@ -76,8 +131,42 @@ fn trial<R: Into<Ended>>(
     })
 }
 
+/// A verdict in JUnit's terms, with why it was ignored.
+fn ending(verdict: verdict::Verdict) -> Ending {
+    let skip = match &verdict.outcome {
+        Outcome::KnownDeviation { .. } => Some(Skip::KnownDeviation),
+        Outcome::Skipped(reason) => Some(Skip::NotJudged(reason.clone())),
+        _ => None,
+    };
+    Ending {
+        ended: junit::ended(verdict),
+        skip,
+    }
+}
+
+/// A planned trial: the trial, its suite, and why it is ignored at list time.
+struct Planned {
+    trial: Trial,
+    suite: String,
+    ignored: Option<(String, Skip)>,
+}
+
+impl Planned {
+    fn runs(trial: Trial, suite: &str) -> Planned {
+        Planned {
+            trial,
+            suite: suite.to_string(),
+            ignored: None,
+        }
+    }
+}
+
 /// Replay cases: a profile's cases evaluated on its recorded results.
-fn replay_trials(recorder: &Arc<Recorder>, profile: &Profile, results: &RunResults) -> Vec<Trial> {
+fn replay_trials(
+    recorder: &Arc<Recorder>,
+    profile: &Profile,
+    results: &RunResults,
+) -> Vec<Planned> {
     let suite = replay_suite_name(profile);
     let results = Arc::new(results.clone());
     let profile = Arc::new(profile.clone());
@@ -85,11 +174,14 @@ fn replay_trials(recorder: &Arc<Recorder>, profile: &Profile, results: &RunResul
         .into_iter()
         .map(|case| {
             let (p, r) = (profile.clone(), results.clone());
-            trial(
-                recorder,
-                suite.clone(),
-                format!("replay::{}::{}", profile.name, case.name),
-                move || junit::ended(verdict::judge(&case, &p, &r)),
+            Planned::runs(
+                trial(
+                    recorder,
+                    suite.clone(),
+                    format!("replay::{}::{}", profile.name, case.name),
+                    move || ending(verdict::judge(&case, &p, &r)),
+                ),
+                &suite,
             )
         })
         .collect()
@@ -99,30 +191,108 @@ fn replay_suite_name(profile: &Profile) -> String {
     format!("replay {}", profile.name)
 }
 
-fn gpu_trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>) -> Vec<Trial> {
+/// Whether a case's verdict needs the SASS (and is skipped without it).
+fn needs_sass(case: &Case) -> bool {
+    matches!(
+        case.check,
+        Check::SassShape(_) | Check::SassUnchanged(_) | Check::NoSpills(SpillSource::Sass)
+    )
+}
+
+/// Why `case` cannot run on this session's device, decided before anything runs: no
+/// usable GPU, or no disassembler for a case that needs SASS.
+fn unrunnable(session: &GpuSession, case: &Case) -> Option<Skip> {
+    match session.target() {
+        Err(e) if e.kind() == GpuErrorKind::Unavailable => Some(Skip::NoGpu(e.to_string())),
+        Err(_) => None,
+        Ok(t) => needs_sass(case)
+            .then(|| t.sass_unavailable())
+            .flatten()
+            .map(Skip::NoDisassembler),
+    }
+}
+
+fn skip_reason(skip: &Skip) -> String {
+    match skip {
+        Skip::NoGpu(r) | Skip::NoDisassembler(r) | Skip::NotJudged(r) => r.clone(),
+        Skip::KnownDeviation => "known deviation".into(),
+        Skip::Interrupted(s) => format!("interrupted by {s}"),
+    }
+}
+
+fn gpu_trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool) -> Vec<Planned> {
     let suite = gpu_suite_name(session);
     cases(&session.profile)
         .into_iter()
         .map(|case| {
+            let unrunnable = unrunnable(session, &case);
             let s = session.clone();
-            trial(
+            let required = require.then(|| unrunnable.clone()).flatten();
+            let ignored_for = unrunnable.clone();
+            let t = trial(
                 recorder,
                 suite.clone(),
                 session.case_name(&case.name),
-                move || match s.results_for(&case.needs) {
-                    Err(e) if e.kind() == GpuErrorKind::Unavailable => {
-                        Ended::new(Status::Ignored, e.to_string(), "no-gpu")
+                move || {
+                    if let Some(skip) = required {
+                        return Ending::from(Ended::new(
+                            Status::Failed,
+                            format!(
+                                "not run: {REQUIRE_GPU_ENV} is set but {} (see {REQUIRED_CASE})",
+                                skip_reason(&skip)
+                            ),
+                            "no-gpu-required",
+                        ));
                     }
-                    Err(e) => Ended::new(Status::Failed, e.to_string(), "gpu-error"),
-                    Ok(results) => junit::ended(verdict::judge(&case, &s.profile, &results)),
+                    match s.results_for(&case.needs) {
+                        Err(e) if e.kind() == GpuErrorKind::Unavailable => {
+                            Ending::skipped(e.to_string(), "no-gpu", Skip::NoGpu(e.to_string()))
+                        }
+                        Err(e) => Ended::new(Status::Failed, e.to_string(), "gpu-error").into(),
+                        Ok(results) => {
+                            let v = verdict::judge(&case, &s.profile, &results);
+                            match (&v.outcome, ignored_for) {
+                                // Run with --ignored: still the reason it was ignored for.
+                                (Outcome::Skipped(r), Some(skip)) => {
+                                    Ending::skipped(r.clone(), "cannot-judge", skip)
+                                }
+                                _ => ending(v),
+                            }
+                        }
+                    }
                 },
-            )
+            );
+            match unrunnable {
+                Some(skip) if !require => Planned {
+                    trial: t.with_ignored_flag(true),
+                    suite: suite.clone(),
+                    ignored: Some((skip_reason(&skip), skip)),
+                },
+                _ => Planned::runs(t, &suite),
+            }
         })
         .collect()
 }
 
 fn gpu_suite_name(s: &GpuSession) -> String {
     format!("{} / profile {}", s.device_label(), s.profile.name)
+}
+
+/// Why a run that requires a GPU cannot test it, or `None`.
+fn required_reason(sessions: &[Arc<GpuSession>]) -> Option<String> {
+    let several = sessions.len() > 1;
+    let reasons: Vec<String> = sessions
+        .iter()
+        .filter_map(|s| {
+            let skip = cases(&s.profile).iter().find_map(|c| unrunnable(s, c))?;
+            Some(if several {
+                format!("{}: {}", s.device_label(), skip_reason(&skip))
+            } else {
+                skip_reason(&skip)
+            })
+        })
+        .collect();
+    (!reasons.is_empty()).then(|| reasons.join("; "))
 }
 
 /// When the process started, for the timing lines on stderr.
@@ -139,29 +309,46 @@ fn mark(args: &Arguments, what: &str) {
 
 /// The entry point of `tests/probe.rs`.
 pub fn main() -> ExitCode {
+    ExitCode::from(main_with(Arguments::from_args()))
+}
+
+/// [`main`] with the given arguments; the process's exit code. Configuration errors
+/// (`ACCPROBE_MODE`, `ACCPROBE_REQUIRE_GPU`, the syntax of `ACCPROBE_DEVICES` or
+/// `ACCPROBE_DEVICE`) exit 2 before the CUDA driver is loaded; a device ordinal out of
+/// range exits 2 as soon as the device count is known.
+pub fn main_with(args: Arguments) -> u8 {
     let _ = STARTED.set(Instant::now());
-    let args = Arguments::from_args();
     device::prepare_process_environment();
     install_interrupt_handler();
     let options = match RunOptions::from_env() {
         Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return 2;
         }
     };
+    if let Err(e) = device::selection_from_env() {
+        eprintln!("error: {e}");
+        return 2;
+    }
     let paths = Paths::from_env();
+    let share = open_share(&args, &paths, &options);
     let start = Instant::now();
-    let targets: Result<Vec<Arc<dyn Target>>, GpuError> = device::detect_all().map(|devices| {
-        devices
-            .into_iter()
-            .map(|d| Arc::new(CudaTarget::new(d, paths.cache.clone())) as Arc<dyn Target>)
-            .collect()
-    });
+    let targets: Result<Vec<Arc<dyn Target>>, GpuError> =
+        match share.as_ref().and_then(|s| s.published.as_ref()) {
+            // An earlier process of this nextest run measured: no CUDA here at all.
+            Some(p) => Ok(p.targets()),
+            None => device::detect_all().map(|devices| {
+                devices
+                    .into_iter()
+                    .map(|d| Arc::new(CudaTarget::new(d, paths.cache.clone())) as Arc<dyn Target>)
+                    .collect()
+            }),
+        };
     if let Err(e) = &targets {
         if e.kind() == GpuErrorKind::Config {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return 2;
         }
     }
     if !args.list {
@@ -173,9 +360,25 @@ pub fn main() -> ExitCode {
             );
         }
     }
-    let code = run(&args, &paths, targets, &options);
+    let code = run_with(&args, &paths, targets, &options, share);
     mark(&args, "devices released");
     code
+}
+
+/// Under nextest (and not listing): the run's shared folder, its measuring lock taken
+/// unless an earlier process published its measurement.
+fn open_share(args: &Arguments, paths: &Paths, options: &RunOptions) -> Option<RunShare> {
+    let id = options.run_id.as_deref().filter(|_| !args.list)?;
+    match RunShare::open(&paths.runs, id) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            eprintln!(
+                "accprobe: cannot share the measurement of nextest run {id} under {}: {e}; measuring in this process",
+                paths.runs.display()
+            );
+            None
+        }
+    }
 }
 
 /// Whether libtest prints JSON on stdout (`--format json`): then everything else the suite
@@ -184,10 +387,26 @@ fn json_stdout(args: &Arguments) -> bool {
     args.format == Some(libtest_mimic::FormatSetting::Json)
 }
 
+/// What libtest would accept but cannot run: `--test-threads 0` makes libtest-mimic wait
+/// forever for a worker that never starts.
+pub fn check_arguments(args: &Arguments) -> Result<(), String> {
+    if args.test_threads == Some(0) {
+        return Err("--test-threads 0: expected at least 1 thread".into());
+    }
+    Ok(())
+}
+
 /// The JUnit suite of a finished session; prints its table (stdout, or stderr when stdout
-/// is JSON) and writes its results, ptxas log and CUBIN (with `-gpuN` in the file names
-/// when the run has several devices). The paths written are said on stderr.
-fn finish_session(s: &GpuSession, paths: &Paths, several: bool, json: bool) -> SuiteInfo {
+/// is JSON) and, when `write` (it measured here), writes its results, ptxas log and CUBIN
+/// (with `-gpuN` in the file names when the run has several devices). The paths written are
+/// said on stderr.
+fn finish_session(
+    s: &GpuSession,
+    paths: &Paths,
+    several: bool,
+    write: bool,
+    json: bool,
+) -> SuiteInfo {
     let mut info = SuiteInfo {
         name: gpu_suite_name(s),
         properties: vec![
@@ -212,6 +431,9 @@ fn finish_session(s: &GpuSession, paths: &Paths, several: bool, json: bool) -> S
     if let Err(reason) = s.target() {
         info.properties
             .push(("no_gpu_reason".into(), reason.to_string()));
+    }
+    if !write {
+        return info;
     }
     if let Some(r) = s.measured_results() {
         info.properties.extend(
@@ -246,31 +468,90 @@ fn finish_session(s: &GpuSession, paths: &Paths, several: bool, json: bool) -> S
     info
 }
 
-/// What libtest would accept but cannot run: `--test-threads 0` makes libtest-mimic wait
-/// forever for a worker that never starts.
-pub fn check_arguments(args: &Arguments) -> Result<(), String> {
-    if args.test_threads == Some(0) {
-        return Err("--test-threads 0: expected at least 1 thread".into());
-    }
-    Ok(())
-}
-
-/// Runs the suite with `args` (libtest's flags) on `device` (or the reason there is none),
-/// with what `options` override.
+/// Runs the suite with `args` (libtest's flags) on `targets` (or the reason there are
+/// none), with what `options` override. Under nextest (`options.run_id`), the processes of
+/// one run share one measurement and one JUnit file.
 pub fn run(
     args: &Arguments,
     paths: &Paths,
     targets: Result<Vec<Arc<dyn Target>>, GpuError>,
     options: &RunOptions,
 ) -> ExitCode {
+    ExitCode::from(run_code(args, paths, targets, options))
+}
+
+/// [`run`], with the process exit code as a number (0, 101 when a case failed, 1 when the
+/// JUnit file cannot be written).
+pub fn run_code(
+    args: &Arguments,
+    paths: &Paths,
+    targets: Result<Vec<Arc<dyn Target>>, GpuError>,
+    options: &RunOptions,
+) -> u8 {
     if let Err(e) = check_arguments(args) {
         eprintln!("error: {e}");
-        return ExitCode::from(2);
+        return 2;
     }
+    let share = open_share(args, paths, options);
+    run_with(args, paths, targets, options, share)
+}
+
+/// What one device measured, for the run's later processes; `whole` is how measuring its
+/// whole matrix ended (a variant it did not measure gets that error, or its own).
+fn device_record(
+    s: &GpuSession,
+    whole: Option<&Result<RunResults, GpuError>>,
+) -> Option<DeviceRecord> {
+    let t = s.target().ok()?;
+    let results = s.measured_results();
+    let errors = s
+        .profile
+        .probe
+        .variants()
+        .into_iter()
+        .filter(|v| results.as_ref().and_then(|r| r.get(*v)).is_none())
+        .filter_map(|v| {
+            let e = match whole {
+                // Each variant's own error, as recorded (no second attempt).
+                Some(Err(GpuError::Variant(_))) => s.results_for(&[v]).err()?,
+                Some(Err(e)) => e.clone(),
+                _ => GpuError::Variant(format!("{v} was not measured")),
+            };
+            Some((v.name(), e))
+        })
+        .collect();
+    Some(DeviceRecord {
+        ordinal: t.ordinal(),
+        gpu_name: t.identity().name.clone(),
+        compute_capability: t.identity().compute_capability.clone(),
+        profile: s.profile.name.clone(),
+        environment: t.environment(None),
+        results,
+        errors,
+        sass_unavailable: t.sass_unavailable(),
+    })
+}
+
+fn run_with(
+    args: &Arguments,
+    paths: &Paths,
+    targets: Result<Vec<Arc<dyn Target>>, GpuError>,
+    options: &RunOptions,
+    share: Option<RunShare>,
+) -> u8 {
+    // Under nextest, a measurement an earlier process published stands for the devices.
+    let replayed = share.as_ref().and_then(|s| s.published.as_ref());
+    let targets = match replayed {
+        Some(p) => Ok(p.targets()),
+        None => targets,
+    };
     let forced = options.profile.as_deref();
-    let recorder = Arc::new(Recorder::new((!args.list).then(|| paths.junit.clone())));
+    let recorder = Arc::new(
+        Recorder::new((!args.list).then(|| paths.junit.clone()))
+            .merging(share.as_ref().map(|s| s.dir.clone())),
+    );
     *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = Some(recorder.clone());
-    let mut trials = Vec::new();
+    let mut trials: Vec<Planned> = Vec::new();
     let mut suites = Vec::new();
 
     let (profiles, load_errors) = catalog::load_dir(&paths.expectations);
@@ -291,9 +572,12 @@ pub fn run(
             None => "expectations::load".to_string(),
         };
         let message = e.to_string();
-        trials.push(trial(&recorder, "expectations".into(), name, move || {
-            Ended::new(Status::Failed, message, "invalid-profile")
-        }));
+        trials.push(Planned::runs(
+            trial(&recorder, "expectations".into(), name, move || {
+                Ended::new(Status::Failed, message, "invalid-profile")
+            }),
+            "expectations",
+        ));
     }
     for p in &profiles {
         if let Some(r) = &p.recorded {
@@ -351,21 +635,49 @@ pub fn run(
                         ..Default::default()
                     });
                 }
-                trials.push(trial(
-                    &recorder,
-                    "profile selection".into(),
-                    name,
-                    move || Ended::new(Status::Failed, message, "no-profile"),
+                trials.push(Planned::runs(
+                    trial(&recorder, "profile selection".into(), name, move || {
+                        Ended::new(Status::Failed, message, "no-profile")
+                    }),
+                    "profile selection",
                 ));
             }
         }
     }
+    // A GPU runner that cannot test its GPU fails, with one case that says why.
+    let required = options
+        .require_gpu
+        .then(|| required_reason(&sessions))
+        .flatten();
+    if let Some(reason) = &required {
+        suites.insert(
+            0,
+            SuiteInfo {
+                name: REQUIRED_SUITE.into(),
+                properties: vec![(REQUIRE_GPU_ENV.into(), "set".into())],
+                ..Default::default()
+            },
+        );
+        let message = format!("{REQUIRE_GPU_ENV} is set but the GPU cannot be tested: {reason}");
+        trials.insert(
+            0,
+            Planned::runs(
+                trial(
+                    &recorder,
+                    REQUIRED_SUITE.into(),
+                    REQUIRED_CASE.into(),
+                    move || Ended::new(Status::Failed, message, "no-gpu-required"),
+                ),
+                REQUIRED_SUITE,
+            ),
+        );
+    }
     for s in &sessions {
-        let gpu = gpu_trials(&recorder, s);
+        let gpu = gpu_trials(&recorder, s, options.require_gpu);
         let mut planned: Vec<Variant> = cases(&s.profile)
             .iter()
             .zip(&gpu)
-            .filter(|(_, t)| !args.is_filtered_out(t))
+            .filter(|(_, t)| !args.is_filtered_out(&t.trial) && !args.is_ignored(&t.trial))
             .flat_map(|(c, _)| c.needs.iter().copied())
             .collect();
         planned.sort();
@@ -376,16 +688,21 @@ pub fn run(
             match s.target() {
                 Ok(_) => eprintln!("accprobe: {}: {}", s.device_label(), s.selection_note),
                 // The note already says there is no GPU.
-                Err(reason) => {
-                    eprintln!("accprobe: {}", s.selection_note);
-                    eprintln!("accprobe: GPU cases are ignored: {reason}");
+                Err(_) => eprintln!("accprobe: {}", s.selection_note),
+            }
+            if let Err(reason) = s.target() {
+                match &required {
+                    Some(_) => {
+                        eprintln!("accprobe: no GPU, and {REQUIRE_GPU_ENV} is set: {reason}")
+                    }
+                    None => eprintln!("accprobe: GPU cases are ignored: {reason}"),
                 }
             }
         }
     }
     if args.list {
-        let _ = libtest_mimic::run(args, trials);
-        return ExitCode::SUCCESS;
+        let _ = libtest_mimic::run(args, trials.into_iter().map(|p| p.trial).collect());
+        return 0;
     }
 
     let mut known = suites.clone();
@@ -396,9 +713,51 @@ pub fn run(
         });
     }
     recorder.set_suites(known);
+    // What will run (for the interrupt report), and what is ignored at list time (into
+    // the JUnit file with its reason, as libtest counts it).
+    let mut expected = Vec::new();
+    for p in &trials {
+        if args.is_filtered_out(&p.trial) {
+            continue;
+        }
+        match (&p.ignored, args.is_ignored(&p.trial)) {
+            (Some((reason, skip)), true) => recorder.push(
+                CaseRecord {
+                    suite: p.suite.clone(),
+                    name: p.trial.name().to_string(),
+                    status: Status::Ignored,
+                    message: reason.clone(),
+                    duration: std::time::Duration::ZERO,
+                    kind: Some(skip.kind().into()),
+                    started: SystemTime::now(),
+                },
+                Some(skip.clone()),
+            ),
+            (_, true) => {}
+            (_, false) => expected.push((p.suite.clone(), p.trial.name().to_string())),
+        }
+    }
+    recorder.expect(expected);
+
     // One thread per device measures what its cases will need, so that devices work in
     // parallel whatever order libtest runs the cases in; the cases wait on their device's
-    // lock and find their variants measured.
+    // lock and find their variants measured. Under nextest the first process that needs
+    // the GPU measures every device's whole matrix before its case runs, and publishes it
+    // for the run's other processes.
+    let needs_gpu = sessions.iter().any(|s| {
+        s.target().is_ok()
+            && !s
+                .planned
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
+    });
+    let publishing = share.as_ref().filter(|s| s.measures() && needs_gpu);
+    if publishing.is_some() {
+        for s in &sessions {
+            *s.planned.lock().unwrap_or_else(|e| e.into_inner()) = s.profile.probe.variants();
+        }
+    }
     let measuring: Vec<_> = sessions
         .iter()
         .filter(|s| s.target().is_ok())
@@ -406,32 +765,141 @@ pub fn run(
             let s = s.clone();
             std::thread::spawn(move || {
                 let planned = s.planned.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                if !planned.is_empty() {
-                    let _ = s.results_for(&planned);
-                }
+                (!planned.is_empty()).then(|| s.results_for(&planned))
             })
         })
         .collect();
-    let conclusion = libtest_mimic::run(args, trials);
-    for m in measuring {
+    let mut measuring = Some(measuring);
+    if let Some(share) = publishing {
+        let ended: Vec<_> = measuring
+            .take()
+            .into_iter()
+            .flatten()
+            .map(|m| m.join().ok().flatten())
+            .collect();
+        let devices = sessions
+            .iter()
+            .filter(|s| s.target().is_ok())
+            .zip(&ended)
+            .filter_map(|(s, whole)| device_record(s, whole.as_ref()))
+            .collect();
+        match share.publish(&Published { devices }) {
+            Ok(()) => eprintln!(
+                "accprobe: measured for this nextest run: {}",
+                share.dir.display()
+            ),
+            Err(e) => eprintln!(
+                "accprobe: cannot publish the measurement under {}: {e}; the run's next process measures again",
+                share.dir.display()
+            ),
+        }
+    }
+    if let Some(s) = &share {
+        // Nothing to publish (no GPU, only replay cases): the next process tries.
+        s.release();
+    }
+    let conclusion = libtest_mimic::run(args, trials.into_iter().map(|p| p.trial).collect());
+    for m in measuring.into_iter().flatten() {
         let _ = m.join();
     }
     mark(args, "cases finished");
 
+    // Under nextest only the process that measured writes the results, log and CUBIN.
+    let measured_here = replayed.is_none();
     for s in &sessions {
-        suites.push(finish_session(s, paths, several, json_stdout(args)));
+        suites.push(finish_session(
+            s,
+            paths,
+            several,
+            measured_here,
+            json_stdout(args),
+        ));
     }
     recorder.set_suites(suites);
     let written = recorder.write();
     mark(args, "results and JUnit written");
+    print!(
+        "{}",
+        summary(&recorder.records(), &sessions, required.as_deref())
+    );
     match written {
         Ok(()) => eprintln!("junit: {}", paths.junit.display()),
         Err(e) => {
             eprintln!("{}", Error::io(&paths.junit, "write the JUnit report", e));
-            return ExitCode::FAILURE;
+            return 1;
         }
     }
-    conclusion.exit_code()
+    if conclusion.has_failed() {
+        101
+    } else {
+        0
+    }
+}
+
+/// The closing summary: how many cases passed, failed and were ignored, the ignored ones
+/// by reason, and whether the GPU was tested.
+fn summary(
+    records: &[recorder::Record],
+    sessions: &[Arc<GpuSession>],
+    required: Option<&str>,
+) -> String {
+    let count = |st: Status| records.iter().filter(|r| r.case.status == st).count();
+    let mut out = format!(
+        "accprobe summary: passed {}, failed {}, ignored {}\n",
+        count(Status::Passed),
+        count(Status::Failed),
+        count(Status::Ignored)
+    );
+    let mut by: BTreeMap<(u8, String), usize> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.case.status == Status::Ignored) {
+        let key = match &r.skip {
+            Some(Skip::NoGpu(why)) => (0, format!("no GPU ({why})")),
+            Some(Skip::NoDisassembler(why)) => (1, format!("no SASS disassembler ({why})")),
+            Some(Skip::KnownDeviation) => (2, "known deviation".to_string()),
+            Some(Skip::NotJudged(why)) => (3, format!("the results cannot judge it ({why})")),
+            Some(Skip::Interrupted(sig)) => (4, format!("not finished: interrupted by {sig}")),
+            None => (5, format!("other ({})", r.case.message)),
+        };
+        *by.entry(key).or_default() += 1;
+    }
+    for ((_, what), n) in by {
+        out.push_str(&format!("accprobe summary:   ignored: {what}: {n}\n"));
+    }
+    let gpu_suites: Vec<String> = sessions
+        .iter()
+        .filter(|s| s.target().is_ok())
+        .map(|s| gpu_suite_name(s))
+        .collect();
+    let tested = records
+        .iter()
+        .filter(|r| gpu_suites.contains(&r.case.suite))
+        .filter(|r| {
+            !matches!(
+                r.skip,
+                Some(Skip::NoGpu(_) | Skip::NoDisassembler(_) | Skip::Interrupted(_))
+            )
+        })
+        .count();
+    let devices: Vec<String> = sessions
+        .iter()
+        .filter(|s| s.target().is_ok())
+        .map(|s| s.device_label())
+        .collect();
+    let reason = sessions
+        .iter()
+        .find_map(|s| s.target().err().map(|e| e.to_string()));
+    out.push_str(&match (tested, required, reason) {
+        (_, Some(why), _) => {
+            format!("accprobe summary: GPU NOT TESTED, and {REQUIRE_GPU_ENV} is set: {why}\n")
+        }
+        (0, None, Some(why)) => format!("accprobe summary: GPU NOT TESTED: {why}\n"),
+        (0, None, None) => "accprobe summary: GPU NOT TESTED: no GPU case ran\n".to_string(),
+        (n, None, _) => format!(
+            "accprobe summary: GPU tested: {n} cases judged on {}\n",
+            devices.join(", ")
+        ),
+    });
+    out
 }
 
 #[cfg(test)]
@@ -460,7 +928,7 @@ mod tests {
                 || -> (Status, String) { panic!("kernel exploded") },
             ),
             trial(&recorder, "s".into(), "after".into(), || {
-                (Status::Passed, "fine".into())
+                (Status::Passed, "fine".to_string())
             }),
         ];
         let log = std::env::temp_dir().join(format!("accprobe-panic-{}.log", std::process::id()));
@@ -474,7 +942,7 @@ mod tests {
         let conclusion = libtest_mimic::run(&args, trials);
         let _ = std::fs::remove_file(log);
         assert_eq!((conclusion.num_failed, conclusion.num_passed), (1, 1));
-        let cases = recorder.cases.lock().unwrap();
+        let cases = recorder.cases();
         assert_eq!(cases[0].status, Status::Failed);
         assert_eq!(cases[0].message, "panicked: kernel exploded");
         assert_eq!(cases[1].status, Status::Passed);

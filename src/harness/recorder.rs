@@ -1,21 +1,77 @@
 //! The live JUnit recorder: every finished case is recorded, and the JUnit file on disk is
 //! rewritten (atomically, at most every [`JUNIT_EVERY`]) so that an interrupted or killed
-//! run leaves a complete file for what finished.
+//! run leaves a complete file for what finished. On SIGINT or SIGTERM the cases that had
+//! not finished are added as skipped ("not finished: interrupted by SIGTERM") beside one
+//! failing `run::interrupted` case, and the process exits 130 or 143.
+//!
+//! Under cargo-nextest (one process per case) each process writes its records to
+//! `<run dir>/junit/<pid>.json`, and the JUnit file is rebuilt from all of the run's
+//! records under `<run dir>/junit.lock`: it holds every case the run has finished so far,
+//! never only the last process's.
 
-use crate::report::junit::{self, CaseRecord, SuiteInfo};
+use crate::report::junit::{self, CaseRecord, Status, SuiteInfo};
 use crate::report::write_atomic;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Once};
+use std::time::{Instant, SystemTime};
+
+/// Why a case was ignored, for the closing summary.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Skip {
+    /// No usable GPU here: the reason.
+    NoGpu(String),
+    /// No SASS disassembler here, for a case that needs SASS: the reason.
+    NoDisassembler(String),
+    /// A known deviation (decided after measuring).
+    KnownDeviation,
+    /// The results cannot judge this case (no SASS, no launch timings or settings in
+    /// recorded data, no baselines): the verdict's reason.
+    NotJudged(String),
+    /// The run was interrupted before the case finished.
+    Interrupted(String),
+}
+
+impl Skip {
+    /// The JUnit `type` of a case skipped for this reason.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Skip::NoGpu(_) => "no-gpu",
+            Skip::NoDisassembler(_) => "no-disassembler",
+            Skip::KnownDeviation => "known-deviation",
+            Skip::NotJudged(_) => "cannot-judge",
+            Skip::Interrupted(_) => "interrupted",
+        }
+    }
+}
+
+/// One finished case.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
+    pub case: CaseRecord,
+    pub skip: Option<Skip>,
+}
 
 /// Collects how each case ended, for the JUnit file.
 #[derive(Default)]
 pub struct Recorder {
-    pub cases: Mutex<Vec<CaseRecord>>,
-    /// Where the JUnit file goes, and the suites known so far; `None` in unit tests.
+    pub records: Mutex<Vec<Record>>,
+    /// Where the JUnit file goes; `None` in unit tests.
     junit: Option<PathBuf>,
+    /// Under nextest: the run's folder, where every process's records are merged.
+    merge: Option<PathBuf>,
     suites: Mutex<Vec<SuiteInfo>>,
+    /// (suite, case) of every case this process will run, for the interrupt report.
+    expected: Mutex<Vec<(String, String)>>,
     last_write: Mutex<Option<Instant>>,
+    /// One write at a time within the process (the file lock is per process).
+    writing: Mutex<()>,
+    /// Set by [`Recorder::interrupt`]: from then on the record is final, so that a case
+    /// finishing while the signal is handled can neither appear twice nor overwrite the
+    /// interrupted file.
+    closed: std::sync::atomic::AtomicBool,
+    started: Option<SystemTime>,
 }
 
 /// How often, at most, the JUnit file is rewritten while cases finish, so that an
@@ -25,18 +81,42 @@ pub const JUNIT_EVERY: std::time::Duration = std::time::Duration::from_millis(25
 /// The recorder of the run in progress, for the interrupt handler.
 pub static CURRENT: Mutex<Option<Arc<Recorder>>> = Mutex::new(None);
 
+/// The suite and name of the case an interrupted run adds, failing.
+pub const INTERRUPTED_SUITE: &str = "interrupted";
+pub const INTERRUPTED_CASE: &str = "run::interrupted";
+
+/// This process's records, as merged under nextest.
+#[derive(Serialize, Deserialize)]
+struct Part {
+    started: SystemTime,
+    pid: u32,
+    suites: Vec<SuiteInfo>,
+    records: Vec<Record>,
+}
+
 impl Recorder {
+    /// Writes to `junit` (when given); under nextest, `merge` is the run's folder.
     pub fn new(junit: Option<PathBuf>) -> Recorder {
         Recorder {
-            cases: Mutex::default(),
             junit,
-            suites: Mutex::default(),
-            last_write: Mutex::new(None),
+            started: Some(SystemTime::now()),
+            ..Default::default()
         }
     }
 
-    pub fn push(&self, r: CaseRecord) {
-        self.cases.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+    pub fn merging(mut self, run_dir: Option<PathBuf>) -> Recorder {
+        self.merge = run_dir;
+        self
+    }
+
+    pub fn push(&self, case: CaseRecord, skip: Option<Skip>) {
+        {
+            let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+            if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            records.push(Record { case, skip });
+        }
         let due = {
             let mut last = self.last_write.lock().unwrap_or_else(|e| e.into_inner());
             let due = last.is_none_or(|t| t.elapsed() >= JUNIT_EVERY);
@@ -54,43 +134,243 @@ impl Recorder {
         *self.suites.lock().unwrap_or_else(|e| e.into_inner()) = suites;
     }
 
-    /// Writes the JUnit file for what has finished so far, atomically.
+    /// The cases this process is about to run: on interruption, those not finished are
+    /// reported as such.
+    pub fn expect(&self, cases: Vec<(String, String)>) {
+        *self.expected.lock().unwrap_or_else(|e| e.into_inner()) = cases;
+    }
+
+    /// The finished cases so far, with why each ignored one was.
+    pub fn records(&self) -> Vec<Record> {
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The finished cases so far.
+    #[cfg(test)]
+    pub fn cases(&self) -> Vec<CaseRecord> {
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|r| r.case.clone())
+            .collect()
+    }
+
+    /// Records every expected case that has not finished as skipped, interrupted by
+    /// `signal`, and one failing case saying so; then writes the JUnit file.
+    pub fn interrupt(&self, signal: &str) -> std::io::Result<()> {
+        let reason = format!("not finished: interrupted by {signal}");
+        {
+            let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+            self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+            let done: HashSet<(String, String)> = records
+                .iter()
+                .map(|r| (r.case.suite.clone(), r.case.name.clone()))
+                .collect();
+            let expected = self
+                .expected
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let mut unfinished = 0;
+            for (suite, name) in expected {
+                if !done.contains(&(suite.clone(), name.clone())) {
+                    unfinished += 1;
+                    records.push(Record {
+                        case: CaseRecord {
+                            suite,
+                            name,
+                            status: Status::Ignored,
+                            message: reason.clone(),
+                            duration: std::time::Duration::ZERO,
+                            kind: Some("interrupted".into()),
+                            started: std::time::SystemTime::now(),
+                        },
+                        skip: Some(Skip::Interrupted(signal.to_string())),
+                    });
+                }
+            }
+            let finished = records.len() - unfinished;
+            records.push(Record {
+                case: CaseRecord {
+                    suite: INTERRUPTED_SUITE.into(),
+                    name: INTERRUPTED_CASE.into(),
+                    status: Status::Failed,
+                    message: format!(
+                        "the run was interrupted by {signal}: {finished} cases finished, \
+                         {unfinished} did not (reported skipped: {reason})"
+                    ),
+                    duration: std::time::Duration::ZERO,
+                    kind: Some("interrupted".into()),
+                    started: std::time::SystemTime::now(),
+                },
+                skip: None,
+            });
+        }
+        {
+            let mut suites = self.suites.lock().unwrap_or_else(|e| e.into_inner());
+            if !suites.iter().any(|s| s.name == INTERRUPTED_SUITE) {
+                suites.push(SuiteInfo {
+                    name: INTERRUPTED_SUITE.into(),
+                    properties: vec![("signal".into(), signal.into())],
+                    ..Default::default()
+                });
+            }
+        }
+        self.write_file(true)
+    }
+
+    /// Writes the JUnit file for what has finished so far, atomically (under nextest:
+    /// with what the run's other processes finished).
     pub fn write(&self) -> std::io::Result<()> {
+        self.write_file(false)
+    }
+
+    fn write_file(&self, interrupting: bool) -> std::io::Result<()> {
         let Some(path) = &self.junit else {
             return Ok(());
         };
+        let _one_at_a_time = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) && !interrupting {
+            return Ok(());
+        }
         let suites = self
             .suites
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let cases = self.cases.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        write_atomic(path, &junit::junit(&suites, &cases))
+        let records = self
+            .records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match &self.merge {
+            None => {
+                let cases: Vec<CaseRecord> = records.into_iter().map(|r| r.case).collect();
+                write_atomic(path, &junit::junit(&suites, &cases))
+            }
+            Some(dir) => {
+                let part = Part {
+                    started: self.started.unwrap_or(SystemTime::UNIX_EPOCH),
+                    pid: std::process::id(),
+                    suites,
+                    records,
+                };
+                merge(dir, path, &part)
+            }
+        }
     }
 }
 
-/// On SIGINT or SIGTERM: write the JUnit file for what ran, then exit 130.
-pub fn install_interrupt_handler() {
-    let _ = ctrlc::set_handler(|| {
-        if let Some(r) = CURRENT.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            let _ = r.write();
-            eprintln!("accprobe: interrupted; the JUnit file holds the cases that finished");
+/// Writes `part` beside the run's other processes' parts and rebuilds the JUnit file from
+/// all of them, under the run's JUnit lock.
+fn merge(dir: &Path, junit_path: &Path, part: &Part) -> std::io::Result<()> {
+    let parts_dir = dir.join("junit");
+    std::fs::create_dir_all(&parts_dir)?;
+    let json = serde_json::to_string(part).map_err(std::io::Error::other)?;
+    write_atomic(&parts_dir.join(format!("{}.json", part.pid)), &json)?;
+    let lock = std::fs::File::create(dir.join("junit.lock"))?;
+    lock.lock()?;
+    let mut parts: Vec<Part> = Vec::new();
+    for entry in std::fs::read_dir(&parts_dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "json") {
+            if let Some(p) = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| serde_json::from_str::<Part>(&t).ok())
+            {
+                parts.push(p);
+            }
         }
-        std::process::exit(130);
+    }
+    parts.sort_by_key(|p| (p.started, p.pid));
+    let (suites, cases) = merged(parts);
+    let written = write_atomic(junit_path, &junit::junit(&suites, &cases));
+    let _ = lock.unlock();
+    written
+}
+
+/// The union of the parts: suites in first-seen order (the first with properties or
+/// output wins), each case once (a later process's record of the same case, a retry,
+/// wins), in first-seen order.
+fn merged(parts: Vec<Part>) -> (Vec<SuiteInfo>, Vec<CaseRecord>) {
+    let mut suites: Vec<SuiteInfo> = Vec::new();
+    let mut order: Vec<(String, String)> = Vec::new();
+    let mut cases: BTreeMap<(String, String), CaseRecord> = BTreeMap::new();
+    for p in parts {
+        for s in p.suites {
+            match suites.iter_mut().find(|x| x.name == s.name) {
+                Some(known) => {
+                    if known.properties.is_empty() && known.system_out.is_empty() {
+                        *known = s;
+                    }
+                }
+                None => suites.push(s),
+            }
+        }
+        for r in p.records {
+            let key = (r.case.suite.clone(), r.case.name.clone());
+            if cases.insert(key.clone(), r.case).is_none() {
+                order.push(key);
+            }
+        }
+    }
+    let cases = order.into_iter().filter_map(|k| cases.remove(&k)).collect();
+    (suites, cases)
+}
+
+/// On SIGINT or SIGTERM: write the JUnit file with what finished and what did not, then
+/// exit 128 + the signal (130, 143). Installed once per process.
+pub fn install_interrupt_handler() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+            eprintln!("accprobe: cannot handle SIGINT/SIGTERM: an interrupted run leaves the JUnit file of the cases that finished");
+            return;
+        };
+        std::thread::spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                let name = if signal == SIGTERM { "SIGTERM" } else { "SIGINT" };
+                let current = CURRENT.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                if let Some(r) = current {
+                    match r.interrupt(name) {
+                        Ok(()) => eprintln!(
+                            "accprobe: interrupted by {name}; the JUnit file marks the cases that did not finish"
+                        ),
+                        Err(e) => eprintln!("accprobe: interrupted by {name}; cannot write the JUnit file: {e}"),
+                    }
+                }
+                std::process::exit(128 + signal);
+            }
+        });
     });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::junit::Status;
-    use std::path::Path;
 
     fn cases_in(path: &Path) -> usize {
         let xml = std::fs::read_to_string(path).unwrap();
         let report =
             quick_junit::Report::deserialize_from_str(&xml).expect("well-formed at every moment");
         report.test_suites.iter().map(|s| s.test_cases.len()).sum()
+    }
+
+    fn case(suite: &str, name: &str, status: Status) -> CaseRecord {
+        CaseRecord {
+            suite: suite.into(),
+            name: name.into(),
+            status,
+            message: String::new(),
+            duration: std::time::Duration::ZERO,
+            kind: None,
+            started: std::time::SystemTime::now(),
+        }
     }
 
     #[test]
@@ -102,26 +382,100 @@ mod tests {
             name: "s".into(),
             ..Default::default()
         }]);
-        let case = |i: usize| CaseRecord {
-            suite: "s".into(),
-            name: format!("c{i}"),
-            status: Status::Passed,
-            message: String::new(),
-            duration: std::time::Duration::ZERO,
-            kind: None,
-            started: std::time::SystemTime::now(),
-        };
-        r.push(case(0));
+        let case = |i: usize| case("s", &format!("c{i}"), Status::Passed);
+        r.push(case(0), None);
         // The first finished case is on disk at once: a run killed now leaves a valid file.
         assert_eq!(cases_in(&path), 1);
         for i in 1..50 {
-            r.push(case(i));
+            r.push(case(i), None);
         }
         let seen = cases_in(&path);
         assert!((1..=50).contains(&seen), "{seen}");
         std::thread::sleep(JUNIT_EVERY + std::time::Duration::from_millis(50));
-        r.push(case(50));
+        r.push(case(50), None);
         assert_eq!(cases_in(&path), 51, "at most JUNIT_EVERY behind");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_interrupt_reports_the_unfinished_cases_and_fails_the_run() {
+        let r = Recorder::new(None);
+        r.expect(vec![
+            ("s".into(), "a".into()),
+            ("s".into(), "b".into()),
+            ("s".into(), "c".into()),
+        ]);
+        r.push(case("s", "a", Status::Passed), None);
+        r.interrupt("SIGTERM").unwrap();
+        let cases = r.cases();
+        let names: Vec<(&str, &Status, &str)> = cases
+            .iter()
+            .map(|c| (c.name.as_str(), &c.status, c.message.as_str()))
+            .collect();
+        assert_eq!(names[0], ("a", &Status::Passed, ""));
+        assert_eq!(
+            names[1],
+            (
+                "b",
+                &Status::Ignored,
+                "not finished: interrupted by SIGTERM"
+            )
+        );
+        assert_eq!(names[2].0, "c");
+        assert_eq!(names[3].0, INTERRUPTED_CASE);
+        assert_eq!(names[3].1, &Status::Failed);
+        assert!(
+            names[3].2.contains("1 cases finished, 2 did not"),
+            "{}",
+            names[3].2
+        );
+    }
+
+    #[test]
+    fn processes_of_one_nextest_run_add_to_one_junit_file() {
+        let dir = std::env::temp_dir().join(format!("accprobe-junit-merge-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("junit.xml");
+        let suites = vec![SuiteInfo {
+            name: "s".into(),
+            ..Default::default()
+        }];
+        // Two "processes": parts written as two different pids would.
+        for (i, (name, status)) in [("a", Status::Passed), ("b", Status::Failed)]
+            .into_iter()
+            .enumerate()
+        {
+            let part = Part {
+                started: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(i as u64),
+                pid: 1_000_000 + i as u32,
+                suites: suites.clone(),
+                records: vec![Record {
+                    case: case("s", name, status),
+                    skip: None,
+                }],
+            };
+            merge(&dir, &path, &part).unwrap();
+        }
+        assert_eq!(
+            cases_in(&path),
+            2,
+            "the second process did not overwrite the first"
+        );
+        // A retry of `b` that passes replaces its record; nothing is counted twice.
+        let retry = Part {
+            started: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(9),
+            pid: 1_000_009,
+            suites,
+            records: vec![Record {
+                case: case("s", "b", Status::Passed),
+                skip: None,
+            }],
+        };
+        merge(&dir, &path, &retry).unwrap();
+        let xml = std::fs::read_to_string(&path).unwrap();
+        let report = quick_junit::Report::deserialize_from_str(&xml).unwrap();
+        assert_eq!(report.test_suites[0].tests, 2);
+        assert_eq!(report.test_suites[0].failures, 0);
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -41,10 +41,11 @@ pub struct Device {
 
 /// Finds the GPU, or says why there is none: the reason GPU cases are ignored with.
 pub fn detect() -> Result<Device, GpuError> {
+    let named = selection_from_env()?;
     let count = driver_ready()?;
-    let ordinal = match std::env::var(DEVICE_ENV) {
-        Ok(s) => parse_ordinals(&s, count)?.first().copied().unwrap_or(0),
-        Err(_) => 0,
+    let ordinal = match named {
+        Some(o) => check_range(&o, count)?.first().copied().unwrap_or(0),
+        None => 0,
     };
     open(ordinal)
 }
@@ -53,38 +54,70 @@ pub fn detect() -> Result<Device, GpuError> {
 pub const DEVICES_ENV: &str = "ACCPROBE_DEVICES";
 
 /// Every device the suite should test: those `ACCPROBE_DEVICES` names (or the one
-/// `ACCPROBE_DEVICE` names), else all visible devices. `Err` is the reason there is none.
+/// `ACCPROBE_DEVICE` names), else all visible devices. `Err` is the reason there is none;
+/// a malformed list is a [`GpuError::Config`] before the driver is loaded, an ordinal out
+/// of range one as soon as the device count is known.
 pub fn detect_all() -> Result<Vec<Device>, GpuError> {
+    let named = selection_from_env()?;
     let count = driver_ready()?;
-    let ordinals = match (std::env::var(DEVICES_ENV), std::env::var(DEVICE_ENV)) {
-        (Ok(s), _) => parse_ordinals(&s, count)?,
-        (_, Ok(s)) => parse_ordinals(&s, count)?,
-        _ => (0..count).collect(),
+    let ordinals = match named {
+        Some(o) => check_range(&o, count)?,
+        None => (0..count).collect(),
     };
     ordinals.into_iter().map(open).collect()
 }
 
-/// `0,2` -> [0, 2], each below `count`, none twice.
-pub fn parse_ordinals(text: &str, count: usize) -> Result<Vec<usize>, GpuError> {
+/// The ordinals `ACCPROBE_DEVICES` (or else `ACCPROBE_DEVICE`) names, syntax checked
+/// without touching the driver; `None` when neither is set (or set empty).
+pub fn selection_from_env() -> Result<Option<Vec<usize>>, GpuError> {
+    for var in [DEVICES_ENV, DEVICE_ENV] {
+        match std::env::var(var) {
+            Ok(s) if s.trim().is_empty() => {}
+            Ok(s) => {
+                return parse_ordinal_list(&s)
+                    .map(Some)
+                    .map_err(|e| GpuError::Config(format!("{var}={s:?}: {e}")))
+            }
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(GpuError::Config(format!("{var} is not valid UTF-8")))
+            }
+            Err(std::env::VarError::NotPresent) => {}
+        }
+    }
+    Ok(None)
+}
+
+/// `0,2` -> [0, 2], none twice; the syntax only (the range needs the device count).
+fn parse_ordinal_list(text: &str) -> Result<Vec<usize>, String> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let o = part
-            .parse::<usize>()
-            .ok()
-            .filter(|&o| o < count)
-            .ok_or_else(|| {
-                GpuError::Config(format!(
-                    "device {part:?} is not an ordinal below {count} (visible devices: {count})"
-                ))
-            })?;
+        let o = part.parse::<usize>().map_err(|_| {
+            format!("{part:?} is not a device ordinal (expected a list such as 0 or 0,2)")
+        })?;
         if !out.contains(&o) {
             out.push(o);
         }
     }
     if out.is_empty() {
-        return Err(GpuError::Config(format!("{text:?} names no device")));
+        return Err(format!("{text:?} names no device"));
     }
     Ok(out)
+}
+
+/// Each of `ordinals` must be below `count`, the number of visible devices.
+fn check_range(ordinals: &[usize], count: usize) -> Result<Vec<usize>, GpuError> {
+    match ordinals.iter().find(|&&o| o >= count) {
+        Some(o) => Err(GpuError::Config(format!(
+            "device {o} is not an ordinal below {count} (visible devices: {count})"
+        ))),
+        None => Ok(ordinals.to_vec()),
+    }
+}
+
+/// `0,2` -> [0, 2], each below `count`, none twice.
+pub fn parse_ordinals(text: &str, count: usize) -> Result<Vec<usize>, GpuError> {
+    let ordinals = parse_ordinal_list(text).map_err(GpuError::Config)?;
+    check_range(&ordinals, count)
 }
 
 /// Checks libcuda and libnvrtc, initialises the driver and counts devices.
@@ -213,9 +246,20 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("not an ordinal below 4"));
-        assert!(parse_ordinals("a", 4).is_err());
+        assert!(parse_ordinals("a", 4)
+            .unwrap_err()
+            .to_string()
+            .contains("not a device ordinal"));
+        assert!(parse_ordinals("-1", 4).is_err());
         let e = parse_ordinals("", 4).unwrap_err();
         assert!(e.to_string().contains("names no device"));
         assert_eq!(e.kind(), crate::error::GpuErrorKind::Config);
+        assert_eq!(
+            parse_ordinal_list(" 3 ,1"),
+            Ok(vec![3, 1]),
+            "syntax only, before the count is known"
+        );
+        assert!(parse_ordinal_list(",").is_err());
+        assert!(parse_ordinal_list("0,x").is_err());
     }
 }

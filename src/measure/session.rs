@@ -147,7 +147,7 @@ impl GpuSession {
             source: "measured".into(),
             environment: Some(target.environment(None)),
             variants,
-            sass_unavailable: target.compiled().and_then(sass_unavailable),
+            sass_unavailable: target.sass_unavailable(),
             timings: self.timings(),
         })
     }
@@ -187,7 +187,7 @@ impl GpuSession {
             source: "measured".into(),
             environment: Some(target.environment(clocks.get(clocks.len() / 2).copied())),
             variants,
-            sass_unavailable: target.compiled().and_then(sass_unavailable),
+            sass_unavailable: target.sass_unavailable(),
             timings: self.timings(),
         })
     }
@@ -195,12 +195,5 @@ impl GpuSession {
     /// The compiled matrix (CUBIN and ptxas log), when it was compiled.
     pub fn compiled(&self) -> Option<&compile::Compiled> {
         self.target.as_ref().ok()?.compiled()
-    }
-}
-
-fn sass_unavailable(c: &compile::Compiled) -> Option<String> {
-    match &c.sass {
-        compile::Sass::Unavailable(reason) => Some(reason.clone()),
-        _ => None,
     }
 }

@@ -48,6 +48,17 @@ pub trait Target: Send + Sync {
     fn compile_info(&self) -> Option<CompileInfo>;
     /// After an error: `Err(why)` when the device can no longer be used.
     fn healthy(&self) -> Result<(), GpuError>;
+    /// Why the results will carry no SASS (no disassembler), or `None`; known before
+    /// compiling, so that SASS cases can be ignored (or required) before they run.
+    fn sass_unavailable(&self) -> Option<String> {
+        match self.compiled() {
+            Some(c) => match &c.sass {
+                compile::Sass::Unavailable(reason) => Some(reason.clone()),
+                _ => None,
+            },
+            None => compile::disassembler_unavailable(),
+        }
+    }
 }
 
 /// A real CUDA device: compiles through the cache at first use, then measures.
@@ -233,5 +244,9 @@ impl Target for RecordedTarget {
 
     fn healthy(&self) -> Result<(), GpuError> {
         Ok(())
+    }
+
+    fn sass_unavailable(&self) -> Option<String> {
+        self.results.sass_unavailable.clone()
     }
 }

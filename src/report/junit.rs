@@ -22,7 +22,7 @@ use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, Te
 use std::time::{Duration, SystemTime};
 
 /// How one case ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Status {
     Passed,
     Failed,
@@ -30,7 +30,7 @@ pub enum Status {
 }
 
 /// One case as it goes into JUnit.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct CaseRecord {
     pub suite: String,
     pub name: String,
@@ -39,7 +39,7 @@ pub struct CaseRecord {
     pub message: String,
     pub duration: Duration,
     /// What kind of failure or skip (JUnit's `type`), when known.
-    pub kind: Option<&'static str>,
+    pub kind: Option<String>,
     /// When the case started.
     pub started: SystemTime,
 }
@@ -73,7 +73,7 @@ impl Ended {
 }
 
 /// One JUnit test suite: a device and profile, or a replay of recorded results.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct SuiteInfo {
     pub name: String,
     pub properties: Vec<(String, String)>,
@@ -105,7 +105,7 @@ fn one_line(text: &str) -> String {
 /// the body, and a type.
 fn not_passed(mut st: TestCaseStatus, c: &CaseRecord, default_kind: &str) -> TestCaseStatus {
     st.set_message(one_line(&c.message));
-    st.set_type(c.kind.unwrap_or(default_kind));
+    st.set_type(c.kind.as_deref().unwrap_or(default_kind));
     if !c.message.is_empty() {
         st.set_description(c.message.as_str());
     }
@@ -221,7 +221,7 @@ mod tests {
             status,
             message: message.into(),
             duration: Duration::from_millis(5),
-            kind,
+            kind: kind.map(str::to_string),
             started: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
         }
     }

@@ -1,0 +1,238 @@
+//! One measurement per nextest run. cargo-nextest runs each case in a process of its own
+//! and sets `NEXTEST_RUN_ID` for all of them; the processes of one run share
+//! `target/accprobe/runs/<run id>/`:
+//!
+//! - `measure.lock`: the first process that needs the GPU takes it, measures the whole
+//!   matrix of every device's profile (whatever case it was started for), writes
+//!   `measured.json` and releases the lock. The others wait on the lock (saying so) and
+//!   read that file instead of measuring: the GPU is measured once per run, and never by
+//!   two of its processes at once. A process that published nothing (no GPU, or only
+//!   replay cases to run) leaves the next one to try.
+//! - `junit/<pid>.json` and `junit.lock`: every process's case records, merged into the
+//!   one JUnit file (see `recorder`).
+//!
+//! Run folders older than a day are removed when a new run starts.
+
+use crate::error::GpuError;
+use crate::measure::target::{CompileInfo, Target};
+use crate::model::gpu::{Environment, GpuIdentity};
+use crate::model::results::{RunResults, VariantResult};
+use crate::model::settings::ProbeSettings;
+use crate::model::variant::Variant;
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// The run's shared folder, with the measuring lock held until the measurement is
+/// published (or this process leaves it to the next).
+pub struct RunShare {
+    pub dir: PathBuf,
+    lock: Mutex<Option<File>>,
+    /// What an earlier process of the run measured, when it did.
+    pub published: Option<Published>,
+}
+
+const MEASURED: &str = "measured.json";
+
+/// How long an old run's folder is kept.
+const KEEP_RUNS: Duration = Duration::from_secs(24 * 3600);
+
+impl RunShare {
+    /// Opens (creates) `runs/<run id>/`, waits for the measuring lock and reads what was
+    /// published. When something was, the lock is released at once.
+    pub fn open(runs: &Path, run_id: &str) -> std::io::Result<RunShare> {
+        let name: String = run_id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let dir = runs.join(name);
+        if !dir.is_dir() {
+            remove_old_runs(runs);
+        }
+        std::fs::create_dir_all(&dir)?;
+        let file = File::create(dir.join("measure.lock"))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                eprintln!(
+                    "accprobe: waiting for another process of this nextest run to measure ({})",
+                    dir.display()
+                );
+                file.lock()?;
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+        let published = std::fs::read_to_string(dir.join(MEASURED))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Published>(&t).ok());
+        let share = RunShare {
+            dir,
+            lock: Mutex::new(Some(file)),
+            published,
+        };
+        if share.published.is_some() {
+            share.release();
+        }
+        Ok(share)
+    }
+
+    /// Whether this process holds the measuring lock (nothing was published yet).
+    pub fn measures(&self) -> bool {
+        self.lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// Releases the measuring lock.
+    pub fn release(&self) {
+        if let Some(f) = self.lock.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = f.unlock();
+        }
+    }
+
+    /// Writes what this process measured for the run's later processes, then releases
+    /// the lock.
+    pub fn publish(&self, p: &Published) -> std::io::Result<()> {
+        let json = serde_json::to_string(p).map_err(std::io::Error::other)?;
+        let written = crate::report::write_atomic(&self.dir.join(MEASURED), &json);
+        self.release();
+        written
+    }
+}
+
+fn remove_old_runs(runs: &Path) {
+    let Ok(entries) = std::fs::read_dir(runs) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| SystemTime::now().duration_since(t).ok())
+            .is_some_and(|age| age > KEEP_RUNS);
+        if old && e.path().is_dir() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// What the measuring process of a run measured, for all devices.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Published {
+    pub devices: Vec<DeviceRecord>,
+}
+
+/// One device's measurement: the results of the variants that were measured and the
+/// error of each that was not.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeviceRecord {
+    pub ordinal: usize,
+    pub gpu_name: String,
+    pub compute_capability: String,
+    /// The profile it was measured for.
+    pub profile: String,
+    pub environment: Environment,
+    pub results: Option<RunResults>,
+    /// (variant name, why it was not measured).
+    pub errors: Vec<(String, GpuError)>,
+    pub sass_unavailable: Option<String>,
+}
+
+impl Published {
+    /// Targets that replay this measurement, one per device.
+    pub fn targets(&self) -> Vec<Arc<dyn Target>> {
+        self.devices
+            .iter()
+            .map(|d| {
+                Arc::new(SharedTarget {
+                    identity: GpuIdentity {
+                        name: d.gpu_name.clone(),
+                        compute_capability: d.compute_capability.clone(),
+                    },
+                    record: d.clone(),
+                }) as Arc<dyn Target>
+            })
+            .collect()
+    }
+}
+
+/// A device as an earlier process of the run measured it.
+pub struct SharedTarget {
+    identity: GpuIdentity,
+    record: DeviceRecord,
+}
+
+impl Target for SharedTarget {
+    fn ordinal(&self) -> usize {
+        self.record.ordinal
+    }
+
+    fn identity(&self) -> &GpuIdentity {
+        &self.identity
+    }
+
+    fn prepare(&self, _: &[Variant]) -> Result<(), GpuError> {
+        Ok(())
+    }
+
+    fn measure(
+        &self,
+        variants: &[Variant],
+        _: &ProbeSettings,
+        _: &[Variant],
+    ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
+        Ok(variants
+            .iter()
+            .map(|&v| {
+                if let Some(r) = self.record.results.as_ref().and_then(|r| r.get(v)) {
+                    return Ok(r.clone());
+                }
+                Err(self
+                    .record
+                    .errors
+                    .iter()
+                    .find(|(name, _)| *name == v.name())
+                    .map(|(_, e)| e.clone())
+                    .unwrap_or_else(|| {
+                        GpuError::Variant(format!(
+                            "{v} was not measured by this nextest run's measuring process"
+                        ))
+                    }))
+            })
+            .collect())
+    }
+
+    fn environment(&self, _: Option<f64>) -> Environment {
+        self.record
+            .results
+            .as_ref()
+            .and_then(|r| r.environment.clone())
+            .unwrap_or_else(|| self.record.environment.clone())
+    }
+
+    fn compiled(&self) -> Option<&crate::compile::Compiled> {
+        None
+    }
+
+    fn compile_info(&self) -> Option<CompileInfo> {
+        None
+    }
+
+    fn healthy(&self) -> Result<(), GpuError> {
+        Ok(())
+    }
+
+    fn sass_unavailable(&self) -> Option<String> {
+        self.record.sass_unavailable.clone()
+    }
+}
