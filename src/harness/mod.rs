@@ -63,7 +63,9 @@ fn trial(
         match status {
             Status::Passed => Ok(Completion::Completed),
             Status::Ignored => Ok(Completion::ignored_with(message)),
-            Status::Failed => Err(Failed::from(message)),
+            // libtest knows no error: it fails, with the cause first ("GPU busy: ...");
+            // the JUnit file has it as an <error>.
+            Status::Failed | Status::Error => Err(Failed::from(message)),
         }
     })
 }
@@ -105,6 +107,7 @@ fn gpu_trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>) -> Vec<Trial>
                     Err(e) if e.kind() == GpuErrorKind::Unavailable => {
                         (Status::Ignored, e.to_string())
                     }
+                    Err(e) if e.kind() == GpuErrorKind::Busy => (Status::Error, e.to_string()),
                     Err(e) => (Status::Failed, e.to_string()),
                     Ok(results) => junit::status(verdict::evaluate(&case, &s.profile, &results)),
                 },

@@ -11,6 +11,10 @@ pub enum Status {
     Passed,
     Failed,
     Ignored,
+    /// Could not be judged: the run went wrong around the case (the GPU was busy or held
+    /// by another process). JUnit's `<error>`, never a `<failure>`; libtest, which knows
+    /// only pass, fail and ignore, counts it as failed.
+    Error,
 }
 
 /// One case as it goes into JUnit.
@@ -52,6 +56,12 @@ pub fn junit(suites: &[SuiteInfo], cases: &[CaseRecord]) -> String {
                     st.set_message(c.message.as_str());
                     st
                 }
+                Status::Error => {
+                    let mut st = TestCaseStatus::non_success(NonSuccessKind::Error);
+                    st.set_message(c.message.as_str());
+                    st.set_type("accprobe.GpuBusy");
+                    st
+                }
                 Status::Ignored => {
                     let mut st = TestCaseStatus::skipped();
                     st.set_message(c.message.as_str());
@@ -76,6 +86,7 @@ pub fn status(outcome: Outcome) -> (Status, String) {
         Outcome::Pass(d) => (Status::Passed, d),
         Outcome::Fail(m) => (Status::Failed, m),
         Outcome::Skipped(reason) => (Status::Ignored, reason),
+        Outcome::Error(cause) => (Status::Error, cause),
         Outcome::KnownDeviation { reason, detail } => (
             Status::Ignored,
             format!("known deviation: {reason} (measured now: {detail})"),
@@ -107,10 +118,20 @@ mod tests {
                 rec("a", Status::Passed, "ok"),
                 rec("b", Status::Failed, "acc3 > acc2 \"by\" 3%"),
                 rec("c", Status::Ignored, "no CUDA driver"),
+                rec(
+                    "d",
+                    Status::Error,
+                    "GPU busy: PID 1234 (python3) had a context",
+                ),
             ],
         );
-        assert!(xml.contains("tests=\"3\""), "{xml}");
+        assert!(xml.contains("tests=\"4\""), "{xml}");
         assert!(xml.contains("failures=\"1\""), "{xml}");
+        assert!(xml.contains("errors=\"1\""), "{xml}");
+        assert!(
+            xml.contains("<error message=\"GPU busy: PID 1234 (python3) had a context\""),
+            "{xml}"
+        );
         assert!(xml.contains("skipped=\"1\""), "{xml}");
         assert!(xml.contains("NVIDIA &lt;H200&gt;"), "{xml}");
         assert!(xml.contains("no CUDA driver"), "{xml}");

@@ -22,19 +22,68 @@ pub enum Outcome {
     KnownDeviation { reason: String, detail: String },
     /// Cannot be judged from these results (no SASS, no launch timings); the reason says why.
     Skipped(String),
+    /// Not judged: the measurement was disturbed (another process's work on the GPU,
+    /// slowed clocks) and stayed so after the retries. An error of the run, not a verdict
+    /// about the code: the text starts with the cause (`GPU busy: PID 1234 (name) ...`).
+    Error(String),
 }
 
 impl Outcome {
     pub fn is_fail(&self) -> bool {
         matches!(self, Outcome::Fail(_))
     }
+
+    pub fn is_error(&self) -> bool {
+        matches!(self, Outcome::Error(_))
+    }
+}
+
+/// Whether a case judges timing (progress, durations): what a disturbed measurement
+/// cannot be judged by. Code shape, spills and the environment can.
+fn judges_timing(check: &Check) -> bool {
+    matches!(
+        check,
+        Check::Variant(_)
+            | Check::Peak { .. }
+            | Check::GainGrows { .. }
+            | Check::Ceiling(_)
+            | Check::Duration(_)
+            | Check::Policy { .. }
+    )
+}
+
+/// The cause, when a variant a timing case needs was measured while the GPU was not ours.
+fn disturbed(case: &Case, results: &RunResults) -> Option<String> {
+    if !judges_timing(&case.check) {
+        return None;
+    }
+    let c = results.contention.as_ref()?;
+    let hit: Vec<&String> = case
+        .needs
+        .iter()
+        .filter_map(|v| c.contaminated.get(&v.name()))
+        .collect();
+    let first = hit.first()?;
+    Some(if hit.len() > 1 {
+        format!(
+            "{first} ({} of the {} variants it needs)",
+            hit.len(),
+            case.needs.len()
+        )
+    } else {
+        first.to_string()
+    })
 }
 
 /// Evaluates one case, then applies the profile's known deviations strictly: a known
 /// deviation that holds again fails, so that a change in either direction is seen.
 /// Missing or unusable results fail whatever the profile expects: a deviation excuses a
-/// measured difference, never the absence of a measurement.
+/// measured difference, never the absence of a measurement. A timing case whose variants
+/// were measured while the GPU was not ours is an error, not a verdict.
 pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome {
+    if let Some(cause) = disturbed(case, results) {
+        return Outcome::Error(cause);
+    }
     let found = match usable(case, results) {
         Ok(found) => found,
         Err(e) => return Outcome::Fail(e),
