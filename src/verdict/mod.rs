@@ -4,6 +4,7 @@
 //! recorded results on any machine.
 
 pub mod cases;
+pub mod suspect;
 
 use crate::expectations::profile::Profile;
 use crate::model::results::{short_digest, RunResults, VariantResult};
@@ -79,7 +80,8 @@ fn disturbed(case: &Case, results: &RunResults) -> Option<String> {
 /// deviation that holds again fails, so that a change in either direction is seen.
 /// Missing or unusable results fail whatever the profile expects: a deviation excuses a
 /// measured difference, never the absence of a measurement. A timing case whose variants
-/// were measured while the GPU was not ours is an error, not a verdict.
+/// were measured while the GPU was not ours is an error, not a verdict. A failure that
+/// judged a measurement says its first suspect (see [`suspect`]).
 pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome {
     if let Some(cause) = disturbed(case, results) {
         return Outcome::Error(cause);
@@ -89,7 +91,7 @@ pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome
         Err(e) => return Outcome::Fail(e),
     };
     let raw = evaluate_raw(case, profile, results, &found);
-    match (profile.known_deviations.get(&case.name).map(|d| &d.reason), raw) {
+    let outcome = match (profile.known_deviations.get(&case.name).map(|d| &d.reason), raw) {
         (None, raw) => raw,
         (Some(reason), Outcome::Fail(detail)) => Outcome::KnownDeviation { reason: reason.clone(), detail },
         (Some(reason), Outcome::Pass(detail)) => Outcome::Fail(format!(
@@ -99,6 +101,15 @@ pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome
             profile.file.display()
         )),
         (Some(_), other) => other,
+    };
+    match outcome {
+        Outcome::Fail(m) if case.check != Check::BaselineEnvironment => {
+            match suspect::first_suspect(&case.needs, profile, results) {
+                Some(line) => Outcome::Fail(format!("{m}\n{line}")),
+                None => Outcome::Fail(m),
+            }
+        }
+        other => other,
     }
 }
 
