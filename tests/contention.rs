@@ -365,12 +365,11 @@ fn a_gpu_held_by_another_process_is_waited_for_then_an_error() {
         "{m}"
     );
     assert_eq!(t.measured.load(Ordering::SeqCst), 0);
-    // Later cases do not wait again.
-    let start = std::time::Instant::now();
-    assert_eq!(s.results_for(&[Variant::new(7, 1)]).unwrap_err(), e);
-    assert!(start.elapsed() < Duration::from_millis(250));
-    // Once it is free, a new session measures.
+    // Later cases do not wait again: the answer stands even once the GPU is free.
     drop(other);
+    assert_eq!(s.results_for(&[Variant::new(7, 1)]).unwrap_err(), e);
+    assert_eq!(t.measured.load(Ordering::SeqCst), 0);
+    // A new session measures.
     let s2 = session(&t, &dir, Script::new(vec![clean()]), 0);
     assert!(s2.results_for(&[Variant::new(7, 2)]).is_ok());
     drop((s, s2));
