@@ -12,7 +12,7 @@ use accprobe::measure::lock::{self, DeviceKey, LockSettings};
 use accprobe::measure::session::{GpuSession, Guard};
 use accprobe::measure::target::{CompileInfo, RecordedTarget, Target};
 use accprobe::model::gpu::{Environment, GpuIdentity};
-use accprobe::model::results::{RunResults, VariantResult};
+use accprobe::model::results::{Contention, RunResults, VariantResult};
 use accprobe::model::settings::ProbeSettings;
 use accprobe::model::variant::Variant;
 use accprobe::verdict::cases::cases;
@@ -484,4 +484,65 @@ fn the_lock_is_let_go_once_everything_planned_is_measured() {
     assert_eq!(e.kind(), GpuErrorKind::Busy);
     drop((other, s));
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A target that replays another process's measurement carries that process's
+/// contention record, so what was disturbed there is an error here too.
+#[test]
+fn a_replayed_measurement_keeps_the_measuring_process_record() {
+    struct Published(RecordedTarget, Contention);
+    impl Target for Published {
+        fn ordinal(&self) -> usize {
+            0
+        }
+        fn identity(&self) -> &GpuIdentity {
+            self.0.identity()
+        }
+        fn prepare(&self, all: &[Variant]) -> Result<(), GpuError> {
+            self.0.prepare(all)
+        }
+        fn measure(
+            &self,
+            v: &[Variant],
+            s: &ProbeSettings,
+            all: &[Variant],
+        ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
+            self.0.measure(v, s, all)
+        }
+        fn environment(&self, c: Option<f64>) -> Environment {
+            self.0.environment(c)
+        }
+        fn compiled(&self) -> Option<&accprobe::compile::Compiled> {
+            None
+        }
+        fn compile_info(&self) -> Option<CompileInfo> {
+            None
+        }
+        fn healthy(&self) -> Result<(), GpuError> {
+            Ok(())
+        }
+        fn contention(&self) -> Option<Contention> {
+            Some(self.1.clone())
+        }
+    }
+    let mut record = Contention::default();
+    record.contaminated.insert(
+        "chain7_acc2_effective2".into(),
+        "GPU busy: PID 4242 (python3) had a context on the GPU while it was measured".into(),
+    );
+    let t: Arc<dyn Target> = Arc::new(Published(
+        RecordedTarget::new(0, recorded()).unwrap(),
+        record.clone(),
+    ));
+    let s = GpuSession::new(profile(), "test".into(), Ok(t));
+    let r = s.results_for(&[Variant::new(7, 2)]).unwrap();
+    assert_eq!(r.contention, Some(record));
+    assert!(verdict(&s.profile, &r, "probe::chain7_acc2_effective2").is_error());
+    // A plain replay has none.
+    let plain: Arc<dyn Target> = Arc::new(RecordedTarget::new(0, recorded()).unwrap());
+    let s = GpuSession::new(profile(), "test".into(), Ok(plain));
+    assert_eq!(
+        s.results_for(&[Variant::new(7, 2)]).unwrap().contention,
+        None
+    );
 }

@@ -189,14 +189,19 @@ impl GpuSession {
         }
     }
 
-    /// What the contention checks saw so far, when the session makes them.
+    /// What the contention checks saw so far, when the session makes them; else what the
+    /// target carries from the process that measured (a shared nextest measurement).
     pub fn contention(&self) -> Option<Contention> {
-        self.guard.active().then(|| {
-            self.contention
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone()
-        })
+        if self.guard.active() {
+            Some(
+                self.contention
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone(),
+            )
+        } else {
+            self.target.as_ref().ok()?.contention()
+        }
     }
 
     /// Takes the device's lock (when not held already) for a measurement; it is kept

@@ -10,7 +10,7 @@ use crate::measure::lock::{normalize_bus_id, DeviceKey};
 use crate::measure::Probe;
 use crate::model::gpu::Environment;
 use crate::model::gpu::GpuIdentity;
-use crate::model::results::{RunResults, VariantResult};
+use crate::model::results::{Contention, RunResults, VariantResult};
 use crate::model::settings::Mode;
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::Variant;
@@ -52,6 +52,13 @@ pub trait Target: Send + Sync {
     /// What names the device for every process on the host (for the cross-process lock
     /// and the NVML checks); `None` for a replay, which needs neither.
     fn device_key(&self) -> Option<DeviceKey> {
+        None
+    }
+    /// For a target that replays another process's measurement (a nextest run's
+    /// published results): what that process's contention checks saw, so that what was
+    /// disturbed there is an error here too. `None` for a real device (its session checks
+    /// for itself) and for plain replays.
+    fn contention(&self) -> Option<Contention> {
         None
     }
 }
