@@ -137,6 +137,10 @@ pub enum GpuError {
     /// without it).
     #[error("{0}")]
     Variant(String),
+    /// The GPU was not ours to measure: another process held it past the lock's time
+    /// limit. The text starts with `GPU busy:`.
+    #[error("{0}")]
+    Busy(String),
 }
 
 /// What a [`GpuError`] means for a run.
@@ -148,6 +152,9 @@ pub enum GpuErrorKind {
     Config,
     /// The GPU is there but compiling or measuring failed: the cases fail.
     Broken,
+    /// The GPU is there but was not ours to measure (held by another process, shared or
+    /// throttled): the cases are errors of the run, never verdicts about the code.
+    Busy,
 }
 
 impl GpuError {
@@ -163,6 +170,7 @@ impl GpuError {
             | GpuError::Cuda { .. }
             | GpuError::Unusable(_)
             | GpuError::Variant(_) => GpuErrorKind::Broken,
+            GpuError::Busy(_) => GpuErrorKind::Busy,
         }
     }
 

@@ -330,7 +330,7 @@ fn h200_profile_is_green_on_its_recorded_run_with_four_known_deviations() {
             Outcome::Pass(_) => {}
             Outcome::KnownDeviation { .. } => deviations += 1,
             Outcome::Skipped(reason) => panic!("{}: skipped: {reason}", c.name),
-            Outcome::Fail(m) => panic!("{}: {m}", c.name),
+            Outcome::Fail(m) | Outcome::Error(m) => panic!("{}: {m}", c.name),
         }
     }
     // acc2 is not the peak at N = 7, 13, 29; the study's policy loses 2.9% at N = 13.

@@ -126,7 +126,9 @@ fn trial<R: Into<Ending>>(
         match status {
             Status::Passed => Ok(Completion::Completed),
             Status::Ignored => Ok(Completion::ignored_with(message)),
-            Status::Failed => Err(Failed::from(message)),
+            // libtest knows no error: it fails, with the cause first ("GPU busy: ...");
+            // the JUnit file has it as an <error>.
+            Status::Failed | Status::Error => Err(Failed::from(message)),
         }
     })
 }
@@ -247,6 +249,9 @@ fn gpu_trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
                     match s.results_for(&case.needs) {
                         Err(e) if e.kind() == GpuErrorKind::Unavailable => {
                             Ending::skipped(e.to_string(), "no-gpu", Skip::NoGpu(e.to_string()))
+                        }
+                        Err(e) if e.kind() == GpuErrorKind::Busy => {
+                            Ended::new(Status::Error, e.to_string(), "gpu-busy").into()
                         }
                         Err(e) => Ended::new(Status::Failed, e.to_string(), "gpu-error").into(),
                         Ok(results) => {
@@ -845,9 +850,10 @@ fn summary(
 ) -> String {
     let count = |st: Status| records.iter().filter(|r| r.case.status == st).count();
     let mut out = format!(
-        "accprobe summary: passed {}, failed {}, ignored {}\n",
+        "accprobe summary: passed {}, failed {}, errors (GPU busy) {}, ignored {}\n",
         count(Status::Passed),
         count(Status::Failed),
+        count(Status::Error),
         count(Status::Ignored)
     );
     let mut by: BTreeMap<(u8, String), usize> = BTreeMap::new();

@@ -235,4 +235,10 @@ impl Target for SharedTarget {
     fn sass_unavailable(&self) -> Option<String> {
         self.record.sass_unavailable.clone()
     }
+
+    /// What the measuring process's contention checks saw: a measurement disturbed there
+    /// is an error in every process of the run, never a regression.
+    fn contention(&self) -> Option<crate::model::results::Contention> {
+        self.record.results.as_ref()?.contention.clone()
+    }
 }

@@ -6,7 +6,9 @@
 //! launches every variant of a set at once, one stream each (one block each lands on its
 //! own SM), and repeats as successive waves. Produces plain [`VariantResult`]s.
 
+pub mod contention;
 pub mod device;
+pub mod lock;
 pub mod session;
 pub mod target;
 

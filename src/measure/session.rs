@@ -2,17 +2,115 @@
 //! none) and the profile chosen for it, and measures each variant at most once, at first
 //! use, under the device's lock, so its GPU is used by one caller at a time. The libtest
 //! harness and `cargo xtask` both measure through it.
+//!
+//! It also keeps the GPU to itself across processes (its [`Guard`]): before its first
+//! measurement it takes the device's cross-process lock ([`crate::measure::lock`]) and
+//! keeps it while the session lives; around each measurement it checks the GPU for other
+//! processes' work and slowed clocks ([`crate::measure::contention`]), measures again
+//! (after a wait) while they disturb it, and marks what stays disturbed in the results'
+//! `contention`, whose timing cases then become errors of the run, never regressions.
 
 use crate::compile;
 use crate::error::GpuError;
 use crate::expectations::profile::Profile;
+use crate::measure::contention::{classify, Classification, Monitor, NvmlMonitor, Ours, Snapshot};
+use crate::measure::lock::{
+    self, DeviceKey, DeviceLock, LockError, LockSettings, Registration, Waiting,
+};
 use crate::measure::target::Target;
-use crate::model::results::{RunResults, Timings, VariantResult, SCHEMA};
+use crate::model::results::{Contention, RunResults, Timings, VariantResult, SCHEMA};
 use crate::model::settings::Mode;
 use crate::model::variant::Variant;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How many times a disturbed measurement is made again (default 2).
+pub const RETRIES_ENV: &str = "ACCPROBE_CONTENTION_RETRIES";
+/// Seconds to wait before measuring again after a disturbed measurement (default 10).
+pub const WAIT_ENV: &str = "ACCPROBE_CONTENTION_WAIT";
+
+/// How a session keeps its GPU to itself: the device's cross-process lock and the checks
+/// for other work around each measurement.
+pub struct Guard {
+    /// The device (its key has a file stem) and where and how long to wait for its lock;
+    /// `None`: no lock (a replay). `Err`: the settings are wrong (told at first use).
+    pub lock: Option<(DeviceKey, Result<LockSettings, String>)>,
+    /// What reads the GPU's state; `None`: no checks (a replay).
+    pub monitor: Option<Arc<dyn Monitor>>,
+    /// A disturbed measurement is made again at most this many times...
+    pub retries: u32,
+    /// ...each after this wait.
+    pub wait: Duration,
+}
+
+impl Guard {
+    /// No lock, no checks.
+    pub fn none() -> Guard {
+        Guard {
+            lock: None,
+            monitor: None,
+            retries: 0,
+            wait: Duration::ZERO,
+        }
+    }
+
+    /// The guard for a target: a lock and NVML checks for a real device (one with a
+    /// [`DeviceKey`]), none for a replay; settings from the environment.
+    pub fn for_target(target: &Result<Arc<dyn Target>, GpuError>) -> Guard {
+        let Some(key) = target.as_ref().ok().and_then(|t| t.device_key()) else {
+            return Guard::none();
+        };
+        let (retries, wait) = contention_settings();
+        Guard {
+            monitor: Some(Arc::new(NvmlMonitor::new(
+                key.pci_bus_id.clone(),
+                key.uuid.clone(),
+            ))),
+            lock: key
+                .stem()
+                .is_some()
+                .then(|| (key, LockSettings::from_env())),
+            retries,
+            wait,
+        }
+    }
+
+    fn active(&self) -> bool {
+        self.lock.is_some() || self.monitor.is_some()
+    }
+}
+
+/// `ACCPROBE_CONTENTION_RETRIES` and `ACCPROBE_CONTENTION_WAIT`, with their defaults for
+/// what is unset or not a number (said on stderr).
+fn contention_settings() -> (u32, Duration) {
+    let read = |name: &str| -> Option<f64> {
+        let text = std::env::var(name).ok()?;
+        match text.trim().parse::<f64>() {
+            Ok(x) if x.is_finite() && x >= 0.0 => Some(x),
+            _ => {
+                eprintln!(
+                    "accprobe: {name}={text:?} is not a number of 0 or more; using the default"
+                );
+                None
+            }
+        }
+    };
+    (
+        read(RETRIES_ENV).map_or(2, |x| x.min(100.0) as u32),
+        Duration::from_secs_f64(read(WAIT_ENV).unwrap_or(10.0).min(3600.0)),
+    )
+}
+
+/// Says once per process what the checks cannot see.
+fn note_once(text: &str) {
+    static SAID: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.iter().any(|s| s == text) {
+        eprintln!("accprobe: {text}");
+        said.push(text.to_string());
+    }
+}
 
 /// The GPU side of one run on one device: a target (or the reason there is none), the
 /// profile chosen for it, and each variant measured at first use.
@@ -29,6 +127,16 @@ pub struct GpuSession {
     unusable: OnceLock<String>,
     /// Whether case names carry the device (more than one device in the run).
     pub prefix: bool,
+    guard: Guard,
+    /// The device's lock once taken (`None`: none could be made; measured without), or
+    /// why it could not be had.
+    held: Mutex<Option<Arc<DeviceLock>>>,
+    /// Why the lock could not be had (another process held it past the limit, or the
+    /// settings are wrong): every later measurement fails at once with it.
+    lock_failed: OnceLock<GpuError>,
+    /// This process's registration as a user of the device, while the session lives.
+    _registration: Option<Arc<Registration>>,
+    contention: Mutex<Contention>,
 }
 
 impl GpuSession {
@@ -39,6 +147,31 @@ impl GpuSession {
         selection_note: String,
         target: Result<Arc<dyn Target>, GpuError>,
     ) -> GpuSession {
+        let guard = Guard::for_target(&target);
+        GpuSession::guarded(profile, selection_note, target, guard)
+    }
+
+    /// A session with the given guard (tests inject a lock directory and a monitor). It
+    /// registers this process as a user of the device at once, so that a process holding
+    /// the GPU tells our idle context from other work while we wait.
+    pub fn guarded(
+        profile: Profile,
+        selection_note: String,
+        target: Result<Arc<dyn Target>, GpuError>,
+        guard: Guard,
+    ) -> GpuSession {
+        let registration = match &guard.lock {
+            Some((key, Ok(settings))) => key.stem().and_then(|stem| {
+                lock::register(&settings.dir, &stem)
+                    .map_err(|e| {
+                        note_once(&format!(
+                            "{e}: other accprobe processes may count as work on the GPU"
+                        ))
+                    })
+                    .ok()
+            }),
+            _ => None,
+        };
         GpuSession {
             profile,
             selection_note,
@@ -48,6 +181,254 @@ impl GpuSession {
             gpu_seconds: Mutex::new(0.0),
             unusable: OnceLock::new(),
             prefix: false,
+            guard,
+            held: Mutex::new(None),
+            lock_failed: OnceLock::new(),
+            _registration: registration,
+            contention: Mutex::new(Contention::default()),
+        }
+    }
+
+    /// What the contention checks saw so far, when the session makes them; else what the
+    /// target carries from the process that measured (a shared nextest measurement).
+    pub fn contention(&self) -> Option<Contention> {
+        if self.guard.active() {
+            Some(
+                self.contention
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone(),
+            )
+        } else {
+            self.target.as_ref().ok()?.contention()
+        }
+    }
+
+    /// Takes the device's lock (when not held already) for a measurement; it is kept
+    /// until everything planned is measured ([`GpuSession::release_when_done`]), so that
+    /// a process never holds one GPU's lock while it waits for another's (two processes
+    /// locking two GPUs in opposite orders would wait on each other). `Err` when another
+    /// process held it past the time limit (then at once for every later call) or the
+    /// settings are wrong.
+    fn take_lock(&self) -> Result<(), GpuError> {
+        let Some((key, settings)) = &self.guard.lock else {
+            return Ok(());
+        };
+        if let Some(e) = self.lock_failed.get() {
+            return Err(e.clone());
+        }
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held.is_some() {
+            return Ok(());
+        }
+        let fail = |e: GpuError| Err(self.lock_failed.get_or_init(|| e).clone());
+        let settings = match settings {
+            Ok(s) => s,
+            Err(e) => return fail(GpuError::Config(e.clone())),
+        };
+        let Some(stem) = key.stem() else {
+            return Ok(());
+        };
+        let label = key.label();
+        let limit = settings.timeout.as_secs_f64();
+        let tell = |w: Waiting| match w {
+            Waiting::Held { holder, waited } if waited.is_zero() => eprintln!(
+                "accprobe: waiting for {label}: {}; giving up after {limit:.0} s ({})",
+                holder.describe(),
+                lock::LOCK_TIMEOUT_ENV
+            ),
+            Waiting::Held { holder, waited } => eprintln!(
+                "accprobe: still waiting for {label} after {:.0} s: {}",
+                waited.as_secs_f64(),
+                holder.describe()
+            ),
+            Waiting::Acquired { waited } => eprintln!(
+                "accprobe: {label} is ours after waiting {:.1} s",
+                waited.as_secs_f64()
+            ),
+        };
+        match lock::acquire_shared(
+            &settings.dir,
+            &stem,
+            settings.timeout,
+            Duration::from_millis(200),
+            tell,
+        ) {
+            Ok(l) => {
+                self.contention
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .lock_wait_s += l.waited.as_secs_f64();
+                *held = Some(l);
+                Ok(())
+            }
+            Err(LockError::Timeout { holder, waited }) => fail(GpuError::Busy(format!(
+                "GPU busy: {label} is {} and was not released within {:.1} s ({}={limit}); not measured",
+                holder.describe(),
+                waited.as_secs_f64(),
+                lock::LOCK_TIMEOUT_ENV
+            ))),
+            Err(LockError::Io(e)) => {
+                note_once(&format!(
+                    "{e}: measuring {label} without the cross-process lock (set {} to a shared, writable directory)",
+                    lock::LOCK_DIR_ENV
+                ));
+                Ok(())
+            }
+        }
+    }
+
+    /// Lets the device's lock go once every planned variant is measured (with nothing
+    /// planned: after each measurement).
+    fn release_when_done(&self, measured: &BTreeMap<Variant, Result<VariantResult, GpuError>>) {
+        let planned = self.planned.lock().unwrap_or_else(|e| e.into_inner());
+        if planned.iter().all(|v| measured.contains_key(v)) {
+            *self.held.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
+
+    /// Whether this session holds its device's lock now.
+    pub fn holds_lock(&self) -> bool {
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// The GPU's state now, or `None` when it cannot be read (said once).
+    fn check(&self, monitor: &dyn Monitor) -> Option<Snapshot> {
+        match monitor.snapshot() {
+            Ok(s) => {
+                for gap in &s.gaps {
+                    note_once(&format!("NVML cannot read {gap}: not checked"));
+                }
+                self.contention
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .checks += 1;
+                Some(s)
+            }
+            Err(why) => {
+                note_once(&format!(
+                    "{why}: other processes' work and clock throttling on the GPU are not checked"
+                ));
+                self.contention
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .unchecked = Some(why);
+                None
+            }
+        }
+    }
+
+    /// Who may have a context on the GPU besides other programs: this process and the
+    /// other accprobe processes registered for the device (they wait for its lock).
+    fn ours(&self) -> Ours {
+        let peers = match &self.guard.lock {
+            Some((key, Ok(settings))) => key
+                .stem()
+                .map(|stem| lock::peers(&settings.dir, &stem))
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        Ours {
+            pid: std::process::id(),
+            peers,
+        }
+    }
+
+    fn classify_pair(&self, before: Option<&Snapshot>, after: Option<&Snapshot>) -> Classification {
+        let ours = self.ours();
+        let c = match (before, after) {
+            (Some(b), Some(a)) => classify(b, a, &ours),
+            (Some(x), None) | (None, Some(x)) => classify(x, x, &ours),
+            (None, None) => Classification::Clean,
+        };
+        let mut rec = self.contention.lock().unwrap_or_else(|e| e.into_inner());
+        match &c {
+            Classification::Clean => {}
+            Classification::Busy { processes, .. } => {
+                for p in processes {
+                    if !rec.foreign_pids.contains(&p.pid) {
+                        rec.foreign_pids.push(p.pid);
+                    }
+                }
+            }
+            Classification::Throttled { reasons } => {
+                for r in reasons {
+                    if !rec.throttle_reasons.iter().any(|x| x == r) {
+                        rec.throttle_reasons.push(r.to_string());
+                    }
+                }
+            }
+        }
+        c
+    }
+
+    /// Measures `batch` with the checks around it: while a check finds other work on the
+    /// GPU or slowed clocks, waits and measures again (at most `retries` times; a
+    /// disturbance already seen before measuring postpones the measurement instead);
+    /// what stays disturbed is marked in the contention record with the cause.
+    fn measure_checked(
+        &self,
+        target: &Arc<dyn Target>,
+        batch: &[Variant],
+        all: &[Variant],
+    ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
+        let settings = &self.profile.probe;
+        let Some(monitor) = self.guard.monitor.clone() else {
+            return target.measure(batch, settings, all);
+        };
+        let retries = self.guard.retries;
+        let mut attempt = 0;
+        loop {
+            let last = attempt >= retries;
+            let before = self.check(monitor.as_ref());
+            let early = self.classify_pair(before.as_ref(), None);
+            let outcome = if !early.is_clean() && !last {
+                None
+            } else {
+                let rs = target.measure(batch, settings, all)?;
+                let after = self.check(monitor.as_ref());
+                Some((rs, self.classify_pair(before.as_ref(), after.as_ref())))
+            };
+            match outcome {
+                Some((rs, c)) if c.is_clean() => return Ok(rs),
+                Some((rs, c)) if last => {
+                    let cause = if retries == 0 {
+                        format!("{}; the timing is not judged", c.message())
+                    } else {
+                        format!(
+                            "{}; still so after {retries} more attempt(s) {:.0} s apart: the timing is not judged",
+                            c.message(),
+                            self.guard.wait.as_secs_f64()
+                        )
+                    };
+                    eprintln!("accprobe: {}: {cause}", self.device_label());
+                    let mut rec = self.contention.lock().unwrap_or_else(|e| e.into_inner());
+                    for v in batch {
+                        rec.contaminated.insert(v.name(), cause.clone());
+                    }
+                    return Ok(rs);
+                }
+                other => {
+                    let c = other.map_or(early, |(_, c)| c);
+                    attempt += 1;
+                    self.contention
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .retries += 1;
+                    eprintln!(
+                        "accprobe: {}: {}; measuring again in {:.0} s (attempt {} of {})",
+                        self.device_label(),
+                        c.message(),
+                        self.guard.wait.as_secs_f64(),
+                        attempt + 1,
+                        retries + 1
+                    );
+                    std::thread::sleep(self.guard.wait);
+                }
+            }
         }
     }
 
@@ -92,12 +473,16 @@ impl GpuSession {
         }
         let all = self.profile.probe.variants();
         target.prepare(&all)?;
-        let measuring = Instant::now();
         let missing: Vec<Variant> = needs
             .iter()
             .copied()
             .filter(|v| !measured.contains_key(v))
             .collect();
+        if !missing.is_empty() {
+            // Waiting for another process is not GPU time.
+            self.take_lock()?;
+        }
+        let measuring = Instant::now();
         if !missing.is_empty() {
             // In wave mode, one wave for everything this run will need (the planned set),
             // so that later cases find their variants measured.
@@ -112,11 +497,12 @@ impl GpuSession {
                 batch.sort();
                 batch.dedup();
             }
-            match target.measure(&batch, &self.profile.probe, &all) {
+            match self.measure_checked(target, &batch, &all) {
                 Ok(rs) => {
                     for (v, r) in batch.iter().zip(rs) {
                         measured.insert(*v, r);
                     }
+                    self.release_when_done(&measured);
                 }
                 Err(e) => return Err(e),
             }
@@ -149,6 +535,7 @@ impl GpuSession {
             variants,
             sass_unavailable: target.sass_unavailable(),
             timings: self.timings(),
+            contention: self.contention(),
         })
     }
 
@@ -189,6 +576,7 @@ impl GpuSession {
             variants,
             sass_unavailable: target.sass_unavailable(),
             timings: self.timings(),
+            contention: self.contention(),
         })
     }
 

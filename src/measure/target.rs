@@ -6,10 +6,11 @@
 use crate::compile::{self, Compiled};
 use crate::error::GpuError;
 use crate::measure::device::Device;
+use crate::measure::lock::{normalize_bus_id, DeviceKey};
 use crate::measure::Probe;
 use crate::model::gpu::Environment;
 use crate::model::gpu::GpuIdentity;
-use crate::model::results::{RunResults, VariantResult};
+use crate::model::results::{Contention, RunResults, VariantResult};
 use crate::model::settings::Mode;
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::Variant;
@@ -59,6 +60,18 @@ pub trait Target: Send + Sync {
             None => compile::disassembler_unavailable(),
         }
     }
+    /// What names the device for every process on the host (for the cross-process lock
+    /// and the NVML checks); `None` for a replay, which needs neither.
+    fn device_key(&self) -> Option<DeviceKey> {
+        None
+    }
+    /// For a target that replays another process's measurement (a nextest run's
+    /// published results): what that process's contention checks saw, so that what was
+    /// disturbed there is an error here too. `None` for a real device (its session checks
+    /// for itself) and for plain replays.
+    fn contention(&self) -> Option<Contention> {
+        None
+    }
 }
 
 /// A real CUDA device: compiles through the cache at first use, then measures.
@@ -68,6 +81,7 @@ pub struct CudaTarget {
     probe: OnceLock<Result<Probe, GpuError>>,
     info: OnceLock<CompileInfo>,
     env: OnceLock<Environment>,
+    key: OnceLock<DeviceKey>,
 }
 
 impl CudaTarget {
@@ -78,6 +92,7 @@ impl CudaTarget {
             probe: OnceLock::new(),
             info: OnceLock::new(),
             env: OnceLock::new(),
+            key: OnceLock::new(),
         }
     }
 
@@ -170,6 +185,56 @@ impl Target for CudaTarget {
             .synchronize()
             .map_err(|e| GpuError::cuda("synchronising the context", e))
     }
+
+    fn device_key(&self) -> Option<DeviceKey> {
+        Some(
+            self.key
+                .get_or_init(|| {
+                    let dev = self.device.ctx.cu_device();
+                    let mut buf = [0 as std::ffi::c_char; 64];
+                    // SAFETY: the buffer is as long as we say; the driver writes a
+                    // NUL-terminated string into it.
+                    let bus = unsafe {
+                        cudarc::driver::sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), 64, dev)
+                    }
+                    .result()
+                    .ok()
+                    .and_then(|_| {
+                        // SAFETY: NUL-terminated by the driver, within the buffer.
+                        unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+                            .to_str()
+                            .ok()
+                            .and_then(normalize_bus_id)
+                    });
+                    let uuid = self
+                        .device
+                        .ctx
+                        .uuid()
+                        .ok()
+                        .map(|u| format_uuid(u.bytes.map(|b| b as u8)));
+                    DeviceKey {
+                        ordinal: self.device.ordinal,
+                        pci_bus_id: bus,
+                        uuid,
+                    }
+                })
+                .clone(),
+        )
+    }
+}
+
+/// A CUDA UUID as NVML writes it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+pub fn format_uuid(b: [u8; 16]) -> String {
+    let hex =
+        |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        hex(0..4),
+        hex(4..6),
+        hex(6..8),
+        hex(8..10),
+        hex(10..16)
+    )
 }
 
 /// A device that replays recorded results: the suite's multi-device paths without a GPU.

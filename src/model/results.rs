@@ -13,6 +13,7 @@ fn is_sink_a(s: &Sink) -> bool {
     *s == Sink::A
 }
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Bumped whenever a field changes meaning. 2 added `settings` (and renamed a SASS
@@ -44,6 +45,39 @@ pub struct RunResults {
     /// Why the variants carry no SASS (no disassembler on the machine), when they do not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sass_unavailable: Option<String>,
+    /// Whether the GPU was ours while it measured: the cross-process lock and the checks
+    /// for other processes' work and clock throttling before and after each measurement.
+    /// Absent in replays and in files from before these checks (schema 2 still).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contention: Option<Contention>,
+}
+
+/// What the contention checks saw around a run's measurements.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Contention {
+    /// Checks made: one before and one after each measurement (or attempt at one).
+    pub checks: u32,
+    /// Measurements repeated (or postponed) because a check found the GPU shared or
+    /// throttled.
+    pub retries: u32,
+    /// Seconds this process waited for another accprobe process to release the GPU.
+    #[serde(default)]
+    pub lock_wait_s: f64,
+    /// Compute processes other than accprobe's seen on the GPU by any check, as NVML
+    /// reports their PIDs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub foreign_pids: Vec<u32>,
+    /// Clock throttle reasons that slow the probe, seen by any check.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub throttle_reasons: Vec<String>,
+    /// Variants whose measurement was still disturbed after the retries, with the cause:
+    /// their timing cases are errors of the run, not verdicts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub contaminated: BTreeMap<String, String>,
+    /// Why the checks for other work could not be made (no NVML), when they could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unchecked: Option<String>,
 }
 
 /// Host-side timings of a run, seconds.
@@ -634,6 +668,7 @@ mod tests {
             variants: vec![VariantResult::measured(Variant::new(7, 1), vec![vec![3]])],
             sass_unavailable: None,
             timings: None,
+            contention: None,
         };
         let path = Path::new("r.json");
         assert_eq!(RunResults::from_json(&r.to_json(), path).unwrap(), r);

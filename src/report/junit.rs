@@ -27,6 +27,10 @@ pub enum Status {
     Passed,
     Failed,
     Ignored,
+    /// Could not be judged: the run went wrong around the case (the GPU was busy or held
+    /// by another process). JUnit's `<error>`, never a `<failure>`; libtest, which knows
+    /// only pass, fail and ignore, counts it as failed.
+    Error,
 }
 
 /// One case as it goes into JUnit.
@@ -165,6 +169,11 @@ pub fn junit(suites: &[SuiteInfo], cases: &[CaseRecord]) -> String {
                     c,
                     FAILED,
                 ),
+                Status::Error => not_passed(
+                    TestCaseStatus::non_success(NonSuccessKind::Error),
+                    c,
+                    "gpu-busy",
+                ),
                 Status::Ignored => not_passed(TestCaseStatus::skipped(), c, SKIPPED),
             };
             let mut case = TestCase::new(c.name.as_str(), status);
@@ -185,6 +194,7 @@ pub fn status(outcome: Outcome) -> (Status, String) {
         Outcome::Pass(d) => (Status::Passed, d),
         Outcome::Fail(m) => (Status::Failed, m),
         Outcome::Skipped(reason) => (Status::Ignored, reason),
+        Outcome::Error(cause) => (Status::Error, cause),
         Outcome::KnownDeviation { reason, detail } => (
             Status::Ignored,
             format!("known deviation: {reason} (measured now: {detail})"),
@@ -199,6 +209,7 @@ pub fn ended(verdict: Verdict) -> Ended {
         (Outcome::Fail(_), None) => Some(FAILED),
         (Outcome::KnownDeviation { .. }, _) => Some("known-deviation"),
         (Outcome::Skipped(_), _) => Some("cannot-judge"),
+        (Outcome::Error(_), _) => Some("gpu-busy"),
         (Outcome::Pass(_), _) => None,
     };
     let (status, message) = status(verdict.outcome);
@@ -239,10 +250,21 @@ mod tests {
                 rec("a", Status::Passed, "ok", None),
                 rec("b", Status::Failed, "acc3 > acc2 \"by\" 3%", None),
                 rec("c", Status::Ignored, "no CUDA driver", Some("no-gpu")),
+                rec(
+                    "d",
+                    Status::Error,
+                    "GPU busy: PID 1234 (python3) had a context",
+                    Some("gpu-busy"),
+                ),
             ],
         );
-        assert!(xml.contains("tests=\"3\""), "{xml}");
+        assert!(xml.contains("tests=\"4\""), "{xml}");
         assert!(xml.contains("failures=\"1\""), "{xml}");
+        assert!(xml.contains("errors=\"1\""), "{xml}");
+        assert!(
+            xml.contains("<error message=\"GPU busy: PID 1234 (python3) had a context\""),
+            "{xml}"
+        );
         assert!(xml.contains("skipped=\"1\""), "{xml}");
         assert!(xml.contains("NVIDIA &lt;H200&gt;"), "{xml}");
         assert!(xml.contains("no CUDA driver"), "{xml}");

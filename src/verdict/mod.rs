@@ -4,6 +4,7 @@
 //! recorded results on any machine.
 
 pub mod cases;
+pub mod suspect;
 
 use crate::expectations::profile::Profile;
 use crate::model::results::{short_digest, RunResults, VariantResult};
@@ -22,12 +23,57 @@ pub enum Outcome {
     KnownDeviation { reason: String, detail: String },
     /// Cannot be judged from these results (no SASS, no launch timings); the reason says why.
     Skipped(String),
+    /// Not judged: the measurement was disturbed (another process's work on the GPU,
+    /// slowed clocks) and stayed so after the retries. An error of the run, not a verdict
+    /// about the code: the text starts with the cause (`GPU busy: PID 1234 (name) ...`).
+    Error(String),
 }
 
 impl Outcome {
     pub fn is_fail(&self) -> bool {
         matches!(self, Outcome::Fail(_))
     }
+
+    pub fn is_error(&self) -> bool {
+        matches!(self, Outcome::Error(_))
+    }
+}
+
+/// Whether a case judges timing (progress, durations): what a disturbed measurement
+/// cannot be judged by. Code shape, spills and the environment can.
+fn judges_timing(check: &Check) -> bool {
+    matches!(
+        check,
+        Check::Variant(_)
+            | Check::Peak { .. }
+            | Check::GainGrows { .. }
+            | Check::Ceiling(_)
+            | Check::Duration(_)
+            | Check::Policy { .. }
+    )
+}
+
+/// The cause, when a variant a timing case needs was measured while the GPU was not ours.
+fn disturbed(case: &Case, results: &RunResults) -> Option<String> {
+    if !judges_timing(&case.check) {
+        return None;
+    }
+    let c = results.contention.as_ref()?;
+    let hit: Vec<&String> = case
+        .needs
+        .iter()
+        .filter_map(|v| c.contaminated.get(&v.name()))
+        .collect();
+    let first = hit.first()?;
+    Some(if hit.len() > 1 {
+        format!(
+            "{first} ({} of the {} variants it needs)",
+            hit.len(),
+            case.needs.len()
+        )
+    } else {
+        first.to_string()
+    })
 }
 
 /// What kind of failure a failing case is, in one word that reports group failures by
@@ -89,38 +135,62 @@ pub struct Verdict {
 /// Evaluates one case, then applies the profile's known deviations strictly: a known
 /// deviation that holds again fails, so that a change in either direction is seen.
 /// Missing or unusable results fail whatever the profile expects: a deviation excuses a
-/// measured difference, never the absence of a measurement.
+/// measured difference, never the absence of a measurement. A timing case whose variants
+/// were measured while the GPU was not ours is an error, not a verdict. A failure that
+/// judged a measurement says its first suspect (see [`suspect`]).
 pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome {
     judge(case, profile, results).outcome
 }
 
 /// [`evaluate`], with the kind of failure when the case fails.
 pub fn judge(case: &Case, profile: &Profile, results: &RunResults) -> Verdict {
-    let fail = |kind: FailureKind, text: String| Verdict {
-        outcome: Outcome::Fail(text),
-        failure: Some(kind),
-    };
+    if let Some(cause) = disturbed(case, results) {
+        return Verdict {
+            outcome: Outcome::Error(cause),
+            failure: None,
+        };
+    }
     let found = match usable(case, results) {
         Ok(found) => found,
-        Err((kind, e)) => return fail(kind, e),
+        Err((kind, e)) => {
+            return Verdict {
+                outcome: Outcome::Fail(e),
+                failure: Some(kind),
+            }
+        }
     };
     let raw = evaluate_raw(case, profile, results, &found);
-    let outcome = match (profile.known_deviations.get(&case.name).map(|d| &d.reason), raw) {
-        (None, Outcome::Fail(text)) => return fail(failure_kind(&case.check, profile, &found), text),
-        (None, raw) => raw,
-        (Some(reason), Outcome::Fail(detail)) => Outcome::KnownDeviation { reason: reason.clone(), detail },
-        (Some(reason), Outcome::Pass(detail)) => return fail(FailureKind::KnownDeviationGone, format!(
-            "known deviation no longer present: {} now holds ({detail}); the profile {} says it should not: {reason}. \
-             If this is the new normal, remove it from known_deviations.",
-            case.name,
-            profile.file.display()
-        )),
-        (Some(_), other) => other,
+    let (outcome, failure) = match (profile.known_deviations.get(&case.name).map(|d| &d.reason), raw) {
+        (None, Outcome::Fail(text)) => (
+            Outcome::Fail(text),
+            Some(failure_kind(&case.check, profile, &found)),
+        ),
+        (None, raw) => (raw, None),
+        (Some(reason), Outcome::Fail(detail)) => (
+            Outcome::KnownDeviation { reason: reason.clone(), detail },
+            None,
+        ),
+        (Some(reason), Outcome::Pass(detail)) => (
+            Outcome::Fail(format!(
+                "known deviation no longer present: {} now holds ({detail}); the profile {} says it should not: {reason}. \
+                 If this is the new normal, remove it from known_deviations.",
+                case.name,
+                profile.file.display()
+            )),
+            Some(FailureKind::KnownDeviationGone),
+        ),
+        (Some(_), other) => (other, None),
     };
-    Verdict {
-        outcome,
-        failure: None,
-    }
+    let outcome = match outcome {
+        Outcome::Fail(m) if case.check != Check::BaselineEnvironment => {
+            match suspect::first_suspect(&case.needs, profile, results) {
+                Some(line) => Outcome::Fail(format!("{m}\n{line}")),
+                None => Outcome::Fail(m),
+            }
+        }
+        other => other,
+    };
+    Verdict { outcome, failure }
 }
 
 /// The kind of a failure of `check` on the results `found` for it.

@@ -16,6 +16,7 @@ pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> crate::Outcome 
         report::table(&r, &p.probe.chains, &p.probe.accumulators)
     );
     let mut failed = 0;
+    let mut errors = 0;
     for case in cases(&p) {
         let (tag, text) = match verdict::evaluate(&case, &p, &r) {
             Outcome::Pass(d) => ("ok     ", d),
@@ -24,6 +25,10 @@ pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> crate::Outcome 
                 ("FAILED ", m)
             }
             Outcome::Skipped(reason) => ("skipped", reason),
+            Outcome::Error(cause) => {
+                errors += 1;
+                ("ERROR  ", cause)
+            }
             Outcome::KnownDeviation { reason, detail } => {
                 ("ignored", format!("known deviation: {reason} ({detail})"))
             }
@@ -34,13 +39,14 @@ pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> crate::Outcome 
         "\ngate: {} against profile {:?}: {}",
         results.display(),
         p.name,
-        if failed == 0 {
-            "passed".to_string()
-        } else {
-            format!("{failed} failed")
+        match (failed, errors) {
+            (0, 0) => "passed".to_string(),
+            (f, 0) => format!("{f} failed"),
+            (f, e) =>
+                format!("{f} failed, {e} not judged (the GPU was not ours while it measured)"),
         }
     );
-    if failed == 0 {
+    if failed == 0 && errors == 0 {
         Ok(())
     } else {
         Err(crate::Failure::Printed)

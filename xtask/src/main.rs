@@ -323,7 +323,7 @@ fn main() -> ExitCode {
                 eprintln!("error: {e}");
                 ExitCode::from(2)
             }
-            GpuErrorKind::Broken => {
+            GpuErrorKind::Broken | GpuErrorKind::Busy => {
                 eprintln!("error: {e}");
                 ExitCode::FAILURE
             }

@@ -370,6 +370,7 @@ fn verdict_cell(o: &Outcome) -> &'static str {
         Outcome::Fail(_) => "**fails**",
         Outcome::KnownDeviation { .. } => "fails (known deviation)",
         Outcome::Skipped(_) => "skipped",
+        Outcome::Error(_) => "not judged (GPU busy)",
     }
 }
 

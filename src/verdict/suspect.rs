@@ -1,0 +1,161 @@
+//! The first suspect of a red case: what changed besides the number, from the results and
+//! the baselines alone. The SASS digest of a variant the case needs differs from the
+//! blessed one (the compiler), or the GPU, driver or NVRTC differ from those the baselines
+//! were measured with (the toolchain), or neither (the hardware, its clocks, or other work
+//! on the GPU), so that the reader knows where to look first.
+
+use crate::expectations::profile::Profile;
+use crate::model::results::RunResults;
+use crate::model::variant::Variant;
+
+/// At most the first `n` characters of a digest, never panicking on a short or odd one.
+pub fn prefix(digest: &str, n: usize) -> &str {
+    match digest.char_indices().nth(n) {
+        Some((at, _)) => &digest[..at],
+        None => digest,
+    }
+}
+
+fn short(digest: &str) -> String {
+    let p = prefix(digest, 12);
+    if p.len() < digest.len() {
+        format!("{p}..")
+    } else {
+        p.to_string()
+    }
+}
+
+/// The line that names the first suspect for a failure of a case that needs `needs`;
+/// `None` when the profile has no baselines to compare with.
+pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults) -> Option<String> {
+    let b = profile.baselines.as_ref()?;
+    // The compiler: a variant whose SASS differs from the blessed SASS.
+    let mut changed = Vec::new();
+    let mut uncompared = 0;
+    for v in needs {
+        let now = results.get(*v).and_then(|r| r.sass.as_ref());
+        match (b.sass.get(&v.name()), now) {
+            (Some(base), Some(now)) if base.digest != now.digest => {
+                changed.push((v.name(), short(&base.digest), short(&now.digest)))
+            }
+            (Some(_), Some(_)) => {}
+            _ => uncompared += 1,
+        }
+    }
+    // The toolchain (and the GPU): the environment against the baselines' origin.
+    let toolchain: Option<Vec<String>> = match (&b.origin, &results.environment) {
+        (Some(o), Some(e)) => Some(
+            [
+                ("GPU", &o.gpu_name, &e.gpu_name),
+                ("driver", &o.driver_version, &e.driver_version),
+                ("NVRTC", &o.nvrtc_version, &e.nvrtc_version),
+            ]
+            .into_iter()
+            .filter(|(_, then, now)| then != now)
+            .map(|(what, then, now)| format!("{what} {then} -> {now}"))
+            .collect(),
+        ),
+        _ => None,
+    };
+    let toolchain_text = match &toolchain {
+        Some(d) if !d.is_empty() => d.join(", "),
+        Some(_) => "same driver and NVRTC".into(),
+        None => {
+            "driver and NVRTC not compared (no environment in the results or no blessed origin)"
+                .into()
+        }
+    };
+    if let Some((name, then, now)) = changed.first() {
+        let more = match changed.len() {
+            1 => String::new(),
+            n => format!(" (and {} more of the {} variants)", n - 1, needs.len()),
+        };
+        let also = match &toolchain {
+            Some(d) if !d.is_empty() => format!("; the toolchain changed too: {}", d.join(", ")),
+            _ => String::new(),
+        };
+        return Some(format!(
+            "first suspect: the compiler — SASS digest of {name} changed {then} -> {now}{more}{also}"
+        ));
+    }
+    if let Some(d) = toolchain.as_ref().filter(|d| !d.is_empty()) {
+        let sass = if uncompared == 0 {
+            "same SASS".to_string()
+        } else {
+            "SASS not compared".to_string()
+        };
+        return Some(format!(
+            "first suspect: the toolchain or the GPU — {}; {sass}",
+            d.join(", ")
+        ));
+    }
+    let clock = results
+        .environment
+        .as_ref()
+        .and_then(|e| Some((e.sm_clock_measured_mhz?, e.sm_clock_rated_mhz?)))
+        .map(|(m, r)| format!("; SM clock measured {m:.0} MHz, rated {r:.0} MHz"))
+        .unwrap_or_default()
+        + &contention_note(results);
+    if uncompared == 0 {
+        Some(format!(
+            "first suspect: the hardware, clocks or contention — same SASS, {toolchain_text}{clock}"
+        ))
+    } else {
+        let why = results
+            .sass_unavailable
+            .clone()
+            .unwrap_or_else(|| "the results or the baselines carry no SASS for it".into());
+        Some(format!(
+            "first suspect: the hardware, clocks or contention — {toolchain_text}{clock}; \
+             the SASS was not compared ({why}), so a compiler change is not ruled out"
+        ))
+    }
+}
+
+/// What the contention checks saw, for the hardware suspect.
+fn contention_note(results: &RunResults) -> String {
+    let Some(c) = &results.contention else {
+        return String::new();
+    };
+    if let Some(why) = &c.unchecked {
+        return format!("; other work on the GPU not checked ({why})");
+    }
+    let mut seen = Vec::new();
+    if !c.foreign_pids.is_empty() {
+        let pids: Vec<String> = c.foreign_pids.iter().map(u32::to_string).collect();
+        seen.push(format!("other processes (PID {})", pids.join(", ")));
+    }
+    if !c.throttle_reasons.is_empty() {
+        seen.push(format!(
+            "clock throttling ({})",
+            c.throttle_reasons.join(", ")
+        ));
+    }
+    if seen.is_empty() {
+        format!(
+            "; no other work or clock throttling seen in {} checks",
+            c.checks
+        )
+    } else {
+        format!(
+            "; seen on the GPU during the run: {} ({} retries)",
+            seen.join(", "),
+            c.retries
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_never_panic() {
+        assert_eq!(prefix("abcdef", 4), "abcd");
+        assert_eq!(prefix("abc", 16), "abc");
+        assert_eq!(prefix("", 16), "");
+        assert_eq!(prefix("ééééé", 2), "éé");
+        assert_eq!(short("0123456789abcdef"), "0123456789ab..");
+        assert_eq!(short("abc"), "abc");
+    }
+}

@@ -1,0 +1,555 @@
+//! A shared GPU is not a regression: the measuring session's guard on recorded devices,
+//! with injected GPU snapshots (what NVML would report) and a real lock directory. A
+//! measurement disturbed by another process's work or slowed clocks is measured again, and
+//! what stays disturbed makes its timing cases errors ("GPU busy: ..."), never failures;
+//! a GPU another process holds is waited for, up to a limit, then the cases are errors.
+
+use accprobe::error::{GpuError, GpuErrorKind};
+use accprobe::expectations::profile::Profile;
+use accprobe::harness::{self, Paths, RunOptions};
+use accprobe::measure::contention::{GpuProcess, Monitor, Snapshot};
+use accprobe::measure::lock::{self, DeviceKey, LockSettings};
+use accprobe::measure::session::{GpuSession, Guard};
+use accprobe::measure::target::{CompileInfo, RecordedTarget, Target};
+use accprobe::model::gpu::{Environment, GpuIdentity};
+use accprobe::model::results::{Contention, RunResults, VariantResult};
+use accprobe::model::settings::ProbeSettings;
+use accprobe::model::variant::Variant;
+use accprobe::verdict::cases::cases;
+use accprobe::verdict::{evaluate, Outcome};
+use libtest_mimic::Arguments;
+use quick_junit::{NonSuccessKind, Report, TestCaseStatus};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The H200 run the profile replays (and its baselines come from).
+fn recorded() -> RunResults {
+    profile()
+        .recorded
+        .expect("the h200 profile replays a recorded run")
+}
+
+fn profile() -> Profile {
+    accprobe::catalog::load(&root().join("expectations/h200.yaml")).unwrap()
+}
+
+fn temp(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("accprobe-contention-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn key() -> DeviceKey {
+    DeviceKey {
+        ordinal: 0,
+        pci_bus_id: Some("0000:19:00.0".into()),
+        uuid: None,
+    }
+}
+
+/// A recorded device that counts its measurements and has a device key, as a real one.
+struct Keyed {
+    inner: RecordedTarget,
+    measured: AtomicUsize,
+}
+
+impl Keyed {
+    fn new() -> Arc<Keyed> {
+        Arc::new(Keyed {
+            inner: RecordedTarget::new(0, recorded()).unwrap(),
+            measured: AtomicUsize::new(0),
+        })
+    }
+}
+
+impl Target for Keyed {
+    fn ordinal(&self) -> usize {
+        0
+    }
+    fn identity(&self) -> &GpuIdentity {
+        self.inner.identity()
+    }
+    fn prepare(&self, all: &[Variant]) -> Result<(), GpuError> {
+        self.inner.prepare(all)
+    }
+    fn measure(
+        &self,
+        variants: &[Variant],
+        settings: &ProbeSettings,
+        all: &[Variant],
+    ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
+        self.measured.fetch_add(1, Ordering::SeqCst);
+        self.inner.measure(variants, settings, all)
+    }
+    fn environment(&self, c: Option<f64>) -> Environment {
+        self.inner.environment(c)
+    }
+    fn compiled(&self) -> Option<&accprobe::compile::Compiled> {
+        None
+    }
+    fn compile_info(&self) -> Option<CompileInfo> {
+        None
+    }
+    fn healthy(&self) -> Result<(), GpuError> {
+        Ok(())
+    }
+    fn device_key(&self) -> Option<DeviceKey> {
+        Some(key())
+    }
+}
+
+/// Plays back snapshots in order, repeating the last one.
+struct Script(Mutex<Vec<Snapshot>>);
+
+impl Script {
+    fn new(snaps: Vec<Snapshot>) -> Arc<Script> {
+        Arc::new(Script(Mutex::new(snaps)))
+    }
+}
+
+impl Monitor for Script {
+    fn snapshot(&self) -> Result<Snapshot, String> {
+        let mut s = self.0.lock().unwrap();
+        Ok(if s.len() > 1 {
+            s.remove(0)
+        } else {
+            s[0].clone()
+        })
+    }
+}
+
+struct NoNvml;
+
+impl Monitor for NoNvml {
+    fn snapshot(&self) -> Result<Snapshot, String> {
+        Err("NVML is not available (libnvidia-ml.so: not found)".into())
+    }
+}
+
+fn own() -> GpuProcess {
+    GpuProcess::new(std::process::id(), Some("probe"))
+}
+
+fn clean() -> Snapshot {
+    Snapshot {
+        processes: vec![own()],
+        throttle_bits: 0x1,
+        gaps: vec![],
+    }
+}
+
+fn busy() -> Snapshot {
+    Snapshot {
+        processes: vec![own(), GpuProcess::new(4242, Some("python3"))],
+        ..Snapshot::default()
+    }
+}
+
+fn hot() -> Snapshot {
+    Snapshot {
+        throttle_bits: 0x20,
+        ..clean()
+    }
+}
+
+fn session(target: &Arc<Keyed>, dir: &Path, monitor: Arc<dyn Monitor>, retries: u32) -> GpuSession {
+    let t: Arc<dyn Target> = target.clone();
+    GpuSession::guarded(
+        profile(),
+        "test".into(),
+        Ok(t),
+        Guard {
+            lock: Some((
+                key(),
+                Ok(LockSettings {
+                    dir: dir.to_path_buf(),
+                    timeout: Duration::from_millis(300),
+                }),
+            )),
+            monitor: Some(monitor),
+            retries,
+            wait: Duration::ZERO,
+        },
+    )
+}
+
+fn verdict(p: &Profile, r: &RunResults, name: &str) -> Outcome {
+    let c = cases(p).into_iter().find(|c| c.name == name).unwrap();
+    evaluate(&c, p, r)
+}
+
+#[test]
+fn a_clean_gpu_is_measured_once_and_the_checks_are_recorded() {
+    let dir = temp("clean");
+    let t = Keyed::new();
+    let s = session(&t, &dir, Script::new(vec![clean()]), 2);
+    let v = Variant::new(7, 2);
+    let r = s.results_for(&[v]).unwrap();
+    assert_eq!(t.measured.load(Ordering::SeqCst), 1);
+    let c = r.contention.clone().unwrap();
+    assert_eq!((c.checks, c.retries), (2, 0));
+    assert!(
+        c.contaminated.is_empty() && c.foreign_pids.is_empty(),
+        "{c:?}"
+    );
+    assert!(matches!(
+        verdict(&s.profile, &r, "probe::chain7_acc2_effective2"),
+        Outcome::Pass(_)
+    ));
+    // The record survives the results file.
+    let back = RunResults::from_json(&r.to_json(), Path::new("r.json")).unwrap();
+    assert_eq!(back.contention, Some(c));
+    drop(s);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_passing_disturbance_is_measured_again_and_then_judged() {
+    let dir = temp("passing");
+    let t = Keyed::new();
+    // Clean before, busy after the first measurement; clean around the second.
+    let s = session(&t, &dir, Script::new(vec![clean(), busy(), clean()]), 2);
+    let r = s.results_for(&[Variant::new(7, 2)]).unwrap();
+    assert_eq!(t.measured.load(Ordering::SeqCst), 2);
+    let c = r.contention.unwrap();
+    assert_eq!((c.checks, c.retries), (4, 1));
+    assert_eq!(c.foreign_pids, vec![4242]);
+    assert!(c.contaminated.is_empty());
+    drop(s);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_gpu_that_stays_busy_makes_timing_cases_errors_never_regressions() {
+    let dir = temp("busy");
+    let t = Keyed::new();
+    // Clean before each measurement, busy after: measured 1 + 2 times.
+    let script = vec![clean(), busy(), clean(), busy(), clean(), busy()];
+    let s = session(&t, &dir, Script::new(script), 2);
+    let p = s.profile.clone();
+    let vs = p.probe.variants();
+    let mut r = s.results_for(&vs).unwrap();
+    assert_eq!(t.measured.load(Ordering::SeqCst), 3);
+    let c = r.contention.clone().unwrap();
+    assert_eq!(c.retries, 2);
+    assert_eq!(c.contaminated.len(), vs.len());
+    // Even a measurement that would be a regression is an error, naming the cause.
+    r.variants[1].mean_progress *= 0.5;
+    if let Some(sm) = r.variants[1].summary.as_mut() {
+        sm.median *= 0.5;
+    }
+    let name = format!("probe::{}", r.variants[1].name);
+    match verdict(&p, &r, &name) {
+        Outcome::Error(m) => assert!(
+            m.starts_with("GPU busy: PID 4242 (python3)") && m.contains("not judged"),
+            "{m}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    for c in cases(&p) {
+        let o = evaluate(&c, &p, &r);
+        assert!(!o.is_fail(), "{}: {o:?}", c.name);
+        // Timing cases are errors; code shape and spills are still judged.
+        let timing = ["probe::", "invariant::acc2", "validity::", "policy::"]
+            .iter()
+            .any(|x| c.name.starts_with(x));
+        if c.name.starts_with("sass::") || c.name.starts_with("invariant::no_spills") {
+            assert!(matches!(o, Outcome::Pass(_)), "{}: {o:?}", c.name);
+        } else if timing && !c.needs.is_empty() {
+            assert!(o.is_error(), "{}: {o:?}", c.name);
+        }
+    }
+    drop(s);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_disturbance_seen_before_measuring_postpones_the_measurement() {
+    let dir = temp("postpone");
+    let t = Keyed::new();
+    let s = session(&t, &dir, Script::new(vec![busy()]), 2);
+    let r = s.results_for(&[Variant::new(7, 2)]).unwrap();
+    // Two postponements, then the last attempt measures anyway, for the record.
+    assert_eq!(t.measured.load(Ordering::SeqCst), 1);
+    let c = r.contention.unwrap();
+    assert_eq!(c.retries, 2);
+    assert!(c.contaminated["chain7_acc2_effective2"].starts_with("GPU busy: PID 4242"));
+    drop(s);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn slowed_clocks_are_errors_too() {
+    let dir = temp("hot");
+    let t = Keyed::new();
+    let s = session(&t, &dir, Script::new(vec![clean(), hot()]), 0);
+    let r = s.results_for(&[Variant::new(7, 2)]).unwrap();
+    let c = r.contention.clone().unwrap();
+    assert_eq!(c.throttle_reasons, vec!["sw_thermal_slowdown"]);
+    match verdict(&s.profile, &r, "probe::chain7_acc2_effective2") {
+        Outcome::Error(m) => assert!(m.starts_with("GPU throttled: "), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    drop(s);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_waiting_accprobe_is_no_foreign_process() {
+    let dir = temp("peer");
+    let t = Keyed::new();
+    // Another accprobe process registered for the device (here: our parent, which lives).
+    let peer = std::os::unix::process::parent_id();
+    let stem = key().stem().unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(format!("{stem}.pid-{peer}")), b"").unwrap();
+    let both = Snapshot {
+        processes: vec![own(), GpuProcess::new(peer, Some("probe"))],
+        ..Snapshot::default()
+    };
+    let s = session(&t, &dir, Script::new(vec![both]), 0);
+    // The session registered itself beside it.
+    assert!(dir
+        .join(format!("{stem}.pid-{}", std::process::id()))
+        .exists());
+    let r = s.results_for(&[Variant::new(7, 2)]).unwrap();
+    assert!(r.contention.unwrap().contaminated.is_empty());
+    drop(s);
+    assert!(!dir
+        .join(format!("{stem}.pid-{}", std::process::id()))
+        .exists());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn without_nvml_the_run_says_so_and_measures() {
+    let dir = temp("nonvml");
+    let t = Keyed::new();
+    let s = session(&t, &dir, Arc::new(NoNvml), 2);
+    let r = s.results_for(&[Variant::new(7, 2)]).unwrap();
+    assert_eq!(t.measured.load(Ordering::SeqCst), 1);
+    let c = r.contention.unwrap();
+    assert_eq!(c.checks, 0);
+    assert!(c.unchecked.unwrap().starts_with("NVML is not available"));
+    drop(s);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_gpu_held_by_another_process_is_waited_for_then_an_error() {
+    let dir = temp("held");
+    let stem = key().stem().unwrap();
+    // Another open file description of the lock conflicts as another process's would.
+    let other = lock::acquire(
+        &dir,
+        &stem,
+        Duration::ZERO,
+        Duration::from_millis(1),
+        |_| {},
+    )
+    .unwrap();
+    let t = Keyed::new();
+    let s = session(&t, &dir, Script::new(vec![clean()]), 0);
+    let e = s.results_for(&[Variant::new(7, 2)]).unwrap_err();
+    assert_eq!(e.kind(), GpuErrorKind::Busy);
+    let m = e.to_string();
+    assert!(
+        m.starts_with("GPU busy: GPU 0 (0000:19:00.0) is held by PID")
+            && m.contains("ACCPROBE_LOCK_TIMEOUT"),
+        "{m}"
+    );
+    assert_eq!(t.measured.load(Ordering::SeqCst), 0);
+    // Later cases do not wait again: the answer stands even once the GPU is free.
+    drop(other);
+    assert_eq!(s.results_for(&[Variant::new(7, 1)]).unwrap_err(), e);
+    assert_eq!(t.measured.load(Ordering::SeqCst), 0);
+    // A new session measures.
+    let s2 = session(&t, &dir, Script::new(vec![clean()]), 0);
+    assert!(s2.results_for(&[Variant::new(7, 2)]).is_ok());
+    drop((s, s2));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The suite on a device another process holds past the limit: every GPU case is a JUnit
+/// error saying so, the run fails, replay cases still pass.
+#[test]
+fn the_suite_reports_a_held_gpu_as_errors_in_junit() {
+    let dir = temp("suite");
+    let locks = dir.join("locks");
+    std::env::set_var(lock::LOCK_DIR_ENV, &locks);
+    std::env::set_var(lock::LOCK_TIMEOUT_ENV, "0.3");
+    let stem = key().stem().unwrap();
+    let _other = lock::acquire(
+        &locks,
+        &stem,
+        Duration::ZERO,
+        Duration::from_millis(1),
+        |_| {},
+    )
+    .unwrap();
+    let expectations = dir.join("expectations");
+    for sub in ["baselines", "policies", "recorded"] {
+        std::fs::create_dir_all(expectations.join(sub)).unwrap();
+    }
+    std::fs::copy(
+        root().join("expectations/h200.yaml"),
+        expectations.join("h200.yaml"),
+    )
+    .unwrap();
+    for sub in ["baselines", "policies", "recorded"] {
+        for f in std::fs::read_dir(root().join("expectations").join(sub)).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, expectations.join(sub).join(f.file_name().unwrap())).unwrap();
+        }
+    }
+    let paths = Paths {
+        expectations,
+        junit: dir.join("out/junit.xml"),
+        results: dir.join("out/results.json"),
+        cache: None,
+        runs: dir.join("out/runs"),
+    };
+    std::fs::create_dir_all(dir.join("out")).unwrap();
+    let log = dir.join("out/libtest.log").display().to_string();
+    let args = Arguments::from_iter(["probe", "--logfile", &log, "chain7_acc2_effective2"]);
+    let target: Arc<dyn Target> = Keyed::new();
+    let code = harness::run(&args, &paths, Ok(vec![target]), &RunOptions::default());
+    assert_ne!(
+        format!("{code:?}"),
+        format!("{:?}", std::process::ExitCode::SUCCESS)
+    );
+    let xml = std::fs::read_to_string(&paths.junit).unwrap();
+    let report = Report::deserialize_from_str(&xml).unwrap();
+    let (mut errors, mut passed) = (0, 0);
+    for suite in &report.test_suites {
+        for c in &suite.test_cases {
+            match &c.status {
+                TestCaseStatus::NonSuccess {
+                    kind: NonSuccessKind::Error,
+                    message,
+                    ..
+                } => {
+                    assert!(!c.name.starts_with("replay::"), "{:?}", c.name);
+                    let m = message.as_deref().unwrap_or_default();
+                    assert!(
+                        m.starts_with("GPU busy: GPU 0 (0000:19:00.0) is held by PID"),
+                        "{m}"
+                    );
+                    errors += 1;
+                }
+                TestCaseStatus::NonSuccess { kind, .. } => panic!("{:?}: {kind:?}", c.name),
+                TestCaseStatus::Success { .. } => passed += 1,
+                TestCaseStatus::Skipped { .. } => {}
+            }
+        }
+    }
+    // Every GPU case the filter selects and that can run here (each sink mode's probe,
+    // sass and validity cases; SASS cases are ignored at list time where no disassembler
+    // is installed) is an error; the replay of the same cases passes.
+    let gpu = report
+        .test_suites
+        .iter()
+        .find(|s| s.name.starts_with("gpu0"))
+        .unwrap();
+    let ran = gpu
+        .test_cases
+        .iter()
+        .filter(|c| !matches!(c.status, TestCaseStatus::Skipped { .. }))
+        .count();
+    assert!(errors >= 5 && errors == ran, "{xml}");
+    assert!(passed >= errors, "{xml}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A process never keeps one GPU's lock while it could wait for another's: the lock goes
+/// once everything planned is measured, and comes back for what was not planned.
+#[test]
+fn the_lock_is_let_go_once_everything_planned_is_measured() {
+    let dir = temp("release");
+    let stem = key().stem().unwrap();
+    let t = Keyed::new();
+    let s = session(&t, &dir, Script::new(vec![clean()]), 0);
+    let (a, b) = (Variant::new(7, 1), Variant::new(7, 2));
+    *s.planned.lock().unwrap() = vec![a, b];
+    s.results_for(&[a]).unwrap();
+    assert!(s.holds_lock());
+    let quick = |_: lock::Waiting| {};
+    assert!(lock::acquire(&dir, &stem, Duration::ZERO, Duration::from_millis(1), quick).is_err());
+    s.results_for(&[b]).unwrap();
+    assert!(!s.holds_lock());
+    let other =
+        lock::acquire(&dir, &stem, Duration::ZERO, Duration::from_millis(1), quick).unwrap();
+    // Measured variants need no lock; an unplanned one waits for it.
+    assert!(s.results_for(&[a, b]).is_ok());
+    let e = s.results_for(&[Variant::new(7, 3)]).unwrap_err();
+    assert_eq!(e.kind(), GpuErrorKind::Busy);
+    drop((other, s));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A target that replays another process's measurement carries that process's
+/// contention record, so what was disturbed there is an error here too.
+#[test]
+fn a_replayed_measurement_keeps_the_measuring_process_record() {
+    struct Published(RecordedTarget, Contention);
+    impl Target for Published {
+        fn ordinal(&self) -> usize {
+            0
+        }
+        fn identity(&self) -> &GpuIdentity {
+            self.0.identity()
+        }
+        fn prepare(&self, all: &[Variant]) -> Result<(), GpuError> {
+            self.0.prepare(all)
+        }
+        fn measure(
+            &self,
+            v: &[Variant],
+            s: &ProbeSettings,
+            all: &[Variant],
+        ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
+            self.0.measure(v, s, all)
+        }
+        fn environment(&self, c: Option<f64>) -> Environment {
+            self.0.environment(c)
+        }
+        fn compiled(&self) -> Option<&accprobe::compile::Compiled> {
+            None
+        }
+        fn compile_info(&self) -> Option<CompileInfo> {
+            None
+        }
+        fn healthy(&self) -> Result<(), GpuError> {
+            Ok(())
+        }
+        fn contention(&self) -> Option<Contention> {
+            Some(self.1.clone())
+        }
+    }
+    let mut record = Contention::default();
+    record.contaminated.insert(
+        "chain7_acc2_effective2".into(),
+        "GPU busy: PID 4242 (python3) had a context on the GPU while it was measured".into(),
+    );
+    let t: Arc<dyn Target> = Arc::new(Published(
+        RecordedTarget::new(0, recorded()).unwrap(),
+        record.clone(),
+    ));
+    let s = GpuSession::new(profile(), "test".into(), Ok(t));
+    let r = s.results_for(&[Variant::new(7, 2)]).unwrap();
+    assert_eq!(r.contention, Some(record));
+    assert!(verdict(&s.profile, &r, "probe::chain7_acc2_effective2").is_error());
+    // A plain replay has none.
+    let plain: Arc<dyn Target> = Arc::new(RecordedTarget::new(0, recorded()).unwrap());
+    let s = GpuSession::new(profile(), "test".into(), Ok(plain));
+    assert_eq!(
+        s.results_for(&[Variant::new(7, 2)]).unwrap().contention,
+        None
+    );
+}
