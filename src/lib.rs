@@ -19,6 +19,7 @@ pub mod harness;
 pub mod measure;
 pub mod model;
 pub mod report;
+pub mod toolchains;
 pub mod verdict;
 
 pub use error::{Error, Result};

@@ -11,6 +11,7 @@
 //!   other profiles' cases still run.
 //! - The JUnit file is written atomically after the run, also when a case panicked.
 
+mod compile_only;
 mod env;
 mod recorder;
 
@@ -131,6 +132,13 @@ fn mark(args: &Arguments, what: &str) {
 
 /// The entry point of `tests/probe.rs`.
 pub fn main() -> ExitCode {
+    if let Some(code) = crate::compile::toolchain::worker_main() {
+        return code;
+    }
+    if let Err(e) = crate::compile::toolchain::select_for_process() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let _ = STARTED.set(Instant::now());
     let args = Arguments::from_args();
     device::prepare_process_environment();
@@ -283,6 +291,14 @@ pub fn run(
         }
     }
 
+    let (compiling, compile_trials) =
+        compile_only::trials(&recorder, &profiles, paths.cache.as_deref());
+    let compile_wanted = compile_trials.iter().any(|t| !args.is_filtered_out(t));
+    for s in &compiling {
+        suites.push(compile_only::suite_info_placeholder(s));
+    }
+    trials.extend(compile_trials);
+
     // One session per device (one "no GPU" session when there is none), each with the
     // profile chosen for its GPU.
     let targets: Vec<Result<Arc<dyn Target>, GpuError>> = match targets {
@@ -375,12 +391,32 @@ pub fn run(
             })
         })
         .collect();
+    // Each toolchain compiles in its own worker process, all at once, while the cases run.
+    let compiling_threads: Vec<_> = compiling
+        .iter()
+        .filter(|_| compile_wanted)
+        .flat_map(|s| s.toolchains().into_iter().map(move |tc| (s.clone(), tc)))
+        .map(|(s, tc)| {
+            std::thread::spawn(move || {
+                let _ = s.run(&tc);
+            })
+        })
+        .collect();
     let conclusion = libtest_mimic::run(args, trials);
+    for t in compiling_threads {
+        let _ = t.join();
+    }
     for m in measuring {
         let _ = m.join();
     }
     mark(args, "cases finished");
 
+    for s in &compiling {
+        let info = compile_only::suite_info(s);
+        if let Some(slot) = suites.iter_mut().find(|x| x.name == info.name) {
+            *slot = info;
+        }
+    }
     for s in &sessions {
         suites.push(finish_session(s, paths, several));
     }

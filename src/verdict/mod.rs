@@ -4,6 +4,7 @@
 //! recorded results on any machine.
 
 pub mod cases;
+pub mod compile_only;
 
 use crate::expectations::profile::Profile;
 use crate::model::results::{RunResults, VariantResult};
@@ -40,13 +41,19 @@ pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome
         Err(e) => return Outcome::Fail(e),
     };
     let raw = evaluate_raw(case, profile, results, &found);
-    match (profile.known_deviations.get(&case.name).map(|d| &d.reason), raw) {
+    with_known_deviations(&case.name, profile, raw)
+}
+
+/// Applies the profile's known deviations to case `name`'s raw outcome, strictly: a
+/// deviation that fails is excused, one that holds again fails.
+pub(crate) fn with_known_deviations(name: &str, profile: &Profile, raw: Outcome) -> Outcome {
+    match (profile.known_deviations.get(name).map(|d| &d.reason), raw) {
         (None, raw) => raw,
         (Some(reason), Outcome::Fail(detail)) => Outcome::KnownDeviation { reason: reason.clone(), detail },
         (Some(reason), Outcome::Pass(detail)) => Outcome::Fail(format!(
             "known deviation no longer present: {} now holds ({detail}); the profile {} says it should not: {reason}. \
              If this is the new normal, remove it from known_deviations.",
-            case.name,
+            name,
             profile.file.display()
         )),
         (Some(_), other) => other,
@@ -363,10 +370,16 @@ fn sass_shape(v: Variant, r: &VariantResult, results: &RunResults) -> Outcome {
     let Some(s) = &r.sass else {
         return Outcome::Skipped(no_sass_reason(results));
     };
+    shape(v, s)
+}
+
+/// The loop of `v`'s SASS has N FFMAs (or a multiple) over E round-robin partials, and
+/// acc1 accumulates in place.
+pub(crate) fn shape(v: Variant, s: &crate::model::results::SassSummary) -> Outcome {
     let (n, e) = (v.chain, v.effective());
     let mut problems = Vec::new();
     let unroll = s.loop_ffma / n;
-    if s.loop_ffma == 0 || s.loop_ffma % n != 0 {
+    if s.loop_ffma == 0 || !s.loop_ffma.is_multiple_of(n) {
         problems.push(format!(
             "the loop has {} FFMAs, expected N = {n} per iteration (or a multiple, if unrolled)",
             s.loop_ffma
