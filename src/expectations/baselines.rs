@@ -89,9 +89,16 @@ pub fn render(
         progress,
         sass,
     };
-    let body = serde_saphyr::to_string(&doc).expect("baselines serialise");
+    with_header(
+        header,
+        &serde_saphyr::to_string(&doc).expect("baselines serialise"),
+    )
+}
+
+/// A generated file's text: the header as comments, then the body, ending in a newline.
+fn with_header(header: &[String], body: &str) -> String {
     let mut text: String = header.iter().map(|l| format!("# {l}\n")).collect();
-    text.push_str(&body);
+    text.push_str(body);
     if !text.ends_with('\n') {
         text.push('\n');
     }
@@ -244,13 +251,10 @@ pub fn render_compile(
         compiled,
         digests,
     };
-    let body = serde_saphyr::to_string(&doc).expect("compile baselines serialise");
-    let mut text: String = header.iter().map(|l| format!("# {l}\n")).collect();
-    text.push_str(&body);
-    if !text.ends_with('\n') {
-        text.push('\n');
-    }
-    text
+    with_header(
+        header,
+        &serde_saphyr::to_string(&doc).expect("compile baselines serialise"),
+    )
 }
 
 /// Reads and checks the compile-only baselines of profile `profile` (`profile_file`).
