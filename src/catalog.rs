@@ -7,6 +7,7 @@ use crate::expectations::profile::Profile;
 use crate::expectations::yaml::read_text;
 use crate::model::gpu::GpuIdentity;
 use crate::verdict::cases::cases;
+use crate::verdict::compile_only;
 use std::path::{Path, PathBuf};
 
 /// The profile that applies when no other matches the GPU: the study itself.
@@ -34,7 +35,8 @@ pub fn load(file: &Path) -> Result<Profile> {
 /// Checks a profile given as text; `file` names it in errors and anchors relative paths.
 pub fn parse(text: &str, file: &Path) -> Result<Profile> {
     let profile = Profile::read(text, file)?;
-    let names: Vec<String> = cases(&profile).into_iter().map(|c| c.name).collect();
+    let mut names: Vec<String> = cases(&profile).into_iter().map(|c| c.name).collect();
+    names.extend(compile_only::cases(&profile).into_iter().map(|c| c.name));
     for (case, d) in &profile.known_deviations {
         if !names.contains(case) {
             let example = names

@@ -20,6 +20,7 @@ pub mod input;
 pub mod measure;
 pub mod model;
 pub mod report;
+pub mod toolchains;
 pub mod verdict;
 
 pub use error::{Error, Result};

@@ -477,14 +477,14 @@ fn the_junit_of_a_gpu_run_has_times_timestamps_hostname_bodies_and_types() {
     sass.loop_body[last] = "BRA `(.L_x_9) ;".into();
     let target: std::sync::Arc<dyn accprobe::measure::target::Target> =
         std::sync::Arc::new(accprobe::measure::target::RecordedTarget::new(0, r).unwrap());
-    let (code, report) = sb.run_on(vec![target], &["--skip", "replay::"]);
+    let (code, report) = sb.run_on(vec![target], &["--skip", "replay::", "--skip", "compile::"]);
     assert_eq!(code, ExitCode::from(101));
 
     let names: Vec<&str> = report.test_suites.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(
         names,
         vec!["gpu0 NVIDIA H200 / profile h200"],
-        "filtered-out replay cases leave no suite behind"
+        "filtered-out replay and compile-only cases leave no suite behind"
     );
     assert!(report.timestamp.is_some() && report.time.is_some());
     let suite = &report.test_suites[0];
@@ -1176,7 +1176,8 @@ fn interrupted_run_keeps_its_report(signal: &str, code: i32) {
     let sb = Sandbox::new(&format!("signal-{signal}"), &["documented", "h200"]);
     std::fs::create_dir_all(sb.dir.join("out")).unwrap();
     let started = sb.dir.join("out/measuring-started");
-    let mut child = child_command("blocking", &sb.dir, &[])
+    // The compile-only cases (they compile in worker processes) are not what this is about.
+    let mut child = child_command("blocking", &sb.dir, &["--skip", "compile::"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

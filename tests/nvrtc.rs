@@ -133,7 +133,72 @@ fn cache_hits_rebuilds_and_keys() -> Result<Completion, Failed> {
     Ok(Completion::Completed)
 }
 
+/// A folder holding a file named like libnvrtc that is no library: the worker says so.
+fn not_an_nvrtc_is_refused_by_the_worker() -> Result<Completion, Failed> {
+    use accprobe::compile::toolchain::{resolve, spawn_worker};
+    let dir = std::env::temp_dir().join(format!("accprobe-fake-nvrtc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("libnvrtc.so.12"), "not a library").map_err(|e| e.to_string())?;
+    let t = resolve(dir.to_str().unwrap(), &dir).map_err(|e| e.to_string())?;
+    let report = spawn_worker(
+        &t,
+        &["sm_90".into()],
+        &documented_variants()[..1],
+        None,
+        None,
+    )?;
+    let _ = std::fs::remove_dir_all(&dir);
+    match report.toolchain {
+        Err(e) if e.contains("is not an NVRTC: it does not load") => Ok(Completion::Completed),
+        other => Err(format!("expected a refusal, got {other:?}").into()),
+    }
+}
+
+/// Every toolchain installed by ci/toolchains.sh, each in its own worker process: sm_90
+/// compiles with that NVRTC's own library, an architecture beyond it is unsupported, one
+/// within its range that does not exist is refused.
+fn installed_toolchains_compile_in_their_own_workers() -> Result<Completion, Failed> {
+    use accprobe::compile::toolchain::{default_root, installed, resolve, spawn_worker};
+    use accprobe::model::compiled::ArchOutcome;
+    let root = default_root();
+    let all = installed(&root);
+    if all.is_empty() {
+        return Ok(Completion::ignored_with(format!(
+            "no toolchain installed in {} (ci/toolchains.sh installs them)",
+            root.display()
+        )));
+    }
+    let variants = &documented_variants()[..2];
+    let archs: Vec<String> = ["sm_90", "sm_81", "sm_990"].map(String::from).to_vec();
+    for (version, _) in &all {
+        let t = resolve(version, &root).map_err(|e| e.to_string())?;
+        let r = spawn_worker(&t, &archs, variants, None, None)?;
+        let id = r.toolchain.map_err(|e| format!("{version}: {e}"))?;
+        if !version.starts_with(&format!("{}.", id.nvrtc_version)) {
+            return Err(format!("{version}: the worker loaded NVRTC {}", id.nvrtc_version).into());
+        }
+        if !id.library.contains(&format!("nvrtc-{version}")) {
+            return Err(format!("{version}: the worker loaded {}", id.library).into());
+        }
+        match &r.architectures[..] {
+            [(_, ArchOutcome::Compiled(m)), (_, ArchOutcome::Failed(unknown)), (_, ArchOutcome::Unsupported(newer))] => {
+                if m.variants.len() != 2
+                    || !unknown.contains("does not know architecture sm_81")
+                    || !newer.contains("newest architecture")
+                {
+                    return Err(format!("{version}: {m:?} / {unknown} / {newer}").into());
+                }
+            }
+            other => return Err(format!("{version}: {other:?}").into()),
+        }
+    }
+    Ok(Completion::Completed)
+}
+
 fn main() -> std::process::ExitCode {
+    if let Some(code) = compile::toolchain::worker_main() {
+        return code;
+    }
     let args = Arguments::from_args();
     let trials = vec![
         Trial::ignorable_test("compile::default_matrix_sm_90", compile_matrix),
@@ -141,6 +206,14 @@ fn main() -> std::process::ExitCode {
         Trial::ignorable_test(
             "compile::cache_hits_rebuilds_and_keys",
             cache_hits_rebuilds_and_keys,
+        ),
+        Trial::ignorable_test(
+            "toolchain::not_an_nvrtc_is_refused_by_the_worker",
+            not_an_nvrtc_is_refused_by_the_worker,
+        ),
+        Trial::ignorable_test(
+            "toolchain::installed_toolchains_compile_in_their_own_workers",
+            installed_toolchains_compile_in_their_own_workers,
         ),
     ];
     libtest_mimic::run(&args, trials).exit_code()

@@ -575,3 +575,194 @@ fn each_failure_says_what_kind_it_is() {
     );
     assert_eq!(FailureKind::NoResult.as_str(), "no-result");
 }
+
+// --- the compile-only gate ------------------------------------------------------------
+
+mod compile_only_gate {
+    use super::*;
+    use accprobe::catalog;
+    use accprobe::model::compiled::{
+        ArchOutcome, CompiledMatrix, CompiledVariant, PtxasFigures, ToolchainIdentity,
+    };
+    use accprobe::verdict::compile_only::{cases, evaluate, CompileCase};
+
+    /// The matrix the H200 ran (NVRTC 13.0, sm_90), as the compile-only gate sees it.
+    fn h200_matrix(arch: &str) -> (accprobe::expectations::profile::Profile, CompiledMatrix) {
+        let p = load("h200");
+        let r =
+            RunResults::load(&root().join("expectations/recorded/h200-2026-11-30.json")).unwrap();
+        let variants = p
+            .probe
+            .variants()
+            .iter()
+            .map(|v| {
+                let x = r.get(*v).unwrap();
+                let res = x.resources.unwrap();
+                let c = CompiledVariant {
+                    ptxas: PtxasFigures {
+                        registers: res.registers,
+                        stack_frame_bytes: res.stack_frame_bytes,
+                        spill_store_bytes: res.spill_store_bytes,
+                        spill_load_bytes: res.spill_load_bytes,
+                    },
+                    sass: x.sass.clone(),
+                };
+                (v.name(), c)
+            })
+            .collect();
+        let m = CompiledMatrix {
+            architecture: arch.into(),
+            toolchain: ToolchainIdentity {
+                key: "13.0".into(),
+                nvrtc_version: "13.0".into(),
+                release: Some("nvidia-cuda-nvrtc==13.0.88".into()),
+                library: "libnvrtc.so.13".into(),
+                supported: vec!["sm_90".into()],
+            },
+            disassembler: "nvdisasm 13.2.51".into(),
+            variants,
+            sass_unavailable: None,
+            nvrtc_seconds: 0.0,
+            sass_seconds: 0.0,
+            cache: "off".into(),
+        };
+        (p, m)
+    }
+
+    fn find(p: &accprobe::expectations::profile::Profile, name: &str) -> CompileCase {
+        cases(p)
+            .into_iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no case {name}"))
+    }
+
+    #[test]
+    fn the_h200_run_passes_every_compile_only_case_of_sm_90_with_nvrtc_13_0() {
+        // The SASS the H200 ran is what NVRTC 13.0.88 compiles for sm_90 on a CPU-only
+        // machine: the blessed compile-only digests equal the GPU run's.
+        let (p, m) = h200_matrix("sm_90");
+        let outcome = ArchOutcome::Compiled(Box::new(m));
+        let mine: Vec<CompileCase> = cases(&p)
+            .into_iter()
+            .filter(|c| c.architecture == "sm_90" && c.toolchain == "13.0")
+            .collect();
+        assert_eq!(mine.len(), 1 + 2 * p.probe.variants().len());
+        for c in &mine {
+            match evaluate(c, &p, &outcome) {
+                Outcome::Pass(_) => {}
+                other => panic!("{}: {other:?}", c.name),
+            }
+        }
+    }
+
+    #[test]
+    fn another_architectures_digest_a_spill_and_a_merged_partial_fail() {
+        let (p, m) = h200_matrix("sm_80");
+        let case = find(
+            &p,
+            "compile::sm_80::nvrtc13.0::chain7_acc2_effective2::unchanged",
+        );
+        let msg = fail_text(evaluate(
+            &case,
+            &p,
+            &ArchOutcome::Compiled(Box::new(m.clone())),
+        ));
+        assert!(
+            msg.contains("the SASS changed (digest")
+                && msg.contains("loop body now:")
+                && msg.contains("--bless"),
+            "{msg}"
+        );
+
+        let mut spilled = m.clone();
+        spilled
+            .variants
+            .get_mut("chain29_acc16_effective16")
+            .unwrap()
+            .ptxas
+            .spill_store_bytes = 8;
+        let msg = fail_text(evaluate(
+            &find(&p, "compile::sm_80::nvrtc13.0::no_spills"),
+            &p,
+            &ArchOutcome::Compiled(Box::new(spilled)),
+        ));
+        assert!(
+            msg.contains("chain29_acc16_effective16: ptxas reports 8 bytes spill stores"),
+            "{msg}"
+        );
+
+        let mut merged = m;
+        let s = merged
+            .variants
+            .get_mut("chain13_acc4_effective4")
+            .unwrap()
+            .sass
+            .as_mut()
+            .unwrap();
+        s.loop_partials = vec![7, 6];
+        let msg = fail_text(evaluate(
+            &find(
+                &p,
+                "compile::sm_80::nvrtc13.0::chain13_acc4_effective4::shape",
+            ),
+            &p,
+            &ArchOutcome::Compiled(Box::new(merged)),
+        ));
+        assert!(msg.contains("expected E = 4"), "{msg}");
+    }
+
+    #[test]
+    fn an_unsupported_architecture_is_ignored_and_a_failed_one_fails() {
+        let p = load("h200");
+        let c = find(
+            &p,
+            "compile::sm_100::nvrtc12.4::chain7_acc1_effective1::shape",
+        );
+        let why = "NVRTC 12.4 does not support sm_100: its newest architecture is sm_90";
+        assert_eq!(
+            evaluate(&c, &p, &ArchOutcome::Unsupported(why.into())),
+            Outcome::Skipped(why.into())
+        );
+        let m = fail_text(evaluate(
+            &c,
+            &p,
+            &ArchOutcome::Failed("NVRTC could not compile".into()),
+        ));
+        assert!(m.contains("could not compile"), "{m}");
+    }
+
+    #[test]
+    fn compile_only_known_deviations_are_strict() {
+        let file = root().join("expectations/h200.yaml");
+        let text = std::fs::read_to_string(&file).unwrap().replacen(
+            "known_deviations:\n",
+            "known_deviations:\n  - case: compile::sm_90::nvrtc13.0::chain13_acc4_effective4::shape\n    reason: merged partials, measured\n",
+            1,
+        );
+        let p = catalog::parse(&text, &file).unwrap();
+        let (_, m) = h200_matrix("sm_90");
+        let c = find(
+            &p,
+            "compile::sm_90::nvrtc13.0::chain13_acc4_effective4::shape",
+        );
+        let msg = fail_text(evaluate(
+            &c,
+            &p,
+            &ArchOutcome::Compiled(Box::new(m.clone())),
+        ));
+        assert!(msg.contains("known deviation no longer present"), "{msg}");
+        let mut merged = m;
+        merged
+            .variants
+            .get_mut("chain13_acc4_effective4")
+            .unwrap()
+            .sass
+            .as_mut()
+            .unwrap()
+            .loop_partials = vec![13];
+        assert!(matches!(
+            evaluate(&c, &p, &ArchOutcome::Compiled(Box::new(merged))),
+            Outcome::KnownDeviation { .. }
+        ));
+    }
+}

@@ -7,6 +7,7 @@
 
 pub mod ptxas;
 pub mod sass;
+pub mod toolchain;
 
 use crate::error::{Error, Result};
 use crate::input;
@@ -343,6 +344,11 @@ fn sha256_hex(parts: &[&[u8]]) -> String {
         h.update(p);
     }
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// SHA-256 of `bytes`, in hex.
+pub fn sha256_hex_of(bytes: &[u8]) -> String {
+    sha256_hex(&[bytes])
 }
 
 /// The cache key of a compilation: source, options (the architecture among them) and the

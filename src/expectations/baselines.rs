@@ -91,9 +91,16 @@ pub fn render(
         progress,
         sass,
     };
-    let body = serde_saphyr::to_string(&doc).expect("baselines serialise");
+    with_header(
+        header,
+        &serde_saphyr::to_string(&doc).expect("baselines serialise"),
+    )
+}
+
+/// A generated file's text: the header as comments, then the body, ending in a newline.
+fn with_header(header: &[String], body: &str) -> String {
     let mut text: String = header.iter().map(|l| format!("# {l}\n")).collect();
-    text.push_str(&body);
+    text.push_str(body);
     if !text.ends_with('\n') {
         text.push('\n');
     }
@@ -163,5 +170,176 @@ pub fn load(
         sass,
         wider: BTreeMap::new(),
         origin: Some(raw.measured),
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Compile-only baselines (`expectations/baselines/<profile>-compile.yaml`): the blessed SASS
+// digest of each variant per (architecture, toolchain), from the compile-only gate.
+
+/// The first hex digits of a SASS digest that compile-only baselines keep.
+pub const COMPILE_DIGEST_CHARS: usize = 16;
+
+/// A profile's compile-only baselines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompileBaselines {
+    /// The generated file they came from.
+    pub file: PathBuf,
+    /// How they were compiled (`None` until a file is blessed).
+    pub origin: Option<CompileOrigin>,
+    /// Architecture -> toolchain (`12.8`) -> variant -> digest prefix.
+    pub digests: BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>,
+}
+
+impl CompileBaselines {
+    /// No baselines yet, to be blessed into `file`.
+    pub fn empty(file: PathBuf) -> CompileBaselines {
+        CompileBaselines {
+            file,
+            origin: None,
+            digests: BTreeMap::new(),
+        }
+    }
+
+    /// The blessed digest prefix of `variant` for (`arch`, `toolchain`).
+    pub fn digest(&self, arch: &str, toolchain: &str, variant: &str) -> Option<&str> {
+        self.digests
+            .get(arch)?
+            .get(toolchain)?
+            .get(variant)
+            .map(String::as_str)
+    }
+}
+
+/// How compile-only baselines were made; kept in the generated file for reviewers.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompileOrigin {
+    pub date: String,
+    /// The disassembler and its version (`nvdisasm 13.2.51`): the digests are of its text.
+    pub disassembler: String,
+    /// Toolchain (`12.8`) -> what it was (`NVRTC 12.8 (nvidia-cuda-nvrtc-cu12==12.8.93)`).
+    pub toolchains: BTreeMap<String, String>,
+}
+
+/// Architecture -> toolchain -> variant -> digest, with positions.
+type SpannedDigests =
+    HashMap<Spanned<String>, HashMap<Spanned<String>, HashMap<Spanned<String>, Spanned<String>>>>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompileBaselinesFile {
+    profile: Spanned<String>,
+    compiled: CompileOrigin,
+    digests: SpannedDigests,
+}
+
+#[derive(Serialize)]
+struct CompileBaselinesDoc<'a> {
+    profile: &'a str,
+    compiled: &'a CompileOrigin,
+    digests: &'a BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>,
+}
+
+/// The text of a compile-only baselines file: the header, then the data.
+pub fn render_compile(
+    header: &[String],
+    profile: &str,
+    compiled: &CompileOrigin,
+    digests: &BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>,
+) -> String {
+    let doc = CompileBaselinesDoc {
+        profile,
+        compiled,
+        digests,
+    };
+    with_header(
+        header,
+        &serde_saphyr::to_string(&doc).expect("compile baselines serialise"),
+    )
+}
+
+/// Reads and checks the compile-only baselines of profile `profile` (`profile_file`).
+pub fn load_compile(
+    path: &Path,
+    profile: &str,
+    profile_file: &Path,
+    variants: &[Variant],
+    architectures: &[String],
+    toolchains: &[String],
+) -> Result<CompileBaselines> {
+    let raw: CompileBaselinesFile = parse_yaml(&read_text(path, "compile baselines")?, path)?;
+    if raw.profile.value != profile {
+        return Err(at(
+            path,
+            &raw.profile,
+            format!(
+                "compile baselines are for profile {:?}, but {} is profile {:?}",
+                raw.profile.value,
+                profile_file.display(),
+                profile
+            ),
+        ));
+    }
+    let mut digests = BTreeMap::new();
+    for (arch, per_tc) in &raw.digests {
+        if !architectures.contains(&arch.value) {
+            return Err(at(
+                path,
+                arch,
+                format!(
+                    "{:?} is not in compile_only.architectures {architectures:?} of {}",
+                    arch.value,
+                    profile_file.display()
+                ),
+            ));
+        }
+        let mut a = BTreeMap::new();
+        for (tc, per_variant) in per_tc {
+            if !toolchains.contains(&tc.value) {
+                return Err(at(
+                    path,
+                    tc,
+                    format!(
+                        "toolchain {:?} is not in compile_only.toolchains {toolchains:?} of {}",
+                        tc.value,
+                        profile_file.display()
+                    ),
+                ));
+            }
+            let mut t = BTreeMap::new();
+            for (v, d) in per_variant {
+                if !variants.iter().any(|x| x.name() == v.value) {
+                    return Err(at(
+                        path,
+                        v,
+                        format!(
+                            "digest for {:?}, which is not a variant of profile {profile:?}",
+                            v.value
+                        ),
+                    ));
+                }
+                if d.value.len() != COMPILE_DIGEST_CHARS
+                    || !d.value.bytes().all(|b| b.is_ascii_hexdigit())
+                {
+                    return Err(at(
+                        path,
+                        d,
+                        format!(
+                            "digest {:?}: expected {COMPILE_DIGEST_CHARS} hex digits",
+                            d.value
+                        ),
+                    ));
+                }
+                t.insert(v.value.clone(), d.value.to_ascii_lowercase());
+            }
+            a.insert(tc.value.clone(), t);
+        }
+        digests.insert(arch.value.clone(), a);
+    }
+    Ok(CompileBaselines {
+        file: path.to_path_buf(),
+        origin: Some(raw.compiled),
+        digests,
     })
 }

@@ -4,6 +4,7 @@
 //! nothing here knows a GPU.
 
 pub mod baselines;
+pub mod compile_only;
 pub mod policy;
 pub mod profile;
 pub mod recorded;

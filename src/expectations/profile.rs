@@ -9,6 +9,7 @@
 
 use crate::error::Result;
 use crate::expectations::baselines::{self, Baselines, Wider};
+use crate::expectations::compile_only::{CompileOnly, CompileOnlyFile};
 use crate::expectations::policy::Policy;
 use crate::expectations::recorded::{self, RecordedFile};
 use crate::expectations::yaml::{at, number, parse_document, path_inside, referenced_from};
@@ -40,6 +41,8 @@ pub struct Profile {
     pub heuristic: Option<Heuristic>,
     /// Results to replay on any machine (the study's table, or a committed run).
     pub recorded: Option<RunResults>,
+    /// Architectures and toolchains the compile-only gate compiles the matrix for.
+    pub compile_only: Option<CompileOnly>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -177,6 +180,7 @@ struct ProfileFile {
     validity: Option<Spanned<Validity>>,
     sink_isolation: Option<SinkFile>,
     heuristic: Option<HeuristicFile>,
+    compile_only: Option<CompileOnlyFile>,
 }
 
 #[derive(Deserialize)]
@@ -542,6 +546,7 @@ impl Profile {
             validity: None,
             heuristic: None,
             recorded: None,
+            compile_only: None,
         };
         if let Some(h) = &raw.heuristic {
             let tolerance = tolerance(file, "heuristic.tolerance", &h.tolerance)?;
@@ -645,6 +650,10 @@ impl Profile {
                     ),
                 ));
             }
+        }
+        if let Some(c) = &raw.compile_only {
+            let variants = profile.probe.variants();
+            profile.compile_only = Some(c.check(file, &profile.name, &raw.name, &variants)?);
         }
         if let Some(r) = &raw.recorded {
             profile.recorded = Some(recorded::load(file, dir, r, &profile.name, &profile.probe)?);

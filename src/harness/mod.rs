@@ -22,6 +22,7 @@
 //! - After libtest's line, a closing summary counts the ignored cases by reason and says
 //!   whether the GPU was tested.
 
+mod compile_only;
 mod env;
 mod recorder;
 mod shared;
@@ -314,6 +315,13 @@ fn mark(args: &Arguments, what: &str) {
 
 /// The entry point of `tests/probe.rs`.
 pub fn main() -> ExitCode {
+    if let Some(code) = crate::compile::toolchain::worker_main() {
+        return code;
+    }
+    if let Err(e) = crate::compile::toolchain::select_for_process() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     ExitCode::from(main_with(Arguments::from_args()))
 }
 
@@ -605,6 +613,16 @@ fn run_with(
         }
     }
 
+    let (compiling, compile_trials) =
+        compile_only::trials(&recorder, &profiles, paths.cache.as_deref());
+    let compile_wanted = compile_trials
+        .iter()
+        .any(|t| !args.is_filtered_out(&t.trial));
+    for s in &compiling {
+        suites.push(compile_only::suite_info_placeholder(s));
+    }
+    trials.extend(compile_trials);
+
     // One session per device (one "no GPU" session when there is none), each with the
     // profile chosen for its GPU.
     let targets: Vec<Result<Arc<dyn Target>, GpuError>> = match targets {
@@ -803,7 +821,21 @@ fn run_with(
         // Nothing to publish (no GPU, only replay cases): the next process tries.
         s.release();
     }
+    // Each toolchain compiles in its own worker process, all at once, while the cases run.
+    let compiling_threads: Vec<_> = compiling
+        .iter()
+        .filter(|_| compile_wanted)
+        .flat_map(|s| s.toolchains().into_iter().map(move |tc| (s.clone(), tc)))
+        .map(|(s, tc)| {
+            std::thread::spawn(move || {
+                let _ = s.run(&tc);
+            })
+        })
+        .collect();
     let conclusion = libtest_mimic::run(args, trials.into_iter().map(|p| p.trial).collect());
+    for t in compiling_threads {
+        let _ = t.join();
+    }
     for m in measuring.into_iter().flatten() {
         let _ = m.join();
     }
@@ -811,6 +843,12 @@ fn run_with(
 
     // Under nextest only the process that measured writes the results, log and CUBIN.
     let measured_here = replayed.is_none();
+    for s in &compiling {
+        let info = compile_only::suite_info(s);
+        if let Some(slot) = suites.iter_mut().find(|x| x.name == info.name) {
+            *slot = info;
+        }
+    }
     for s in &sessions {
         suites.push(finish_session(
             s,

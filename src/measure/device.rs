@@ -215,6 +215,7 @@ impl Device {
             driver_version: kernel_driver_version(),
             cuda_driver_api: self.cuda_driver_api.clone(),
             nvrtc_version: self.nvrtc_version.clone(),
+            nvrtc_origin: crate::compile::toolchain::process_origin(),
             sm_clock_rated_mhz: self.sm_clock_rated_mhz,
             sm_clock_measured_mhz: measured_clock_mhz,
             date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),

@@ -22,6 +22,10 @@ pub struct Environment {
     /// The CUDA version the driver supports (cuDriverGetVersion), e.g. `13.0`.
     pub cuda_driver_api: String,
     pub nvrtc_version: String,
+    /// Where the NVRTC came from when `ACCPROBE_NVRTC` selected it (`ACCPROBE_NVRTC:
+    /// nvidia-cuda-nvrtc-cu12==12.8.93`); absent for the one the dynamic linker found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvrtc_origin: Option<String>,
     /// The device's rated SM clock (CU_DEVICE_ATTRIBUTE_CLOCK_RATE), MHz.
     pub sm_clock_rated_mhz: Option<f64>,
     /// The SM clock seen during the probe: clock64 budget over %globaltimer time, MHz.
@@ -59,6 +63,13 @@ impl Environment {
             ("date".into(), self.date.clone()),
             ("compile_options".into(), self.compile_options.join(" ")),
         ]
+        .into_iter()
+        .chain(
+            self.nvrtc_origin
+                .clone()
+                .map(|o| ("nvrtc_origin".to_string(), o)),
+        )
+        .collect()
     }
 
     /// What identifies the GPU, for profile matching.

@@ -4,6 +4,7 @@
 //! recorded results on any machine.
 
 pub mod cases;
+pub mod compile_only;
 pub mod suspect;
 
 use crate::expectations::profile::Profile;
@@ -160,27 +161,9 @@ pub fn judge(case: &Case, profile: &Profile, results: &RunResults) -> Verdict {
         }
     };
     let raw = evaluate_raw(case, profile, results, &found);
-    let (outcome, failure) = match (profile.known_deviations.get(&case.name).map(|d| &d.reason), raw) {
-        (None, Outcome::Fail(text)) => (
-            Outcome::Fail(text),
-            Some(failure_kind(&case.check, profile, &found)),
-        ),
-        (None, raw) => (raw, None),
-        (Some(reason), Outcome::Fail(detail)) => (
-            Outcome::KnownDeviation { reason: reason.clone(), detail },
-            None,
-        ),
-        (Some(reason), Outcome::Pass(detail)) => (
-            Outcome::Fail(format!(
-                "known deviation no longer present: {} now holds ({detail}); the profile {} says it should not: {reason}. \
-                 If this is the new normal, remove it from known_deviations.",
-                case.name,
-                profile.file.display()
-            )),
-            Some(FailureKind::KnownDeviationGone),
-        ),
-        (Some(_), other) => (other, None),
-    };
+    let (outcome, failure) = apply_known_deviations(&case.name, profile, raw, || {
+        failure_kind(&case.check, profile, &found)
+    });
     let outcome = match outcome {
         Outcome::Fail(m) if case.check != Check::BaselineEnvironment => {
             match suspect::first_suspect(&case.needs, profile, results) {
@@ -250,6 +233,39 @@ fn failure_kind(check: &Check, profile: &Profile, found: &[&VariantResult]) -> F
             }
         }
     }
+}
+
+/// Applies the profile's known deviations to case `name`'s raw outcome, strictly: a
+/// deviation that fails is excused, one that holds again fails. With the kind of the
+/// failure, where it fails (`kind_of_failure` for a failure of the check itself).
+fn apply_known_deviations(
+    name: &str,
+    profile: &Profile,
+    raw: Outcome,
+    kind_of_failure: impl FnOnce() -> FailureKind,
+) -> (Outcome, Option<FailureKind>) {
+    match (profile.known_deviations.get(name).map(|d| &d.reason), raw) {
+        (None, Outcome::Fail(text)) => (Outcome::Fail(text), Some(kind_of_failure())),
+        (None, raw) => (raw, None),
+        (Some(reason), Outcome::Fail(detail)) => (
+            Outcome::KnownDeviation { reason: reason.clone(), detail },
+            None,
+        ),
+        (Some(reason), Outcome::Pass(detail)) => (
+            Outcome::Fail(format!(
+                "known deviation no longer present: {name} now holds ({detail}); the profile {} says it should not: {reason}. \
+                 If this is the new normal, remove it from known_deviations.",
+                profile.file.display()
+            )),
+            Some(FailureKind::KnownDeviationGone),
+        ),
+        (Some(_), other) => (other, None),
+    }
+}
+
+/// [`apply_known_deviations`], the outcome alone (the compile-only gate's cases).
+pub(crate) fn with_known_deviations(name: &str, profile: &Profile, raw: Outcome) -> Outcome {
+    apply_known_deviations(name, profile, raw, || FailureKind::Invariant).0
 }
 
 /// Refuses to judge `results` by `profile` when they were measured with other launch
@@ -568,10 +584,16 @@ fn sass_shape(v: Variant, r: &VariantResult, results: &RunResults) -> Outcome {
     let Some(s) = &r.sass else {
         return Outcome::Skipped(no_sass_reason(results));
     };
+    shape(v, s)
+}
+
+/// The loop of `v`'s SASS has N FFMAs (or a multiple) over E round-robin partials, and
+/// acc1 accumulates in place.
+pub(crate) fn shape(v: Variant, s: &crate::model::results::SassSummary) -> Outcome {
     let (n, e) = (v.chain, v.effective());
     let mut problems = Vec::new();
     let unroll = s.loop_ffma / n;
-    if s.loop_ffma == 0 || s.loop_ffma % n != 0 {
+    if s.loop_ffma == 0 || !s.loop_ffma.is_multiple_of(n) {
         problems.push(format!(
             "the loop has {} FFMAs, expected N = {n} per iteration (or a multiple, if unrolled)",
             s.loop_ffma

@@ -8,6 +8,8 @@
 //! - `sass`: a variant's SASS loop body from a results file.
 //! - `agree`: serial against wave mode on the same GPU.
 //! - `bench`: the GPU phase of each mode against its floor, compile cold and cached.
+//! - `toolchains`: the compile-only gate over architectures x NVRTC toolchains (no GPU;
+//!   `--bless` writes its digests), or the profile measured per toolchain (`--gpu`).
 
 /// `println!` that never panics: when stdout is closed (`cargo xtask sass ... | head -1`)
 /// the output stops quietly and the command still finishes its work (files it writes, its
@@ -32,6 +34,7 @@ mod gpu;
 mod progress;
 mod report;
 mod sass;
+mod toolchains;
 
 use accprobe::catalog;
 use accprobe::error::{GpuError, GpuErrorKind};
@@ -162,6 +165,37 @@ enum Command {
         runs: usize,
         /// Where to write every run and the medians (JSON; default:
         /// target/accprobe/bench.json in the workspace).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// The toolchain matrix (docs/toolchains.md). Without --gpu: compile the profile's
+    /// matrix for every architecture x NVRTC of its compile_only section (one worker
+    /// process per toolchain, no GPU), check it, and with --bless write its SASS digests.
+    /// With --gpu: measure the profile under each --toolchain on this GPU and print each
+    /// variant's progress, the SASS that changed and the cases that flip, side by side;
+    /// a toolchain whose CUBIN the driver refuses is reported. --compare does the same
+    /// from results files already measured.
+    Toolchains {
+        /// Profile name (compile-only default: h200; --gpu default: the GPU's).
+        #[arg(long)]
+        profile: Option<String>,
+        /// Write expectations/baselines/<profile>-compile.yaml (refused under CI).
+        #[arg(long, conflicts_with_all = ["gpu", "compare"])]
+        bless: bool,
+        /// With --bless: print the diff but write nothing.
+        #[arg(long, requires = "bless")]
+        dry_run: bool,
+        /// Measure on the GPU under each --toolchain instead.
+        #[arg(long, requires = "toolchain")]
+        gpu: bool,
+        /// A toolchain for --gpu: an installed version (12.8) or a folder. Repeat it.
+        #[arg(long)]
+        toolchain: Vec<String>,
+        /// Compare these results files instead of measuring.
+        #[arg(long, num_args = 1.., conflicts_with = "gpu")]
+        compare: Vec<PathBuf>,
+        /// Where --gpu writes each toolchain's results and toolchains.md (default:
+        /// target/accprobe/toolchains in the workspace).
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -303,10 +337,40 @@ fn run(cli: &Cli) -> Outcome {
             let out = or_workspace(out, "target/accprobe/bench.json")?;
             gpu::bench(dir, profile, *runs, &out)
         }
+        Command::Toolchains {
+            profile,
+            bless,
+            dry_run,
+            gpu,
+            toolchain,
+            compare,
+            out,
+        } => {
+            if *gpu {
+                let out = or_workspace(out, "target/accprobe/toolchains")?;
+                toolchains::gpu(dir, profile.as_deref(), toolchain, &out)
+            } else if !compare.is_empty() {
+                toolchains::compare_files(dir, profile.as_deref(), compare)
+            } else {
+                toolchains::compile_only(
+                    dir,
+                    profile.as_deref().unwrap_or("h200"),
+                    *bless,
+                    *dry_run,
+                )
+            }
+        }
     }
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = accprobe::compile::toolchain::worker_main() {
+        return code;
+    }
+    if let Err(e) = accprobe::compile::toolchain::select_for_process() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     accprobe::measure::device::prepare_process_environment();
     let cli = Cli::parse();
     let result = run(&cli);
@@ -632,6 +696,63 @@ mod tests {
     }
 
     #[test]
+    fn toolchains_compare_shows_progress_sass_changes_flips_and_refused_toolchains() {
+        use toolchains::{compare, driver_refused, Measured};
+        let p = find_profile(&expectations(), "h200").unwrap();
+        let a = accprobe::model::results::RunResults::load(&committed()).unwrap();
+        let mut b = a.clone();
+        b.environment.as_mut().unwrap().nvrtc_version = "12.8".into();
+        let v = b
+            .variants
+            .iter_mut()
+            .find(|v| v.name == "chain13_acc2_effective2")
+            .unwrap();
+        v.summary.as_mut().unwrap().median *= 1.05;
+        v.mean_progress *= 1.05;
+        let s = v.sass.as_mut().unwrap();
+        s.digest = "0".repeat(64);
+        s.loop_body[0] = "NOP".into();
+        let refused =
+            "the driver cannot run CUBINs from NVRTC 13.5: CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
+        assert!(driver_refused(refused));
+        assert!(!driver_refused("cuInit failed"));
+        let md = compare(
+            &p,
+            &[
+                Measured {
+                    toolchain: "13.0".into(),
+                    outcome: Ok(a),
+                },
+                Measured {
+                    toolchain: "12.8".into(),
+                    outcome: Ok(b),
+                },
+                Measured {
+                    toolchain: "13.5".into(),
+                    outcome: Err(refused.into()),
+                },
+            ],
+        );
+        assert!(
+            md.contains("| 13.5 | not measured: the driver cannot run CUBINs from NVRTC 13.5"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| chain13_acc2_effective2 | 144927.0 | 152173.4 (+5.00%) |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- chain13_acc2_effective2, 13.0 -> 12.8:") && md.contains("+NOP"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `invariant::acc2_is_peak::chain13` | fails | holds |"),
+            "{md}"
+        );
+        assert!(!md.contains("`invariant::acc2_gain_grows`"), "{md}");
+    }
+
+    #[test]
     fn the_cli_parses_and_refuses_bad_arguments() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
@@ -640,6 +761,19 @@ mod tests {
             "--from is required"
         );
         assert!(Cli::try_parse_from(["xtask", "probe", "--mode", "sideways"]).is_err());
+        assert!(
+            Cli::try_parse_from(["xtask", "toolchains", "--gpu"]).is_err(),
+            "--gpu needs --toolchain"
+        );
+        assert!(Cli::try_parse_from([
+            "xtask",
+            "toolchains",
+            "--bless",
+            "--gpu",
+            "--toolchain",
+            "12.8"
+        ])
+        .is_err());
         assert!(
             Cli::try_parse_from(["xtask", "report"]).is_err(),
             "a results file is required"

@@ -1,0 +1,288 @@
+//! The compile-only gate's service: compiles a profile's matrix for its `compile_only:`
+//! architectures under each of its toolchains, one worker process per toolchain
+//! (`compile::toolchain`), at most once per process, and hands each (architecture,
+//! toolchain) its outcome. Used by the libtest front end (the `compile::` cases) and by
+//! `cargo xtask toolchains`. Also: blessing compile-only baselines.
+
+use crate::compile::toolchain::{self, ToolchainError};
+use crate::error::{Error, Result};
+use crate::expectations::baselines::{self, CompileOrigin, COMPILE_DIGEST_CHARS};
+use crate::expectations::profile::Profile;
+use crate::model::compiled::ArchOutcome;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+/// What one toolchain's worker gave, per architecture, or why it gave nothing.
+#[derive(Debug, Clone)]
+pub struct ToolchainRun {
+    /// Architecture -> outcome; every architecture of the profile is present.
+    pub outcomes: BTreeMap<String, ArchOutcome>,
+    /// Wall-clock seconds of the worker (0 when none ran).
+    pub seconds: f64,
+}
+
+/// The compile-only side of one profile on this machine.
+pub struct CompileOnlySession {
+    pub profile: Profile,
+    root: PathBuf,
+    cache: Option<PathBuf>,
+    disassembler: Option<PathBuf>,
+    /// Whether a toolchain that is not installed fails (else: ignored with the reason).
+    require: bool,
+    runs: BTreeMap<String, OnceLock<ToolchainRun>>,
+}
+
+/// Whether `ACCPROBE_REQUIRE_TOOLCHAINS` asks for every toolchain to be there.
+pub fn required_by_env() -> bool {
+    std::env::var(toolchain::REQUIRE_ENV).is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+impl CompileOnlySession {
+    /// `None` when the profile has no `compile_only:` section. Nothing is compiled until an
+    /// outcome is asked for.
+    pub fn new(
+        profile: Profile,
+        root: PathBuf,
+        cache: Option<PathBuf>,
+        require: bool,
+    ) -> Option<CompileOnlySession> {
+        let c = profile.compile_only.as_ref()?;
+        let runs = c
+            .toolchains
+            .iter()
+            .map(|t| (t.clone(), OnceLock::new()))
+            .collect();
+        let disassembler = toolchain::disassembler(&root);
+        Some(CompileOnlySession {
+            profile,
+            root,
+            cache,
+            disassembler,
+            require,
+            runs,
+        })
+    }
+
+    pub fn toolchains(&self) -> Vec<String> {
+        self.runs.keys().cloned().collect()
+    }
+
+    /// The run of toolchain `tc` (a key of the profile's list), compiled at first call.
+    pub fn run(&self, tc: &str) -> &ToolchainRun {
+        let cell = self
+            .runs
+            .get(tc)
+            .unwrap_or_else(|| panic!("toolchain {tc} is not in the profile's compile_only list"));
+        cell.get_or_init(|| self.compile(tc))
+    }
+
+    /// The run of toolchain `tc` if it has compiled already.
+    pub fn peek(&self, tc: &str) -> Option<&ToolchainRun> {
+        self.runs.get(tc)?.get()
+    }
+
+    /// What toolchain `tc` made of architecture `arch`.
+    pub fn outcome(&self, tc: &str, arch: &str) -> ArchOutcome {
+        self.run(tc).outcomes.get(arch).cloned().unwrap_or_else(|| {
+            ArchOutcome::Failed(format!("{arch} was not compiled by NVRTC {tc}"))
+        })
+    }
+
+    fn compile(&self, tc: &str) -> ToolchainRun {
+        let archs = self
+            .profile
+            .compile_only
+            .as_ref()
+            .map(|c| c.architectures.clone())
+            .unwrap_or_default();
+        let all = |o: ArchOutcome| ToolchainRun {
+            outcomes: archs.iter().map(|a| (a.clone(), o.clone())).collect(),
+            seconds: 0.0,
+        };
+        if let Err(why) = toolchain::can_spawn_workers() {
+            return all(ArchOutcome::Unsupported(why));
+        }
+        let t = match toolchain::resolve(tc, &self.root) {
+            Ok(t) => t,
+            Err(ToolchainError::NotInstalled(m)) if !self.require => {
+                return all(ArchOutcome::Unsupported(m))
+            }
+            Err(ToolchainError::NotInstalled(m)) => {
+                return all(ArchOutcome::Failed(format!(
+                    "{m} ({} is set: the compile-only cases must run here)",
+                    toolchain::REQUIRE_ENV
+                )))
+            }
+            Err(ToolchainError::Invalid(m)) => return all(ArchOutcome::Failed(m)),
+        };
+        let start = Instant::now();
+        let report = toolchain::spawn_worker(
+            &t,
+            &archs,
+            &self.profile.probe.variants(),
+            self.cache.as_deref(),
+            self.disassembler.as_deref(),
+        );
+        let seconds = start.elapsed().as_secs_f64();
+        match report {
+            Err(e) => all(ArchOutcome::Failed(e)),
+            Ok(r) => match r.toolchain {
+                Err(e) => all(ArchOutcome::Failed(format!(
+                    "NVRTC {tc} ({}): {e}",
+                    t.lib_dir.display()
+                ))),
+                Ok(_) => ToolchainRun {
+                    outcomes: r.architectures.into_iter().collect(),
+                    seconds,
+                },
+            },
+        }
+    }
+}
+
+/// What blessing compile-only baselines would write, and what changes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompileBlessing {
+    pub file: PathBuf,
+    pub contents: String,
+    /// One line per changed, added or removed digest, and per (architecture, toolchain)
+    /// that could not be blessed.
+    pub diff: Vec<String>,
+}
+
+/// The compile-only baselines of `session`'s profile from what it compiled (compiling
+/// every toolchain first). Refuses when nothing compiled, when a matrix has no SASS, or
+/// when the disassemblers differ between toolchains.
+pub fn prepare_compile_bless(
+    session: &CompileOnlySession,
+    command: &str,
+) -> Result<CompileBlessing> {
+    let p = &session.profile;
+    let c = p
+        .compile_only
+        .as_ref()
+        .ok_or_else(|| Error::msg(format!("profile {:?} has no compile_only section", p.name)))?;
+    let b = c.baselines.as_ref().ok_or_else(|| {
+        Error::msg(format!(
+            "profile {:?} ({}) names no compile_only.baselines file to bless into",
+            p.name,
+            p.file.display()
+        ))
+    })?;
+    let mut digests: BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>> = BTreeMap::new();
+    let mut toolchains = BTreeMap::new();
+    let mut disassemblers = Vec::new();
+    let mut diff = Vec::new();
+    for tc in &c.toolchains {
+        for arch in &c.architectures {
+            match session.outcome(tc, arch) {
+                ArchOutcome::Compiled(m) => {
+                    if let Some(r) = &m.sass_unavailable {
+                        return Err(Error::msg(format!(
+                            "{arch} with NVRTC {tc}: no SASS to bless: {r}"
+                        )));
+                    }
+                    toolchains.insert(tc.clone(), m.toolchain.describe());
+                    if !disassemblers.contains(&m.disassembler) {
+                        disassemblers.push(m.disassembler.clone());
+                    }
+                    let per = digests
+                        .entry(arch.clone())
+                        .or_default()
+                        .entry(tc.clone())
+                        .or_default();
+                    for (v, cv) in &m.variants {
+                        if let Some(s) = &cv.sass {
+                            per.insert(v.clone(), s.digest[..COMPILE_DIGEST_CHARS].to_string());
+                        }
+                    }
+                }
+                ArchOutcome::Unsupported(r) => {
+                    diff.push(format!("  {arch} with NVRTC {tc}: not blessed: {r}"))
+                }
+                ArchOutcome::Failed(r) => {
+                    return Err(Error::msg(format!(
+                        "{arch} with NVRTC {tc} failed; nothing blessed: {r}"
+                    )))
+                }
+            }
+        }
+    }
+    if toolchains.is_empty() {
+        return Err(Error::msg(
+            "no toolchain compiled anything: install them with ci/toolchains.sh",
+        ));
+    }
+    if disassemblers.len() > 1 {
+        return Err(Error::msg(format!(
+            "the matrices were disassembled by different tools ({}): digests would not compare",
+            disassemblers.join(", ")
+        )));
+    }
+    let origin = CompileOrigin {
+        date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        disassembler: disassemblers.remove(0),
+        toolchains,
+    };
+    let profile_file = p.file.file_name().map_or_else(
+        || p.file.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let header = [
+        format!("Generated by `{command}` (compile only: no GPU involved)."),
+        "Do not edit by hand: re-bless after reviewing the SASS change. The architectures and".into(),
+        format!("toolchains are listed in the hand-written profile, expectations/{profile_file}."),
+        format!(
+            "digests: the first {COMPILE_DIGEST_CHARS} hex digits of each variant's SASS digest, per architecture and NVRTC."
+        ),
+    ];
+    let contents = baselines::render_compile(&header, &p.name, &origin, &digests);
+    for (arch, per_tc) in &digests {
+        for (tc, per_v) in per_tc {
+            for (v, d) in per_v {
+                match b.digest(arch, tc, v) {
+                    None => diff.push(format!("+ {arch} NVRTC {tc} {v}: {d}")),
+                    Some(old) if old != d => {
+                        diff.push(format!("~ {arch} NVRTC {tc} {v}: {old} -> {d}"))
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    for (arch, per_tc) in &b.digests {
+        for (tc, per_v) in per_tc {
+            for v in per_v.keys() {
+                if digests
+                    .get(arch)
+                    .and_then(|x| x.get(tc))
+                    .and_then(|x| x.get(v))
+                    .is_none()
+                {
+                    diff.push(format!("- {arch} NVRTC {tc} {v}"));
+                }
+            }
+        }
+    }
+    Ok(CompileBlessing {
+        file: b.file.clone(),
+        contents,
+        diff,
+    })
+}
+
+impl CompileBlessing {
+    /// Writes the file atomically; refuses under CI, like every bless.
+    pub fn write(&self) -> Result<()> {
+        crate::bless::refuse_under_ci()?;
+        crate::report::write_atomic(&self.file, &self.contents)
+            .map_err(|e| Error::io(&self.file, "write compile baselines", e))
+    }
+}
+
+/// The compile cache folder of the compile-only gate under a run's cache folder.
+pub fn cache_under(cache: Option<&Path>) -> Option<PathBuf> {
+    cache.map(|c| c.join("compile-only"))
+}

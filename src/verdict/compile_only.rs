@@ -1,0 +1,222 @@
+//! The compile-only gate's cases: for each (architecture, toolchain) of a profile's
+//! `compile_only:` section, what the study's conclusions rest on at compile time, checked
+//! on the compiled matrix without a GPU: no spills (ptxas report and SASS), each variant's
+//! loop shape (N FFMAs over E partials, acc1 a strict in-place chain), and its blessed
+//! SASS digest. Known deviations apply as for GPU cases.
+//!
+//! Case names: `compile::sm_100::nvrtc12.8::no_spills`,
+//! `compile::sm_100::nvrtc12.8::chain7_acc2_effective2::shape` and `...::unchanged`.
+
+use crate::expectations::baselines::COMPILE_DIGEST_CHARS;
+use crate::expectations::profile::Profile;
+use crate::model::compiled::{ArchOutcome, CompiledMatrix};
+use crate::model::variant::Variant;
+use crate::verdict::{shape, with_known_deviations, Outcome};
+
+/// One compile-only case.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompileCase {
+    pub name: String,
+    /// `sm_90`.
+    pub architecture: String,
+    /// `12.8`, as the profile names it.
+    pub toolchain: String,
+    pub check: CompileCheck,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CompileCheck {
+    /// No variant spills: the ptxas report's spill stores and loads, and LDL/STL in the SASS.
+    NoSpills,
+    /// The measured loop's shape, as `sass::...::shape` checks it on a GPU run.
+    Shape(Variant),
+    /// The SASS digest is the blessed one for this architecture and toolchain.
+    Unchanged(Variant),
+}
+
+/// `compile::<arch>::nvrtc<toolchain>::<rest>`.
+pub fn case_name(arch: &str, toolchain: &str, rest: &str) -> String {
+    format!("compile::{arch}::nvrtc{toolchain}::{rest}")
+}
+
+/// Every compile-only case of `profile`, in a stable order: per architecture, per
+/// toolchain: no_spills, then each variant's shape, then (with baselines) each digest.
+pub fn cases(profile: &Profile) -> Vec<CompileCase> {
+    let Some(c) = &profile.compile_only else {
+        return Vec::new();
+    };
+    let variants = profile.probe.variants();
+    let mut out = Vec::new();
+    for arch in &c.architectures {
+        for tc in &c.toolchains {
+            let case = |rest: String, check| CompileCase {
+                name: case_name(arch, tc, &rest),
+                architecture: arch.clone(),
+                toolchain: tc.clone(),
+                check,
+            };
+            out.push(case("no_spills".into(), CompileCheck::NoSpills));
+            for &v in &variants {
+                out.push(case(format!("{v}::shape"), CompileCheck::Shape(v)));
+            }
+            if c.baselines.is_some() {
+                for &v in &variants {
+                    out.push(case(format!("{v}::unchanged"), CompileCheck::Unchanged(v)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Judges `case` on what the toolchain made of its architecture: compiled (judged, known
+/// deviations applied), unsupported by the toolchain (ignored with the reason: never a
+/// pass), or failed (fails).
+pub fn evaluate(case: &CompileCase, profile: &Profile, outcome: &ArchOutcome) -> Outcome {
+    match outcome {
+        ArchOutcome::Unsupported(reason) => Outcome::Skipped(reason.clone()),
+        ArchOutcome::Failed(reason) => Outcome::Fail(reason.clone()),
+        ArchOutcome::Compiled(m) => {
+            with_known_deviations(&case.name, profile, evaluate_raw(case, profile, m))
+        }
+    }
+}
+
+fn sass_reason(m: &CompiledMatrix) -> String {
+    format!(
+        "no SASS for {} by {}: {}",
+        m.architecture,
+        m.toolchain.describe(),
+        m.sass_unavailable
+            .as_deref()
+            .unwrap_or("the disassembler's output had no summary")
+    )
+}
+
+fn evaluate_raw(case: &CompileCase, profile: &Profile, m: &CompiledMatrix) -> Outcome {
+    let variants = profile.probe.variants();
+    let tool = m.toolchain.describe();
+    match case.check {
+        CompileCheck::NoSpills => {
+            let mut bad = Vec::new();
+            let mut missing = Vec::new();
+            for v in &variants {
+                let Some(c) = m.variants.get(&v.name()) else {
+                    missing.push(v.name());
+                    continue;
+                };
+                let p = c.ptxas;
+                if p.spill_store_bytes + p.spill_load_bytes > 0 {
+                    bad.push(format!(
+                        "{v}: ptxas reports {} bytes spill stores, {} bytes spill loads",
+                        p.spill_store_bytes, p.spill_load_bytes
+                    ));
+                }
+                if let Some(s) = c
+                    .sass
+                    .as_ref()
+                    .filter(|s| !s.local_memory_instructions.is_empty())
+                {
+                    bad.push(format!(
+                        "{v}: local memory instructions in the SASS: {}",
+                        s.local_memory_instructions.join(", ")
+                    ));
+                }
+            }
+            if !missing.is_empty() {
+                return Outcome::Fail(format!(
+                    "{tool} compiled no {} for {}",
+                    missing.join(", "),
+                    m.architecture
+                ));
+            }
+            if !bad.is_empty() {
+                return Outcome::Fail(format!(
+                    "spills on {} with {tool} (expected none): {}",
+                    m.architecture,
+                    bad.join("; ")
+                ));
+            }
+            let sass = match &m.sass_unavailable {
+                None => "and no LDL/STL in the SASS".to_string(),
+                Some(r) => format!("(SASS not read: {r})"),
+            };
+            Outcome::Pass(format!(
+                "{}: no spills in the ptxas report {sass} of {} variants, {tool}",
+                m.architecture,
+                variants.len()
+            ))
+        }
+        CompileCheck::Shape(v) => match m.variants.get(&v.name()) {
+            None => Outcome::Fail(format!("{tool} compiled no {v} for {}", m.architecture)),
+            Some(c) => match &c.sass {
+                None => Outcome::Skipped(sass_reason(m)),
+                Some(s) => match shape(v, s) {
+                    Outcome::Fail(f) => {
+                        Outcome::Fail(format!("{} with {tool}: {f}", m.architecture))
+                    }
+                    Outcome::Pass(p) => {
+                        Outcome::Pass(format!("{} with {tool}: {p}", m.architecture))
+                    }
+                    other => other,
+                },
+            },
+        },
+        CompileCheck::Unchanged(v) => {
+            let Some(b) = profile
+                .compile_only
+                .as_ref()
+                .and_then(|c| c.baselines.as_ref())
+            else {
+                return Outcome::Skipped(
+                    "the profile's compile_only section names no baselines file".into(),
+                );
+            };
+            let Some(c) = m.variants.get(&v.name()) else {
+                return Outcome::Fail(format!("{tool} compiled no {v} for {}", m.architecture));
+            };
+            let Some(s) = &c.sass else {
+                return Outcome::Skipped(sass_reason(m));
+            };
+            let now = &s.digest[..COMPILE_DIGEST_CHARS.min(s.digest.len())];
+            let bless = format!(
+                "`cargo xtask toolchains --profile {} --bless` on a machine with the toolchains (ci/toolchains.sh)",
+                profile.name
+            );
+            let Some(then) = b.digest(&case.architecture, &case.toolchain, &v.name()) else {
+                return Outcome::Fail(format!(
+                    "no compile-only baseline for {v} on {} with NVRTC {} in {}{}: bless one with {bless}",
+                    case.architecture,
+                    case.toolchain,
+                    b.file.display(),
+                    if b.file.exists() { "" } else { ", which does not exist" }
+                ));
+            };
+            if then == now {
+                return Outcome::Pass(format!("{} with {tool}: SASS digest {now}", m.architecture));
+            }
+            let origin = b.origin.as_ref();
+            let mut why = Vec::new();
+            if let Some(o) = origin {
+                if o.disassembler != m.disassembler {
+                    why.push(format!(
+                        "the baselines were disassembled by {}, this run by {}",
+                        o.disassembler, m.disassembler
+                    ));
+                }
+                if let Some(t) = o.toolchains.get(&case.toolchain).filter(|t| **t != tool) {
+                    why.push(format!(
+                        "the baselines were compiled by {t}, this run by {tool}"
+                    ));
+                }
+            }
+            Outcome::Fail(format!(
+                "{v} on {} with {tool}: the SASS changed (digest {then} -> {now}){}\nloop body now:\n  {}\nIf the change is expected, re-bless {} with {bless}",
+                m.architecture,
+                if why.is_empty() { String::new() } else { format!(" ({})", why.join("; ")) },
+                s.loop_body.join("\n  "),
+                b.file.display()
+            ))
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! `cargo xtask toolchains`: the toolchain matrix.
+//!
+//! - Without `--gpu`: the compile-only gate of a profile (every architecture x toolchain of
+//!   its `compile_only:` section, no GPU), summarised; `--bless` writes its digests.
+//! - With `--gpu`: the profile measured on this GPU under each `--toolchain` (one process
+//!   each, `ACCPROBE_NVRTC` set), then compared side by side. A toolchain whose CUBIN the
+//!   driver refuses is recorded as such; the others are compared.
+//! - `--compare FILE...`: the same comparison from results files already measured.
+
+use crate::{find_profile, workspace, Failure};
+use accprobe::compile::toolchain::{self, NVRTC_ENV};
+use accprobe::expectations::profile::Profile;
+use accprobe::model::compiled::ArchOutcome;
+use accprobe::model::results::RunResults;
+use accprobe::report::write_atomic;
+use accprobe::toolchains::{cache_under, prepare_compile_bless, CompileOnlySession};
+use accprobe::verdict::{self, cases::cases, compile_only, Outcome};
+use std::path::{Path, PathBuf};
+
+/// `cargo xtask toolchains --profile P [--bless] [--dry-run]`: compile-only, no GPU.
+pub fn compile_only(dir: &Path, profile: &str, bless: bool, dry_run: bool) -> crate::Outcome {
+    let p = find_profile(dir, profile)?;
+    let cache = cache_under(Some(&workspace()?.join("target/accprobe/cache")));
+    let s = CompileOnlySession::new(p.clone(), toolchain::default_root(), cache, true)
+        .ok_or_else(|| format!("profile {profile:?} has no compile_only section"))?;
+    let archs = p
+        .compile_only
+        .as_ref()
+        .map(|c| c.architectures.clone())
+        .unwrap_or_default();
+    // Toolchains compile in parallel, one worker process each.
+    std::thread::scope(|scope| {
+        for tc in s.toolchains() {
+            let s = &s;
+            scope.spawn(move || {
+                let _ = s.run(&tc);
+            });
+        }
+    });
+    let mut failed = 0;
+    println!("{:<8} {:<8} {:<60} cases", "arch", "NVRTC", "outcome");
+    for arch in &archs {
+        for tc in s.toolchains() {
+            let o = s.outcome(&tc, arch);
+            let (mut pass, mut fail, mut skip) = (0, 0, 0);
+            for c in compile_only::cases(&p)
+                .iter()
+                .filter(|c| &c.architecture == arch && c.toolchain == tc)
+            {
+                match compile_only::evaluate(c, &p, &o) {
+                    Outcome::Pass(_) => pass += 1,
+                    Outcome::Fail(m) => {
+                        fail += 1;
+                        if fail <= 3 {
+                            eprintln!("FAIL {}: {}", c.name, m.lines().next().unwrap_or(""));
+                        }
+                    }
+                    _ => skip += 1,
+                }
+            }
+            failed += fail;
+            let what = match &o {
+                ArchOutcome::Compiled(m) => format!(
+                    "{} variants, registers {}..{}, NVRTC {:.2} s, SASS {:.2} s, cache {}",
+                    m.variants.len(),
+                    m.variants
+                        .values()
+                        .map(|v| v.ptxas.registers)
+                        .min()
+                        .unwrap_or(0),
+                    m.variants
+                        .values()
+                        .map(|v| v.ptxas.registers)
+                        .max()
+                        .unwrap_or(0),
+                    m.nvrtc_seconds,
+                    m.sass_seconds,
+                    m.cache
+                ),
+                ArchOutcome::Unsupported(r) => {
+                    format!("ignored: {}", r.split(" (").next().unwrap_or(r))
+                }
+                ArchOutcome::Failed(r) => format!("FAILED: {}", r.lines().next().unwrap_or(r)),
+            };
+            println!("{arch:<8} {tc:<8} {what:<60} {pass} pass, {fail} fail, {skip} ignored");
+        }
+    }
+    for tc in s.toolchains() {
+        if let Some(r) = s.peek(&tc) {
+            println!("NVRTC {tc}: worker {:.2} s", r.seconds);
+        }
+    }
+    if bless {
+        let b = prepare_compile_bless(
+            &s,
+            &format!("cargo xtask toolchains --profile {profile} --bless"),
+        )
+        .map_err(|e| e.to_string())?;
+        if b.diff.is_empty() {
+            println!("{}: no change", b.file.display());
+        } else {
+            println!("{}:", b.file.display());
+            for l in &b.diff {
+                println!("  {l}");
+            }
+        }
+        if !dry_run {
+            b.write().map_err(|e| e.to_string())?;
+            println!("written: {}", b.file.display());
+        }
+        return Ok(());
+    }
+    if failed > 0 {
+        return Err(Failure::Printed);
+    }
+    Ok(())
+}
+
+/// One toolchain's GPU run: its results, or why the GPU could not run its CUBIN.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub toolchain: String,
+    pub outcome: Result<RunResults, String>,
+}
+
+/// Whether a failed run's message says the driver refused the CUBIN (a newer NVRTC than
+/// the driver supports).
+pub fn driver_refused(message: &str) -> bool {
+    [
+        "loading the CUBIN",
+        "UNSUPPORTED_PTX_VERSION",
+        "INVALID_IMAGE",
+        "NO_BINARY_FOR_GPU",
+    ]
+    .iter()
+    .any(|w| message.contains(w))
+}
+
+/// `cargo xtask toolchains --gpu --toolchain A --toolchain B`: the profile measured under
+/// each toolchain, one `cargo xtask probe` process each, then compared.
+pub fn gpu(dir: &Path, profile: Option<&str>, toolchains: &[String], out: &Path) -> crate::Outcome {
+    if toolchains.is_empty() {
+        return Err("name the toolchains to compare: --toolchain 12.8 --toolchain 13.0".into());
+    }
+    let root = toolchain::default_root();
+    for t in toolchains {
+        toolchain::resolve(t, &root).map_err(|e| e.to_string())?;
+    }
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let mut runs = Vec::new();
+    for t in toolchains {
+        let file = out.join(format!("results-nvrtc{t}.json"));
+        eprintln!("accprobe: measuring under NVRTC {t} -> {}", file.display());
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.arg("--expectations")
+            .arg(dir)
+            .arg("probe")
+            .arg("--out")
+            .arg(&file);
+        if let Some(p) = profile {
+            cmd.arg("--profile").arg(p);
+        }
+        let o = cmd
+            .env(NVRTC_ENV, t)
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        let outcome = if o.status.success() {
+            RunResults::load(&file).map_err(|e| e.to_string())
+        } else if driver_refused(&stderr) {
+            Err(format!(
+                "the driver cannot run CUBINs from NVRTC {t}: {}",
+                last_line(&stderr)
+            ))
+        } else {
+            Err(format!(
+                "the run under NVRTC {t} failed ({}): {}",
+                o.status,
+                last_line(&stderr)
+            ))
+        };
+        if let Err(e) = &outcome {
+            eprintln!("accprobe: {e}");
+        }
+        runs.push(Measured {
+            toolchain: t.clone(),
+            outcome,
+        });
+    }
+    let first = runs
+        .iter()
+        .find_map(|r| r.outcome.as_ref().ok())
+        .ok_or("no toolchain could be measured")?;
+    let p = find_profile(dir, profile.unwrap_or(&first.profile))?;
+    let text = compare(&p, &runs);
+    let md = out.join("toolchains.md");
+    write_atomic(&md, &text).map_err(|e| format!("cannot write {}: {e}", md.display()))?;
+    println!("{text}\ncomparison: {}", md.display());
+    Ok(())
+}
+
+fn last_line(s: &str) -> String {
+    s.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// `cargo xtask toolchains --compare A.json B.json`: the comparison from results files.
+pub fn compare_files(dir: &Path, profile: Option<&str>, files: &[PathBuf]) -> crate::Outcome {
+    let mut runs = Vec::new();
+    for f in files {
+        let r = RunResults::load(f).map_err(|e| e.to_string())?;
+        let label = r.environment.as_ref().map_or_else(
+            || f.display().to_string(),
+            |e| {
+                e.nvrtc_origin
+                    .clone()
+                    .unwrap_or_else(|| e.nvrtc_version.clone())
+            },
+        );
+        runs.push(Measured {
+            toolchain: label,
+            outcome: Ok(r),
+        });
+    }
+    let first = runs
+        .first()
+        .and_then(|r| r.outcome.as_ref().ok())
+        .ok_or("name at least one results file")?;
+    let p = find_profile(dir, profile.unwrap_or(&first.profile))?;
+    println!("{}", compare(&p, &runs));
+    Ok(())
+}
+
+fn class(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Pass(_) => "holds",
+        Outcome::Fail(_) => "fails",
+        Outcome::KnownDeviation { .. } => "fails (known deviation)",
+        Outcome::Skipped(_) => "skipped",
+        Outcome::Error(_) => "not judged (GPU busy)",
+    }
+}
+
+/// The side-by-side Markdown: which toolchains ran, each variant's progress per toolchain,
+/// the loop bodies that changed between consecutive toolchains, and the cases that flip.
+pub fn compare(profile: &Profile, runs: &[Measured]) -> String {
+    let mut s = format!(
+        "<!-- Generated by `cargo xtask toolchains`. -->\n# Toolchains side by side: profile {}\n\n## Which toolchains ran\n\n| NVRTC | on this GPU |\n| --- | --- |\n",
+        profile.name
+    );
+    for r in runs {
+        let what = match &r.outcome {
+            Ok(res) => res.environment.as_ref().map_or("measured".into(), |e| {
+                format!(
+                    "measured: {} / driver {} / NVRTC {}{}, {}",
+                    e.gpu_name,
+                    e.driver_version,
+                    e.nvrtc_version,
+                    e.nvrtc_origin
+                        .as_ref()
+                        .map(|o| format!(" ({o})"))
+                        .unwrap_or_default(),
+                    e.date
+                )
+            }),
+            Err(e) => format!("not measured: {e} (its compile-only cases still run)"),
+        };
+        s.push_str(&format!("| {} | {what} |\n", r.toolchain));
+    }
+    let ok: Vec<(&str, &RunResults)> = runs
+        .iter()
+        .filter_map(|r| r.outcome.as_ref().ok().map(|x| (r.toolchain.as_str(), x)))
+        .collect();
+    if ok.is_empty() {
+        return s;
+    }
+    s.push_str("\n## Progress per toolchain (median; change against the first)\n\n| variant |");
+    for (t, _) in &ok {
+        s.push_str(&format!(" {t} |"));
+    }
+    s.push_str("\n| --- |");
+    s.push_str(&" ---: |".repeat(ok.len()));
+    s.push('\n');
+    let variants = profile.probe.variants();
+    for v in &variants {
+        s.push_str(&format!("| {v} |"));
+        let base = ok[0].1.get(*v).map(|r| r.baseline_progress());
+        for (i, (_, r)) in ok.iter().enumerate() {
+            match (r.get(*v).map(|x| x.baseline_progress()), base) {
+                (Some(p), Some(b)) if i > 0 => {
+                    s.push_str(&format!(" {p:.1} ({:+.2}%) |", (p / b - 1.0) * 100.0))
+                }
+                (Some(p), _) => s.push_str(&format!(" {p:.1} |")),
+                (None, _) => s.push_str(" - |"),
+            }
+        }
+        s.push('\n');
+    }
+    s.push_str("\n## SASS that changed between toolchains (loop body)\n\n");
+    let mut changed = 0;
+    for w in ok.windows(2) {
+        let ((ta, a), (tb, b)) = (w[0], w[1]);
+        for v in &variants {
+            let (Some(x), Some(y)) = (
+                a.get(*v).and_then(|r| r.sass.as_ref()),
+                b.get(*v).and_then(|r| r.sass.as_ref()),
+            ) else {
+                continue;
+            };
+            if x.digest == y.digest {
+                continue;
+            }
+            changed += 1;
+            let old = x.loop_body.join("\n") + "\n";
+            let new = y.loop_body.join("\n") + "\n";
+            if old == new {
+                s.push_str(&format!(
+                    "- {v}, {ta} -> {tb}: the loop body is the same; the change is outside it\n"
+                ));
+            } else {
+                let diff = similar::TextDiff::from_lines(&old, &new)
+                    .unified_diff()
+                    .header(&format!("{v} NVRTC {ta}"), &format!("{v} NVRTC {tb}"))
+                    .to_string();
+                s.push_str(&format!("- {v}, {ta} -> {tb}:\n\n```diff\n{diff}```\n"));
+            }
+        }
+    }
+    if changed == 0 {
+        s.push_str("No SASS digest differs between consecutive toolchains.\n");
+    }
+    s.push_str("\n## Cases that flip between toolchains\n\n");
+    // Flips are of the cases themselves: known deviations are left out of the judgement.
+    let mut raw = profile.clone();
+    raw.known_deviations.clear();
+    let mut flips = Vec::new();
+    for case in cases(profile) {
+        if case.name == "baselines::environment" {
+            continue;
+        }
+        let outcomes: Vec<&str> = ok
+            .iter()
+            .map(|(_, r)| class(&verdict::evaluate(&case, &raw, r)))
+            .collect();
+        if outcomes.iter().any(|o| *o != outcomes[0]) {
+            flips.push(format!("| `{}` | {} |", case.name, outcomes.join(" | ")));
+        }
+    }
+    if flips.is_empty() {
+        s.push_str("None: every case ends the same under every toolchain.\n");
+    } else {
+        s.push_str("| case |");
+        for (t, _) in &ok {
+            s.push_str(&format!(" {t} |"));
+        }
+        s.push_str("\n| --- |");
+        s.push_str(&" --- |".repeat(ok.len()));
+        s.push('\n');
+        s.push_str(&flips.join("\n"));
+        s.push('\n');
+    }
+    s
+}
