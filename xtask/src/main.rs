@@ -738,7 +738,7 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("| chain13_acc2_effective2 | 144927.0 | 152173.4 (+5.00%) |"),
+            md.contains("| chain13_acc2_effective2 | 144926.5 | 152172.8 (+5.00%) |"),
             "{md}"
         );
         assert!(
