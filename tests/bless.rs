@@ -152,8 +152,8 @@ fn bless_refuses_another_profile_settings_or_mode_even_with_allow_invalid() {
     settings.settings.as_mut().unwrap().budget_cycles = 20_000_000;
     let mut unsettled = good.clone();
     unsettled.settings = None;
-    let mut wave = good.clone();
-    wave.mode = Mode::Wave;
+    let mut serial = good.clone();
+    serial.mode = Mode::Serial;
     for (r, says) in [
         (
             &other,
@@ -164,7 +164,7 @@ fn bless_refuses_another_profile_settings_or_mode_even_with_allow_invalid() {
             "budget_cycles: asked 10000000, measured 20000000",
         ),
         (&unsettled, "record no launch settings"),
-        (&wave, "measured in Wave mode"),
+        (&serial, "measured in Serial mode"),
     ] {
         for allow in [false, true] {
             let e = bless_error(&p, r, allow);

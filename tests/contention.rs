@@ -35,8 +35,11 @@ fn recorded() -> RunResults {
         .expect("the h200 profile replays a recorded run")
 }
 
+/// The H200 profile, measured one variant at a time (these tests count measurements).
 fn profile() -> Profile {
-    accprobe::catalog::load(&root().join("expectations/h200.yaml")).unwrap()
+    let mut p = accprobe::catalog::load(&root().join("expectations/h200.yaml")).unwrap();
+    p.probe.mode = accprobe::model::settings::Mode::Serial;
+    p
 }
 
 fn temp(tag: &str) -> PathBuf {

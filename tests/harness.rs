@@ -50,11 +50,24 @@ impl Sandbox {
             dir.join("expectations/baselines/h200.yaml"),
         )
         .unwrap();
-        std::fs::copy(
-            root.join("expectations/recorded/h200-2026-11-30.json"),
-            dir.join("expectations/recorded/h200-2026-11-30.json"),
-        )
-        .unwrap();
+        for f in std::fs::read_dir(root.join("expectations/recorded")).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(
+                &f,
+                dir.join("expectations/recorded")
+                    .join(f.file_name().unwrap()),
+            )
+            .unwrap();
+        }
+        for f in std::fs::read_dir(root.join("expectations/baselines")).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(
+                &f,
+                dir.join("expectations/baselines")
+                    .join(f.file_name().unwrap()),
+            )
+            .unwrap();
+        }
         Sandbox { dir }
     }
 

@@ -236,13 +236,19 @@ const FAULTS: &[Fault] = &[
         says: &["above the physical ceiling", "optimised away"],
     },
     Fault {
-        kind: "a launch far longer than budget / SM clock",
+        kind: "launches far longer than budget / SM clock (a wrong clock or budget)",
         caught_by: || {
             let (p, mut r) = h200_with(&h200_sass());
-            variant(&mut r, "chain13_acc2_effective2").launch_ms[3] = 9.0;
+            let v = variant(&mut r, "chain13_acc2_effective2");
+            for ms in v.launch_ms.iter_mut().take(6) {
+                *ms = 9.0;
+            }
             failure(&p, &r, "validity::chain13_acc2_effective2::duration")
         },
-        says: &["worst 9.0000 ms vs budget / SM clock = 5.0505 ms"],
+        says: &[
+            "median 9.0000 ms vs budget / SM clock = 5.0505 ms",
+            "+78.20%",
+        ],
     },
     Fault {
         kind: "the policy's pick falls clearly below the best K",
@@ -764,5 +770,17 @@ mod compile_only_gate {
             evaluate(&c, &p, &ArchOutcome::Compiled(Box::new(merged))),
             Outcome::KnownDeviation { .. }
         ));
+    }
+}
+
+#[test]
+fn one_slow_launch_does_not_fail_the_duration_check_and_is_reported() {
+    // As seen once in 500 launches on the H200 (2026-11-30): one launch +8.8% by events,
+    // the progress of every warp unchanged.
+    let (p, mut r) = h200_with(&h200_sass());
+    variant(&mut r, "chain7_acc8_effective7_sinkD").launch_ms[4] = 5.4937;
+    match outcome(&p, &r, "validity::chain7_acc8_effective7_sinkD::duration") {
+        Outcome::Pass(d) => assert!(d.contains("worst launch 5.4937 ms, +8.78%"), "{d}"),
+        other => panic!("{other:?}"),
     }
 }

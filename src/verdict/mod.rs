@@ -759,8 +759,19 @@ fn duration(r: &VariantResult, profile: &Profile, results: &RunResults) -> Outco
         Err(skip) => return skip,
     };
     let expected = p.budget_cycles as f64 / (mhz * 1e3);
-    let worst = r
-        .launch_ms
+    // The median launch is judged, the worst reported: progress counts SM cycles, so one
+    // launch that took longer in wall time (the events also time the GPU's launch latency;
+    // on the H200 one launch in 500 of a 50-run serial soak took +8.8%, 2026-11-30) does
+    // not touch it, while a wrong clock or budget moves every launch.
+    let mut sorted = r.launch_ms.clone();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    let median = if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    };
+    let worst = sorted
         .iter()
         .copied()
         .max_by(|a, b| {
@@ -769,14 +780,14 @@ fn duration(r: &VariantResult, profile: &Profile, results: &RunResults) -> Outco
                 .total_cmp(&(b / expected - 1.0).abs())
         })
         .unwrap_or(expected);
-    let rel = worst / expected - 1.0;
+    let rel = median / expected - 1.0;
     let text = format!(
-        "{} launches, worst {worst:.4} ms vs budget / SM clock = {expected:.4} ms at {mhz:.0} MHz: {} (tolerance ±{:.1}%)",
-        r.launch_ms.len(),
+        "{n} launches, median {median:.4} ms vs budget / SM clock = {expected:.4} ms at {mhz:.0} MHz: {} (tolerance ±{:.1}%; worst launch {worst:.4} ms, {})",
         pct(rel),
-        val.duration_tolerance * 100.0
+        val.duration_tolerance * 100.0,
+        pct(worst / expected - 1.0)
     );
-    if rel.abs() > val.duration_tolerance || !worst.is_finite() {
+    if rel.abs() > val.duration_tolerance || sorted.iter().any(|x| !x.is_finite()) {
         Outcome::Fail(format!("{}: {text}", r.name))
     } else {
         Outcome::Pass(text)

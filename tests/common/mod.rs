@@ -137,6 +137,7 @@ pub fn copy_h200_profile_to(dir: &Path) {
     for f in [
         "h200.yaml",
         "recorded/h200-2026-11-30.json",
+        "recorded/h200-2026-11-30-wave.json",
         "policies/study.yaml",
     ] {
         let to = dir.join(f);
