@@ -58,19 +58,13 @@ pub enum ToolchainError {
     Invalid(String),
 }
 
-/// The toolchains folder: `ACCPROBE_TOOLCHAINS`, else `target/toolchains` of the source
-/// tree when it is there, else of the working directory.
+/// The toolchains folder: `ACCPROBE_TOOLCHAINS`, else `target/toolchains` under the working
+/// directory (like every other path the tools read: never the build tree's).
 pub fn default_root() -> PathBuf {
-    if let Some(p) = std::env::var_os(TOOLCHAINS_ENV).filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
+    match std::env::var_os(TOOLCHAINS_ENV).filter(|p| !p.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from("target/toolchains"),
     }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let root = if manifest.join("expectations").is_dir() {
-        manifest.to_path_buf()
-    } else {
-        PathBuf::from(".")
-    };
-    root.join("target/toolchains")
 }
 
 /// The NVRTC libraries (`libnvrtc.so`, `libnvrtc.so.12`, ...) directly in `dir`, builtins
