@@ -21,27 +21,31 @@ pub struct Instruction {
 }
 
 impl Instruction {
-    /// The opcode without predicate or modifiers: `FFMA`, `BRA`, `LDL`.
-    pub fn opcode(&self) -> &str {
+    /// The text without its predicate: `@!P0 BRA 0x10` -> `BRA 0x10`. The predicate ends at
+    /// any run of whitespace (a run of spaces or a tab once made the opcode read differently
+    /// here and in the normalised loop body; found by the sass fuzz target).
+    fn unpredicated(&self) -> &str {
         let t = self.text.trim_start();
-        let t = if t.starts_with('@') {
-            t.split_once(' ').map_or("", |x| x.1)
+        if t.starts_with('@') {
+            t.split_once(char::is_whitespace)
+                .map_or("", |x| x.1.trim_start())
         } else {
             t
-        };
-        let op = t.split_whitespace().next().unwrap_or("");
+        }
+    }
+
+    /// The opcode without predicate or modifiers: `FFMA`, `BRA`, `LDL`.
+    pub fn opcode(&self) -> &str {
+        let op = self.unpredicated().split_whitespace().next().unwrap_or("");
         op.split('.').next().unwrap_or(op)
     }
 
     /// Operands, `.reuse` flags removed: `FFMA R10, R10, R9.reuse, UR8` -> [R10, R10, R9, UR8].
     pub fn operands(&self) -> Vec<String> {
-        let t = self.text.trim_start();
-        let t = if t.starts_with('@') {
-            t.split_once(' ').map_or("", |x| x.1)
-        } else {
-            t
-        };
-        let rest = t.split_once(char::is_whitespace).map_or("", |x| x.1);
+        let rest = self
+            .unpredicated()
+            .split_once(char::is_whitespace)
+            .map_or("", |x| x.1);
         rest.split(',')
             .map(|o| o.trim().replace(".reuse", ""))
             .filter(|o| !o.is_empty())
@@ -373,6 +377,24 @@ mod tests {
         };
         assert_eq!(i.opcode(), "FFMA");
         assert_eq!(i.operands(), vec!["R1", "R2", "R3", "R1"]);
+        // Found by the sass fuzz target: with more than one space (or a tab) after the
+        // predicate, the opcode and operands differed from those of the normalised loop
+        // body, so `cargo xtask sass` showed other chains than the summary recorded.
+        for text in ["@P1   FFMA R1, R2, R3, R1", "@P1\tFFMA R1, R2, R3, R1"] {
+            let i = Instruction {
+                address: 0,
+                text: text.into(),
+                target: None,
+            };
+            assert_eq!(
+                (i.opcode(), i.operands()),
+                (
+                    "FFMA",
+                    vec!["R1".to_string(), "R2".into(), "R3".into(), "R1".into()]
+                ),
+                "{text:?}"
+            );
+        }
     }
 
     #[test]
