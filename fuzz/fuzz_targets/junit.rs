@@ -1,28 +1,42 @@
-//! The JUnit writer with arbitrary suite and case names and messages (control characters
-//! included): the XML must always parse back, with the same number of cases.
+//! The JUnit writer with arbitrary suite and case names, messages, properties and captured
+//! output, control characters included: the XML must always parse back, with the same
+//! number of cases. The input is text, so that seeds can be written by hand: records are
+//! separated by RS (0x1e), fields by US (0x1f). The first record is the suite name, the
+//! second its captured output; each further one is a case: status (`p`assed, `f`ailed,
+//! anything else ignored), name, message (which may span lines).
 #![no_main]
 use accprobe::report::junit::{junit, CaseRecord, Status, SuiteInfo};
 use libfuzzer_sys::fuzz_target;
 use std::time::Duration;
 
-fuzz_target!(|input: (String, Vec<(String, u8, String)>, String)| {
-    let (suite, cases, out) = input;
-    let suites = [SuiteInfo { name: suite.clone(), properties: vec![(suite.clone(), out.clone())], system_out: out }];
-    let records: Vec<CaseRecord> = cases
-        .into_iter()
-        .map(|(name, s, message)| CaseRecord {
-            suite: suite.clone(),
-            name,
-            status: match s % 3 {
-                0 => Status::Passed,
-                1 => Status::Failed,
+fuzz_target!(|text: &str| {
+    let mut records = text.split('\x1e');
+    let suite = records.next().unwrap_or_default().to_string();
+    let out = records.next().unwrap_or_default().to_string();
+    let suites = [SuiteInfo {
+        name: suite.clone(),
+        properties: vec![(suite.clone(), out.clone())],
+        system_out: out,
+    }];
+    let cases: Vec<CaseRecord> = records
+        .enumerate()
+        .map(|(i, r)| {
+            let mut f = r.splitn(3, '\x1f');
+            let status = match f.next().unwrap_or_default() {
+                "p" => Status::Passed,
+                "f" => Status::Failed,
                 _ => Status::Ignored,
-            },
-            message,
-            duration: Duration::from_millis(s as u64),
+            };
+            CaseRecord {
+                suite: suite.clone(),
+                name: f.next().unwrap_or_default().to_string(),
+                status,
+                message: f.next().unwrap_or_default().to_string(),
+                duration: Duration::from_millis(i as u64),
+            }
         })
         .collect();
-    let xml = junit(&suites, &records);
+    let xml = junit(&suites, &cases);
     let back = quick_junit::Report::deserialize_from_str(&xml).expect("our JUnit parses back");
-    assert_eq!(back.test_suites[0].test_cases.len(), records.len());
+    assert_eq!(back.test_suites[0].test_cases.len(), cases.len());
 });
