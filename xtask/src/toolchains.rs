@@ -136,6 +136,27 @@ pub fn driver_refused(message: &str) -> bool {
     .any(|w| message.contains(w))
 }
 
+/// A toolchain as given (`12.8`, or a folder such as `/usr/local/cuda/lib64`) as one file
+/// name component: letters, digits, `.` and `-`; anything else becomes `_`.
+fn file_stem(toolchain: &str) -> String {
+    let s: String = toolchain
+        .trim_matches('/')
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() {
+        "_".into()
+    } else {
+        s
+    }
+}
+
 /// `cargo xtask toolchains --gpu --toolchain A --toolchain B`: the profile measured under
 /// each toolchain, one `cargo xtask probe` process each, then compared.
 pub fn gpu(dir: &Path, profile: Option<&str>, toolchains: &[String], out: &Path) -> crate::Outcome {
@@ -150,7 +171,7 @@ pub fn gpu(dir: &Path, profile: Option<&str>, toolchains: &[String], out: &Path)
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let mut runs = Vec::new();
     for t in toolchains {
-        let file = out.join(format!("results-nvrtc{t}.json"));
+        let file = out.join(format!("results-nvrtc-{}.json", file_stem(t)));
         eprintln!("accprobe: measuring under NVRTC {t} -> {}", file.display());
         let mut cmd = std::process::Command::new(&exe);
         cmd.arg("--expectations")
@@ -364,4 +385,17 @@ pub fn compare(profile: &Profile, runs: &[Measured]) -> String {
         s.push('\n');
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file_stem;
+
+    #[test]
+    fn a_folder_toolchain_names_one_file_not_a_tree() {
+        assert_eq!(file_stem("12.8"), "12.8");
+        assert_eq!(file_stem("/usr/local/cuda/lib64"), "usr_local_cuda_lib64");
+        assert_eq!(file_stem("../x y"), ".._x_y");
+        assert_eq!(file_stem("/"), "_");
+    }
 }
