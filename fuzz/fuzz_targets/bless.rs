@@ -6,8 +6,8 @@
 //! the same results again must report no change.
 #![no_main]
 use accprobe::bless;
-use accprobe::profile::Profile;
-use accprobe::results::RunResults;
+use accprobe::expectations::profile::Profile;
+use accprobe::model::results::RunResults;
 use libfuzzer_sys::fuzz_target;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -64,7 +64,7 @@ static SETUP: LazyLock<Setup> = LazyLock::new(|| {
     std::fs::write(dir.join("small.yaml"), SMALL).unwrap();
     let profiles = ["h200", "small"]
         .iter()
-        .map(|n| Profile::load(&dir.join(format!("{n}.yaml"))).expect("fuzz profile loads"))
+        .map(|n| accprobe::catalog::load(&dir.join(format!("{n}.yaml"))).expect("fuzz profile loads"))
         .collect();
     Setup { profiles }
 });
@@ -104,7 +104,7 @@ fuzz_target!(|text: &str| {
         }
         // Accepted: the written file must load back as this profile's baselines.
         std::fs::write(&file, &b.contents).unwrap();
-        let reloaded = match Profile::load(&p.file) {
+        let reloaded = match accprobe::catalog::load(&p.file) {
             Ok(r) => r,
             Err(e) => panic!("blessed baselines do not load: {e}\n{}", b.contents),
         };

@@ -25,6 +25,7 @@ fuzz_target!(|text: &str| {
             let status = match f.next().unwrap_or_default() {
                 "p" => Status::Passed,
                 "f" => Status::Failed,
+                "e" => Status::Error,
                 _ => Status::Ignored,
             };
             CaseRecord {
@@ -33,6 +34,8 @@ fuzz_target!(|text: &str| {
                 status,
                 message: f.next().unwrap_or_default().to_string(),
                 duration: Duration::from_millis(i as u64),
+                kind: (i % 2 == 0).then(|| "regression".to_string()),
+                started: std::time::UNIX_EPOCH + Duration::from_secs(i as u64),
             }
         })
         .collect();

@@ -3,7 +3,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    if let Ok(p) = accprobe::profile::catalog::parse(text, std::path::Path::new("fuzz.yaml")) {
-        let _ = cases(&p);
+    if let Ok(p) = accprobe::catalog::parse(text, std::path::Path::new("fuzz.yaml")) {
+        let _ = accprobe::verdict::cases::cases(&p);
     }
 });

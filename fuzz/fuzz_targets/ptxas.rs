@@ -3,5 +3,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    let _ = accprobe::ptxas::parse(text);
+    let _ = accprobe::compile::ptxas::parse(text);
 });

@@ -3,7 +3,7 @@
 //! FFMA and no more than the loop has, and the chains read back from the stored loop body
 //! (as `cargo xtask sass` does) are the ones the summary recorded.
 #![no_main]
-use accprobe::sass::{chain_of_each, from_lines, parse, summarise};
+use accprobe::compile::sass::{chain_of_each, from_lines, parse, summarise};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
@@ -15,8 +15,8 @@ fuzz_target!(|text: &str| {
             "{}",
             s.digest
         );
-        assert!(s.loop_chains.iter().all(|&c| c > 0), "{:?}", s.loop_chains);
-        assert!(s.loop_chains.iter().sum::<u32>() <= s.loop_ffma, "{s:?}");
+        assert!(s.loop_partials.iter().all(|&c| c > 0), "{:?}", s.loop_partials);
+        assert!(s.loop_partials.iter().sum::<u32>() <= s.loop_ffma, "{s:?}");
         assert!(
             s.loop_ffma_destinations.len() as u32 <= s.loop_ffma,
             "{s:?}"
@@ -30,7 +30,7 @@ fuzz_target!(|text: &str| {
             lengths[c] += 1;
         }
         assert_eq!(
-            lengths, s.loop_chains,
+            lengths, s.loop_partials,
             "chains read back from the stored loop body differ"
         );
     }

@@ -2,8 +2,9 @@
 //! committed profiles (documented, h200) evaluated against it. Never a panic, and a case
 //! whose results are missing or unusable always fails, whatever the profile expects.
 #![no_main]
-use accprobe::profile::{Case, Profile};
-use accprobe::results::RunResults;
+use accprobe::expectations::profile::Profile;
+use accprobe::verdict::cases::{cases, Case};
+use accprobe::model::results::RunResults;
 use accprobe::verdict::evaluate;
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
@@ -15,8 +16,8 @@ static PROFILES: LazyLock<Vec<(Profile, Vec<Case>)>> = LazyLock::new(|| {
         .iter()
         .map(|name| {
             let p =
-                Profile::load(&dir.join(format!("{name}.yaml"))).expect("committed profile loads");
-            let cases = p.cases();
+                accprobe::catalog::load(&dir.join(format!("{name}.yaml"))).expect("committed profile loads");
+            let cases = cases(&p);
             (p, cases)
         })
         .collect()
