@@ -39,7 +39,7 @@ impl Error {
     }
 
     /// This error with where it was referenced from: `file:line:column` of the key that
-    /// named the file (a profile's `baselines.file`, `heuristic.policy`,
+    /// named the file (a profile's `baselines.file`, `policy_gate.file`,
     /// `recorded.results`).
     pub fn referenced_from(mut self, file: &Path, line: u64, column: u64) -> Self {
         self.message.push_str(&format!(

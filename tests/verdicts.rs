@@ -402,7 +402,7 @@ fn the_shipped_policy_passes_on_the_study_and_changed_policies_fail() {
     use accprobe::expectations::policy::Policy;
     let p = load("documented");
     let r = p.recorded.clone().unwrap();
-    let shipped = &p.heuristic.as_ref().unwrap().policy;
+    let shipped = &p.policy_gate.as_ref().unwrap().policy;
     for n in [7, 13, 29] {
         assert_eq!(shipped.choose_for_probe(n), 2);
         assert!(matches!(
@@ -414,7 +414,7 @@ fn the_shipped_policy_passes_on_the_study_and_changed_policies_fail() {
     let file = Path::new("expectations/policies/changed.yaml");
     let with_policy = |policy: Policy| {
         let mut q = p.clone();
-        q.heuristic.as_mut().unwrap().policy = policy;
+        q.policy_gate.as_mut().unwrap().policy = policy;
         q
     };
     // Default K=4: 43,621.8 at N=7 is 83.2% of acc2's 52,404.9.

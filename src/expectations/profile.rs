@@ -38,7 +38,7 @@ pub struct Profile {
     /// The validity checks' settings; without them no validity cases are generated.
     pub validity: Option<Validity>,
     /// The accumulator-split policy this profile gates, if any.
-    pub heuristic: Option<Heuristic>,
+    pub policy_gate: Option<PolicyGate>,
     /// Results to replay on any machine (the study's table, or a committed run).
     pub recorded: Option<RunResults>,
     /// Architectures and toolchains the compile-only gate compiles the matrix for.
@@ -155,7 +155,7 @@ pub struct Validity {
 
 /// A policy gated by a profile: its pick must reach (1 - tolerance) of the best progress.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Heuristic {
+pub struct PolicyGate {
     pub policy: Policy,
     pub tolerance: f64,
 }
@@ -179,7 +179,7 @@ struct ProfileFile {
     recorded: Option<RecordedFile>,
     validity: Option<Spanned<Validity>>,
     sink_isolation: Option<SinkFile>,
-    heuristic: Option<HeuristicFile>,
+    policy_gate: Option<PolicyGateFile>,
     compile_only: Option<CompileOnlyFile>,
 }
 
@@ -193,9 +193,9 @@ struct SinkFile {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct HeuristicFile {
-    /// Relative to the profile's folder.
-    policy: Spanned<String>,
+struct PolicyGateFile {
+    /// The policy file, relative to the profile's folder.
+    file: Spanned<String>,
     #[serde(deserialize_with = "number::spanned")]
     tolerance: Spanned<f64>,
 }
@@ -544,22 +544,22 @@ impl Profile {
             known_deviations: BTreeMap::new(),
             baselines: None,
             validity: None,
-            heuristic: None,
+            policy_gate: None,
             recorded: None,
             compile_only: None,
         };
-        if let Some(h) = &raw.heuristic {
-            let tolerance = tolerance(file, "heuristic.tolerance", &h.tolerance)?;
-            let path = path_inside(file, dir, "heuristic.policy", &h.policy)?;
+        if let Some(h) = &raw.policy_gate {
+            let tolerance = tolerance(file, "policy_gate.tolerance", &h.tolerance)?;
+            let path = path_inside(file, dir, "policy_gate.file", &h.file)?;
             if !path.exists() {
                 return Err(at(
                     file,
-                    &h.policy,
+                    &h.file,
                     format!("policy file {} does not exist", path.display()),
                 ));
             }
-            profile.heuristic = Some(Heuristic {
-                policy: Policy::load(&path).map_err(referenced_from(file, &h.policy))?,
+            profile.policy_gate = Some(PolicyGate {
+                policy: Policy::load(&path).map_err(referenced_from(file, &h.file))?,
                 tolerance,
             });
         }

@@ -34,7 +34,7 @@ const POISON_U64: u64 = u64::MAX;
 const POISON_U32: u32 = u32::MAX;
 
 /// A compiled matrix loaded on a device.
-pub struct Probe {
+pub struct LoadedMatrix {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
@@ -60,13 +60,13 @@ struct Run {
     elapsed_n: u64,
 }
 
-impl Probe {
-    pub fn load(device: &Device, compiled: Compiled) -> Result<Probe, GpuError> {
+impl LoadedMatrix {
+    pub fn load(device: &Device, compiled: Compiled) -> Result<LoadedMatrix, GpuError> {
         let module = device
             .ctx
             .load_module(cudarc::nvrtc::Ptx::from_binary(compiled.cubin.clone()))
             .map_err(cuda("loading the CUBIN"))?;
-        Ok(Probe {
+        Ok(LoadedMatrix {
             ctx: device.ctx.clone(),
             stream: device.ctx.default_stream(),
             module,

@@ -7,7 +7,7 @@ use crate::compile::{self, Compiled};
 use crate::error::GpuError;
 use crate::measure::device::Device;
 use crate::measure::lock::{normalize_bus_id, DeviceKey};
-use crate::measure::Probe;
+use crate::measure::LoadedMatrix;
 use crate::model::gpu::Environment;
 use crate::model::gpu::GpuIdentity;
 use crate::model::results::{Contention, RunResults, VariantResult};
@@ -78,7 +78,7 @@ pub trait Target: Send + Sync {
 pub struct CudaTarget {
     device: Device,
     cache: Option<PathBuf>,
-    probe: OnceLock<Result<Probe, GpuError>>,
+    probe: OnceLock<Result<LoadedMatrix, GpuError>>,
     info: OnceLock<CompileInfo>,
     env: OnceLock<Environment>,
     key: OnceLock<DeviceKey>,
@@ -96,7 +96,7 @@ impl CudaTarget {
         }
     }
 
-    fn probe(&self, all: &[Variant]) -> Result<&Probe, GpuError> {
+    fn probe(&self, all: &[Variant]) -> Result<&LoadedMatrix, GpuError> {
         let p = self.probe.get_or_init(|| {
             let (major, minor) = self.device.capability;
             let mut options = compile::options(major, minor);
@@ -110,7 +110,7 @@ impl CudaTarget {
                 sass_seconds: compiled.sass_seconds,
                 cache: cache.to_string(),
             });
-            Probe::load(&self.device, compiled)
+            LoadedMatrix::load(&self.device, compiled)
         });
         p.as_ref().map_err(|e| match e {
             GpuError::Compile(_) => e.clone(),
@@ -172,7 +172,7 @@ impl Target for CudaTarget {
     }
 
     fn compiled(&self) -> Option<&Compiled> {
-        self.probe.get()?.as_ref().ok().map(Probe::compiled)
+        self.probe.get()?.as_ref().ok().map(LoadedMatrix::compiled)
     }
 
     fn compile_info(&self) -> Option<CompileInfo> {

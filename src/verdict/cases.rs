@@ -148,7 +148,7 @@ pub fn cases(profile: &Profile) -> Vec<Case> {
             })),
         }
     }
-    if let Some(h) = &profile.heuristic {
+    if let Some(h) = &profile.policy_gate {
         for &chain in &profile.probe.chains {
             cases.push(Case {
                 name: format!("policy::{}::chain{chain}", h.policy.name),

@@ -802,7 +802,7 @@ fn policy(
     found: &[&VariantResult],
 ) -> Outcome {
     let name = profile
-        .heuristic
+        .policy_gate
         .as_ref()
         .map_or("the policy", |h| h.policy.name.as_str());
     let Some(best) = found
