@@ -784,3 +784,30 @@ fn one_slow_launch_does_not_fail_the_duration_check_and_is_reported() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn sass_the_disassembler_gave_but_nobody_could_read_fails_the_sass_cases() {
+    // What device debug code (-G) gave on the H200 (2026-11-30): the disassembler ran, the
+    // loop could not be summarised, and the SASS cases were skipped as "no SASS".
+    let p = load("h200");
+    let mut r = p.recorded.clone().unwrap();
+    for v in r.variants.iter_mut() {
+        v.sass = None;
+    }
+    r.sass_unreadable = Some("cuobjdump: chain7_acc1_effective1: no loop found".into());
+    for case in [
+        "sass::chain7_acc1_effective1::shape",
+        "sass::chain7_acc1_effective1::unchanged",
+        "invariant::no_spills::sass",
+    ] {
+        let m = fail_text(outcome(&p, &r, case));
+        assert!(m.contains("could not be read: cuobjdump"), "{case}: {m}");
+    }
+    // Without a disassembler at all it stays a skip, with the reason.
+    r.sass_unreadable = None;
+    r.sass_unavailable = Some("no disassembler found".into());
+    assert!(matches!(
+        outcome(&p, &r, "sass::chain7_acc1_effective1::shape"),
+        Outcome::Skipped(m) if m == "no disassembler found"
+    ));
+}

@@ -83,6 +83,7 @@ pub(crate) fn load(
                 environment: None,
                 variants: out,
                 sass_unavailable: None,
+                sass_unreadable: None,
                 contention: None,
                 timings: None,
             })

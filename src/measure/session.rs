@@ -534,6 +534,7 @@ impl GpuSession {
             environment: Some(target.environment(None)),
             variants,
             sass_unavailable: target.sass_unavailable(),
+            sass_unreadable: target.compiled().and_then(sass_unreadable),
             timings: self.timings(),
             contention: self.contention(),
         })
@@ -575,6 +576,7 @@ impl GpuSession {
             environment: Some(target.environment(clocks.get(clocks.len() / 2).copied())),
             variants,
             sass_unavailable: target.sass_unavailable(),
+            sass_unreadable: target.compiled().and_then(sass_unreadable),
             timings: self.timings(),
             contention: self.contention(),
         })
@@ -583,5 +585,14 @@ impl GpuSession {
     /// The compiled matrix (CUBIN and ptxas log), when it was compiled.
     pub fn compiled(&self) -> Option<&compile::Compiled> {
         self.target.as_ref().ok()?.compiled()
+    }
+}
+
+/// Why the disassembly of `c` could not be read, when the disassembler ran but its output
+/// could not be summarised.
+fn sass_unreadable(c: &compile::Compiled) -> Option<String> {
+    match &c.sass {
+        compile::Sass::Failed(reason) => Some(reason.clone()),
+        _ => None,
     }
 }

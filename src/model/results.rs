@@ -45,6 +45,10 @@ pub struct RunResults {
     /// Why the variants carry no SASS (no disassembler on the machine), when they do not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sass_unavailable: Option<String>,
+    /// Why the SASS the disassembler gave could not be read or summarised (a compiler
+    /// change such as device debug code): then the SASS cases fail, never skip.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sass_unreadable: Option<String>,
     /// Whether the GPU was ours while it measured: the cross-process lock and the checks
     /// for other processes' work and clock throttling before and after each measurement.
     /// Absent in replays and in files from before these checks (schema 2 still).
@@ -667,6 +671,7 @@ mod tests {
             environment: None,
             variants: vec![VariantResult::measured(Variant::new(7, 1), vec![vec![3]])],
             sass_unavailable: None,
+            sass_unreadable: None,
             timings: None,
             contention: None,
         };

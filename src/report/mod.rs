@@ -208,6 +208,7 @@ mod tests {
                 VariantResult::recorded(Variant::new(7, 2), 150.0, None),
             ],
             sass_unavailable: None,
+            sass_unreadable: None,
             contention: None,
             timings: None,
         };

@@ -543,11 +543,19 @@ fn spill_by(src: SpillSource, r: &VariantResult) -> Result<Option<String>, ()> {
     }
 }
 
-fn no_sass_reason(results: &RunResults) -> String {
-    results
-        .sass_unavailable
-        .clone()
-        .unwrap_or_else(|| format!("the results carry no SASS (source: {})", results.source))
+/// The outcome of a SASS case on results without SASS: a failure when the disassembler
+/// ran but its output could not be read (the compiler's output changed shape), else
+/// skipped with the reason.
+fn without_sass(results: &RunResults) -> Outcome {
+    if let Some(why) = &results.sass_unreadable {
+        return Outcome::Fail(format!("the SASS of this run could not be read: {why}"));
+    }
+    Outcome::Skipped(
+        results
+            .sass_unavailable
+            .clone()
+            .unwrap_or_else(|| format!("the results carry no SASS (source: {})", results.source)),
+    )
 }
 
 fn no_spills(src: SpillSource, found: &[&VariantResult], results: &RunResults) -> Outcome {
@@ -568,7 +576,7 @@ fn no_spills(src: SpillSource, found: &[&VariantResult], results: &RunResults) -
         ));
     }
     if absent.len() == found.len() && src == SpillSource::Sass {
-        return Outcome::Skipped(no_sass_reason(results));
+        return without_sass(results);
     }
     if !absent.is_empty() {
         return Outcome::Fail(format!("no {} for {}", src.id(), absent.join(", ")));
@@ -582,7 +590,7 @@ fn no_spills(src: SpillSource, found: &[&VariantResult], results: &RunResults) -
 
 fn sass_shape(v: Variant, r: &VariantResult, results: &RunResults) -> Outcome {
     let Some(s) = &r.sass else {
-        return Outcome::Skipped(no_sass_reason(results));
+        return without_sass(results);
     };
     shape(v, s)
 }
@@ -659,7 +667,7 @@ fn sass_unchanged(
         return Outcome::Skipped("the profile has no baselines".into());
     };
     let Some(s) = &r.sass else {
-        return Outcome::Skipped(no_sass_reason(results));
+        return without_sass(results);
     };
     let Some(base) = b.sass.get(&v.name()) else {
         return Outcome::Fail(format!(
