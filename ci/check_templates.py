@@ -56,7 +56,8 @@ def github(path):
                 f"{path}: {name}: ACCPROBE_REQUIRE_GPU is not 1",
             )
             runs = [s.get("run", "") for s in steps]
-            need("cargo test --release --test probe" in runs, f"{path}: {name}: no gate")
+            gate = "cargo test --release --test probe -- --skip replay:: --skip compile::"
+            need(gate in runs, f"{path}: {name}: no gate (expected `{gate}`)")
             kept = " ".join(
                 s.get("with", {}).get("path", "")
                 for s in steps
@@ -91,6 +92,11 @@ def gitlab(path):
         f"{path}: .accprobe-base: the cache is not keyed on Cargo.lock",
     )
     gpu = doc[".accprobe-gpu"]
+    need(
+        "cargo test --release --test probe -- --skip replay:: --skip compile::"
+        in gpu.get("script", []),
+        f"{path}: .accprobe-gpu: no gate (expected the GPU cases only)",
+    )
     need(
         str(gpu.get("variables", {}).get("ACCPROBE_REQUIRE_GPU")) == "1",
         f"{path}: .accprobe-gpu: ACCPROBE_REQUIRE_GPU is not 1",
