@@ -258,17 +258,21 @@ pub fn refuse_under_ci() -> Result<()> {
     refuse_if_ci(|name| std::env::var(name).ok())
 }
 
-/// [`refuse_under_ci`] with the environment read through `var`. Any of [`CI_VARIABLES`]
-/// set to a non-empty value means CI, except `CI=false` and `CI=0`, which say "not CI"
-/// (a person may export them to mean so); the other variables count whatever their value.
+/// The variable (and its value) by which a CI system announces itself in the environment
+/// read through `var`, if any: one of [`CI_VARIABLES`] set to a non-empty value, except
+/// `CI=false` and `CI=0`, which say "not CI" (a person may export them to mean so); the
+/// other variables count whatever their value. The one rule for everything that behaves
+/// differently under CI (bless, progress bars).
+pub fn ci_variable(var: impl Fn(&str) -> Option<String>) -> Option<(&'static str, String)> {
+    CI_VARIABLES.into_iter().find_map(|name| {
+        let value = var(name).filter(|v| !v.is_empty())?;
+        (!(name == "CI" && (value == "false" || value == "0"))).then_some((name, value))
+    })
+}
+
+/// [`refuse_under_ci`] with the environment read through `var` ([`ci_variable`]).
 pub fn refuse_if_ci(var: impl Fn(&str) -> Option<String>) -> Result<()> {
-    for name in CI_VARIABLES {
-        let Some(value) = var(name).filter(|v| !v.is_empty()) else {
-            continue;
-        };
-        if name == "CI" && (value == "false" || value == "0") {
-            continue;
-        }
+    if let Some((name, value)) = ci_variable(var) {
         return Err(Error::msg(format!(
             "{name}={value:?} is set: bless never writes baselines in CI. Run it on your machine and commit the diff for review. \
              (Any of {} set non-empty counts as CI, except CI=false or CI=0.)",

@@ -6,25 +6,10 @@
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::time::Duration;
 
-/// Environment variables by which CI systems announce themselves.
-const CI_VARS: [&str; 6] = [
-    "CI",
-    "GITHUB_ACTIONS",
-    "GITLAB_CI",
-    "BUILDKITE",
-    "JENKINS_URL",
-    "TF_BUILD",
-];
-
-/// Whether the environment (read through `get`) says this runs under CI: one of
-/// [`CI_VARS`] set to anything but empty, `0` or `false`.
+/// Whether the environment (read through `get`) says this runs under CI, by the library's
+/// one rule ([`accprobe::bless::ci_variable`]).
 pub fn in_ci(get: impl Fn(&str) -> Option<String>) -> bool {
-    CI_VARS.iter().any(|v| {
-        get(v).is_some_and(|x| {
-            let x = x.trim().to_ascii_lowercase();
-            !(x.is_empty() || x == "0" || x == "false")
-        })
-    })
+    accprobe::bless::ci_variable(get).is_some()
 }
 
 /// A bar of `steps` steps on stderr, hidden under CI and when stderr is not a terminal.
