@@ -459,6 +459,42 @@ mod tests {
     }
 
     #[test]
+    fn report_shows_toolchains_side_by_side_when_the_inputs_come_from_several_nvrtc() {
+        let dir = temp("report-toolchains");
+        let a = accprobe::model::results::RunResults::load(&committed()).unwrap();
+        let mut b = a.clone();
+        b.environment.as_mut().unwrap().nvrtc_version = "12.4".into();
+        for v in b
+            .variants
+            .iter_mut()
+            .filter(|v| v.chain == 7 && v.sink == accprobe::model::variant::Sink::A)
+        {
+            for s in v.samples.iter_mut().flatten() {
+                *s = *s * 9 / 10;
+            }
+            let fresh =
+                accprobe::model::results::VariantResult::measured(v.variant(), v.samples.clone());
+            v.summary = fresh.summary;
+            v.mean_progress = fresh.mean_progress;
+        }
+        let other = dir.join("nvrtc12.4.json");
+        std::fs::create_dir_all(&dir).unwrap();
+        accprobe::report::write_atomic(&other, &b.to_json()).unwrap();
+        let out = dir.join("out");
+        report::run(&expectations(), &[committed(), other], &out).unwrap();
+        let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+        assert!(md.contains("## Toolchains side by side"), "{md}");
+        assert!(md.contains("### Progress per toolchain"), "{md}");
+        assert!(md.contains("(-10.00%)") || md.contains("(-9.99%)"), "{md}");
+        // One toolchain: no such section.
+        let single = dir.join("single");
+        report::run(&expectations(), &[committed()], &single).unwrap();
+        let md = std::fs::read_to_string(single.join("report.md")).unwrap();
+        assert!(!md.contains("Toolchains side by side"), "{md}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn report_writes_markdown_and_readable_svg_charts_from_the_committed_runs() {
         let dir = temp("report");
         let serial = root().join("expectations/recorded/h200-2026-11-30.json");

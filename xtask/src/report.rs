@@ -398,6 +398,40 @@ fn distinguish(inputs: &mut [Input]) {
     }
 }
 
+/// When the inputs were compiled by more than one NVRTC (what `cargo xtask toolchains
+/// --gpu` measures): `cargo xtask toolchains`'s side-by-side comparison (progress per
+/// toolchain, loop bodies that changed, cases that flip), under one heading; else nothing.
+fn toolchain_view(inputs: &[Input]) -> String {
+    let nvrtc = |i: &Input| {
+        i.results
+            .environment
+            .as_ref()
+            .map(|e| e.nvrtc_version.clone())
+    };
+    let mut versions: Vec<Option<String>> = inputs.iter().map(nvrtc).collect();
+    versions.dedup();
+    if versions.len() < 2 || versions.iter().any(Option::is_none) {
+        return String::new();
+    }
+    let runs: Vec<crate::toolchains::Measured> = inputs
+        .iter()
+        .map(|i| crate::toolchains::Measured {
+            toolchain: format!("NVRTC {} ({})", nvrtc(i).unwrap_or_default(), i.label),
+            outcome: Ok(i.results.clone()),
+        })
+        .collect();
+    let compared = crate::toolchains::compare(&inputs[0].profile, &runs);
+    let mut out = String::from("\n## Toolchains side by side\n");
+    for line in compared.lines().skip_while(|l| !l.starts_with("## ")) {
+        match line.strip_prefix("## ") {
+            Some(h) => out.push_str(&format!("\n### {h}")),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// `stem.ext`, or `stem-2.ext`, `stem-3.ext`... when a name is already in `used`: two
 /// charts never share a file (slugs of distinct labels can coincide).
 fn unique_name(used: &mut Vec<String>, stem: &str, ext: &str) -> String {
@@ -568,6 +602,7 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
         .collect();
     md.push_str("## The invariants side by side\n\n");
     md.push_str(&markdown_grid(&header, &rows));
+    md.push_str(&toolchain_view(&inputs));
     let chains = inputs[0].profile.probe.chains.clone();
     gain_chart(&out.join("gain.svg"), &inputs, &study, &chains)?;
     let path = out.join("report.md");
