@@ -271,3 +271,59 @@ fn bless_carries_sass_digests_and_loop_bodies_into_the_generated_file() {
     assert_eq!(reloaded.baselines.unwrap().sass, p.baselines.unwrap().sass);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Fuzzing found (seed fuzz/seeds/bless/del-in-driver-version.json) that a control
+/// character in a recorded string made a blessed file the profile could not read back.
+#[test]
+fn any_string_in_the_results_is_written_so_that_the_profile_reads_it_back() {
+    use accprobe::bless;
+    let dir = std::env::temp_dir().join(format!("accprobe-bless-del-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("baselines")).unwrap();
+    copy_h200_profile_to(&dir);
+    let p = catalog::load(&dir.join("h200.yaml")).unwrap();
+    let mut r = p.recorded.clone().unwrap();
+    let odd = "580.159.04\u{7f}\u{85}\t\"'#: x";
+    r.environment.as_mut().unwrap().driver_version = odd.into();
+    let file = dir.join("baselines/h200.yaml");
+    let b = bless::prepare(&p, &r, "run.json", "cmd", &file, None);
+    std::fs::write(&file, &b.contents).unwrap();
+    let back = catalog::load(&dir.join("h200.yaml")).unwrap();
+    let origin = back.baselines.unwrap().origin.unwrap();
+    assert_eq!(origin.driver_version, odd);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Fuzzing found (seed fuzz/seeds/bless/progress-tie-100.25.json) that re-blessing the
+/// same run reported a change when the figure sat on a rounding tie.
+#[test]
+fn blessing_the_blessed_run_again_changes_nothing_even_on_a_rounding_tie() {
+    use accprobe::bless;
+    let dir = std::env::temp_dir().join(format!("accprobe-bless-tie-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("baselines")).unwrap();
+    copy_h200_profile_to(&dir);
+    let p = catalog::load(&dir.join("h200.yaml")).unwrap();
+    let mut r = p.recorded.clone().unwrap();
+    let v = r
+        .variants
+        .iter_mut()
+        .find(|v| v.name == "chain7_acc1_effective1")
+        .unwrap();
+    v.summary.as_mut().unwrap().median = 147_058.25;
+    let file = dir.join("baselines/h200.yaml");
+    let first = bless::prepare(&p, &r, "run.json", "cmd", &file, None);
+    std::fs::write(&file, &first.contents).unwrap();
+    let blessed = catalog::load(&dir.join("h200.yaml")).unwrap();
+    let again = bless::prepare(
+        &blessed,
+        &r,
+        "run.json",
+        "cmd",
+        &file,
+        blessed.baselines.as_ref(),
+    );
+    assert!(again.diff.is_empty(), "{:?}", again.diff);
+    assert_eq!(again.contents, first.contents);
+    std::fs::remove_dir_all(dir).unwrap();
+}
