@@ -45,6 +45,22 @@ impl Environment {
         )
     }
 
+    /// One line for a person: the GPU with its compute capability and SMs, driver, NVRTC,
+    /// rated SM clock and date.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} (sm {}, {} SMs), driver {}, NVRTC {}, SM clock {} MHz, {}",
+            self.gpu_name,
+            self.compute_capability,
+            self.sm_count,
+            self.driver_version,
+            self.nvrtc_version,
+            self.sm_clock_rated_mhz
+                .map_or("?".into(), |c| format!("{c:.0}")),
+            self.date
+        )
+    }
+
     /// Everything, as name/value pairs (JUnit properties).
     pub fn properties(&self) -> Vec<(String, String)> {
         let opt = |x: Option<f64>| x.map_or("unknown".to_string(), |v| format!("{v:.0}"));

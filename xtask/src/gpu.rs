@@ -53,17 +53,7 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
 
 fn env_line(r: &RunResults) -> String {
     match &r.environment {
-        Some(e) => format!(
-            "{} (sm {}, {} SMs), driver {}, NVRTC {}, SM clock {} MHz, {}",
-            e.gpu_name,
-            e.compute_capability,
-            e.sm_count,
-            e.driver_version,
-            e.nvrtc_version,
-            e.sm_clock_rated_mhz
-                .map_or("?".into(), |c| format!("{c:.0}")),
-            e.date
-        ),
+        Some(e) => e.summary(),
         None => "no environment".into(),
     }
 }

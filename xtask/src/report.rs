@@ -24,10 +24,8 @@ struct Input {
 fn label(r: &RunResults, file: &Path) -> String {
     match &r.environment {
         Some(e) => format!(
-            "{} / driver {} / NVRTC {} / {} mode",
-            e.gpu_name,
-            e.driver_version,
-            e.nvrtc_version,
+            "{} / {} mode",
+            e.fingerprint(),
             match r.mode {
                 accprobe::model::settings::Mode::Serial => "serial",
                 accprobe::model::settings::Mode::Wave => "wave",

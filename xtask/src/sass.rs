@@ -30,17 +30,10 @@ pub fn run(results: &Path, chain: &str, acc: &str) -> Result<(), String> {
         )
     })?;
     if let Some(e) = &r.environment {
-        say!(
-            "{v}: {} (sm {}), driver {}, NVRTC {}, {}",
-            e.gpu_name,
-            e.compute_capability,
-            e.driver_version,
-            e.nvrtc_version,
-            e.date
-        );
+        say!("{v}: {}", e.summary());
     }
     say!(
-        "loop: {} FFMAs, {} chains {:?}, destinations {}; digest {}",
+        "loop: {} FFMAs, {} partials {:?}, destinations {}; digest {}",
         s.loop_ffma,
         s.loop_partials.len(),
         s.loop_partials,

@@ -277,10 +277,8 @@ pub fn compare(profile: &Profile, runs: &[Measured]) -> String {
         let what = match &r.outcome {
             Ok(res) => res.environment.as_ref().map_or("measured".into(), |e| {
                 format!(
-                    "measured: {} / driver {} / NVRTC {}{}, {}",
-                    e.gpu_name,
-                    e.driver_version,
-                    e.nvrtc_version,
+                    "measured: {}{}, {}",
+                    e.fingerprint(),
                     e.nvrtc_origin
                         .as_ref()
                         .map(|o| format!(" ({o})"))
