@@ -44,17 +44,17 @@ static SETUP: LazyLock<Setup> = LazyLock::new(|| {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = std::env::temp_dir().join(format!("accprobe-fuzz-bless-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("baselines")).unwrap();
-    // The h200 profile as committed, its policy by absolute path and without its recorded
-    // run (the last section), next to a copy of its committed baselines.
+    // The h200 profile as committed without its recorded run (the sections from
+    // `recorded:` on), beside copies of its policy and committed baselines: a profile
+    // reaches only files in its own folder.
     let h200 = std::fs::read_to_string(repo.join("expectations/h200.yaml")).unwrap();
-    let policy = repo
-        .join("expectations/policies/study.yaml")
-        .canonicalize()
-        .unwrap();
-    let h200 = h200[..h200.find("\nrecorded:").expect("h200 has a recorded run")].replace(
-        "policy: policies/study.yaml",
-        &format!("policy: {}", policy.display()),
-    );
+    let h200 = h200[..h200.find("\nrecorded:").expect("h200 has a recorded run")].to_string();
+    std::fs::create_dir_all(dir.join("policies")).unwrap();
+    std::fs::copy(
+        repo.join("expectations/policies/study.yaml"),
+        dir.join("policies/study.yaml"),
+    )
+    .unwrap();
     std::fs::write(dir.join("h200.yaml"), h200).unwrap();
     std::fs::copy(
         repo.join("expectations/baselines/h200.yaml"),
