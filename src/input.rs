@@ -1,6 +1,7 @@
 //! Every file accprobe reads goes through here: regular files only, and never more than a
 //! stated size, so that `--results /dev/zero`, a FIFO or a runaway file is a clear error
-//! instead of a hang or unbounded memory.
+//! instead of a hang or unbounded memory. Also the one reading of yes/no environment
+//! variables ([`flag`]).
 
 use crate::error::{Error, Result};
 use std::io::Read;
@@ -86,6 +87,16 @@ pub fn read_text(file: &Path, what: &str, limit: u64) -> Result<String> {
             ),
         )
     })
+}
+
+/// A yes/no setting as the environment gives it: `1`/`true`/`yes` -> true, empty/`0`/`false`
+/// -> false (any case, spaces trimmed), anything else `None` (a configuration error).
+pub fn flag(text: &str) -> Option<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" => Some(true),
+        "" | "0" | "false" => Some(false),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -36,7 +36,9 @@ pub struct CompileOnlySession {
 
 /// Whether `ACCPROBE_REQUIRE_TOOLCHAINS` asks for every toolchain to be there.
 pub fn required_by_env() -> bool {
-    std::env::var(toolchain::REQUIRE_ENV).is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+    // A value that is neither yes nor no counts as yes here; the harness refuses it at
+    // start (exit 2) before anything reads it.
+    std::env::var(toolchain::REQUIRE_ENV).is_ok_and(|v| crate::input::flag(&v) != Some(false))
 }
 
 impl CompileOnlySession {

@@ -651,6 +651,33 @@ fn a_required_gpu_that_is_there_adds_nothing() {
         .all(|s| s.name.as_str() != harness::REQUIRED_SUITE));
 }
 
+#[test]
+fn a_required_gpu_whose_cases_a_filter_leaves_out_is_not_green() {
+    // A typo'd filter, or one that selects only host cases, on a GPU runner: nothing on
+    // the GPU was judged, so the run is red whatever else passed.
+    let sb = Sandbox::new("required-filtered", &["documented", "h200"]);
+    for filter in [&["nonexistent::case"][..], &["replay::"][..]] {
+        let code = harness::run(
+            &sb.args(filter),
+            &sb.paths(),
+            Ok(vec![recorded_h200(0)]),
+            &RunOptions {
+                require_gpu: true,
+                ..Default::default()
+            },
+        );
+        assert_eq!(code, ExitCode::from(101), "{filter:?}");
+    }
+    // Without ACCPROBE_REQUIRE_GPU the same filter is green.
+    let code = harness::run(
+        &sb.args(&["replay::"]),
+        &sb.paths(),
+        Ok(vec![recorded_h200(0)]),
+        &RunOptions::default(),
+    );
+    assert_eq!(code, ExitCode::SUCCESS);
+}
+
 // --- child processes: this test binary, re-executed ----------------------------------------
 
 const CHILD_MODE: &str = "ACCPROBE_TEST_CHILD";
@@ -771,6 +798,12 @@ fn malformed_device_lists_and_flags_are_configuration_errors_before_the_driver_l
         ("ACCPROBE_DEVICE", "0x1", "not a device ordinal"),
         ("ACCPROBE_REQUIRE_GPU", "maybe", "expected 1, true or yes"),
         ("ACCPROBE_MODE", "bogus", "expected serial or wave"),
+        (
+            "ACCPROBE_REQUIRE_TOOLCHAINS",
+            "maybe",
+            "expected 1, true or yes",
+        ),
+        ("ACCPROBE_LOCK_TIMEOUT", "abc", "is not a number of seconds"),
     ] {
         let out = run_child(child_command("main", &sb.dir, &[]).env(var, value));
         assert_eq!(out.code, Some(2), "{var}={value}: {}", out.stderr);
@@ -781,6 +814,31 @@ fn malformed_device_lists_and_flags_are_configuration_errors_before_the_driver_l
         );
         assert!(!sb.paths().junit.exists(), "nothing ran");
     }
+}
+
+#[test]
+fn a_closed_stdout_ends_the_run_with_141_and_a_junit_file_that_says_so() {
+    // `probe | head -1`: libtest-mimic cannot print; the run must not look green.
+    let sb = Sandbox::new("closed-stdout", &["documented"]);
+    std::fs::create_dir_all(sb.dir.join("out")).unwrap();
+    let mut child = child_command("main", &sb.dir, &[])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(141), "{status}");
+    let r =
+        Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap();
+    let failed: Vec<&str> = r
+        .test_suites
+        .iter()
+        .flat_map(|s| s.test_cases.iter())
+        .filter(|c| matches!(c.status, TestCaseStatus::NonSuccess { .. }))
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(failed, ["run::interrupted"]);
 }
 
 #[test]

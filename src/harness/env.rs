@@ -82,6 +82,16 @@ impl RunOptions {
         let require_gpu = parse_flag(&require).ok_or_else(|| {
             format!("{REQUIRE_GPU_ENV}={require:?}: expected 1, true or yes (or 0, false, empty)")
         })?;
+        let toolchains = std::env::var(crate::compile::toolchain::REQUIRE_ENV).unwrap_or_default();
+        if parse_flag(&toolchains).is_none() {
+            return Err(format!(
+                "{}={toolchains:?}: expected 1, true or yes (or 0, false, empty)",
+                crate::compile::toolchain::REQUIRE_ENV
+            ));
+        }
+        // The lock's settings are read when a GPU is first measured; a typo there must not
+        // wait until then (or pass unnoticed on a machine without a GPU).
+        crate::measure::lock::LockSettings::from_env()?;
         let run_id = std::env::var("NEXTEST_RUN_ID")
             .ok()
             .filter(|id| !id.is_empty())
@@ -97,14 +107,7 @@ impl RunOptions {
     }
 }
 
-/// `1`/`true`/`yes` -> true, empty/`0`/`false` -> false (any case), anything else `None`.
-fn parse_flag(text: &str) -> Option<bool> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" => Some(true),
-        "" | "0" | "false" => Some(false),
-        _ => None,
-    }
-}
+use crate::input::flag as parse_flag;
 
 #[cfg(test)]
 mod tests {

@@ -501,10 +501,6 @@ pub fn run_code(
     targets: Result<Vec<Arc<dyn Target>>, GpuError>,
     options: &RunOptions,
 ) -> u8 {
-    if let Err(e) = check_arguments(args) {
-        eprintln!("error: {e}");
-        return 2;
-    }
     let share = open_share(args, paths, options);
     run_with(args, paths, targets, options, share)
 }
@@ -552,6 +548,10 @@ fn run_with(
     options: &RunOptions,
     share: Option<RunShare>,
 ) -> u8 {
+    if let Err(e) = check_arguments(args) {
+        eprintln!("error: {e}");
+        return 2;
+    }
     // Under nextest, a measurement an earlier process published stands for the devices.
     let replayed = share.as_ref().and_then(|s| s.published.as_ref());
     let targets = match replayed {
@@ -832,7 +832,19 @@ fn run_with(
             })
         })
         .collect();
-    let conclusion = libtest_mimic::run(args, trials.into_iter().map(|p| p.trial).collect());
+    let trials: Vec<Trial> = trials.into_iter().map(|p| p.trial).collect();
+    let conclusion = match catch_unwind(AssertUnwindSafe(|| libtest_mimic::run(args, trials))) {
+        Ok(c) => c,
+        // libtest-mimic panics when it cannot print (stdout closed: `probe | head -1`, or
+        // full): the JUnit file then marks what did not finish, as on a signal.
+        Err(_) => {
+            let _ = recorder.interrupt("a closed or failing stdout");
+            eprintln!(
+                "accprobe: stdout failed; the JUnit file marks the cases that did not finish"
+            );
+            return 141;
+        }
+    };
     for t in compiling_threads {
         let _ = t.join();
     }
@@ -861,10 +873,17 @@ fn run_with(
     recorder.set_suites(suites);
     let written = recorder.write();
     mark(args, "results and JUnit written");
-    print!(
-        "{}",
-        summary(&recorder.records(), &sessions, required.as_deref())
-    );
+    let (text, tested) = summary(&recorder.records(), &sessions, required.as_deref());
+    if json_stdout(args) {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    // A GPU runner that judged no GPU case (a filter that selects none, say) tested nothing.
+    let untested = options.require_gpu && tested == 0;
+    if untested {
+        eprintln!("error: {REQUIRE_GPU_ENV} is set but no GPU case was judged (does a filter select none?)");
+    }
     match written {
         Ok(()) => eprintln!("junit: {}", paths.junit.display()),
         Err(e) => {
@@ -872,7 +891,7 @@ fn run_with(
             return 1;
         }
     }
-    if conclusion.has_failed() {
+    if conclusion.has_failed() || untested {
         101
     } else {
         0
@@ -881,11 +900,12 @@ fn run_with(
 
 /// The closing summary: how many cases passed, failed and were ignored, the ignored ones
 /// by reason, and whether the GPU was tested.
+/// Also the number of GPU cases judged.
 fn summary(
     records: &[recorder::Record],
     sessions: &[Arc<GpuSession>],
     required: Option<&str>,
-) -> String {
+) -> (String, usize) {
     let count = |st: Status| records.iter().filter(|r| r.case.status == st).count();
     let mut out = format!(
         "accprobe summary: passed {}, failed {}, errors (GPU busy) {}, ignored {}\n",
@@ -943,7 +963,7 @@ fn summary(
             devices.join(", ")
         ),
     });
-    out
+    (out, tested)
 }
 
 #[cfg(test)]

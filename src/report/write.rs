@@ -87,10 +87,22 @@ fn replace(path: &Path, contents: &[u8]) -> std::io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // tempfile creates 0600 files; the file that replaces the target keeps the target's
+    // mode, and a new file gets what any other program's would (0666 less the umask), so
+    // a CI uploader or a colleague can still read it.
+    use std::os::unix::fs::PermissionsExt;
+    let existing = std::fs::metadata(path).ok().map(|m| m.permissions());
+    let mode = existing
+        .clone()
+        .unwrap_or_else(|| std::fs::Permissions::from_mode(0o666));
     let mut tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(".tmp")
+        .permissions(mode)
         .tempfile_in(dir)?;
+    if let Some(p) = existing {
+        tmp.as_file().set_permissions(p)?;
+    }
     tmp.write_all(contents)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
@@ -100,6 +112,29 @@ fn replace(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_written_file_is_readable_by_others_and_keeps_the_mode_it_had() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("accprobe-mode-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let new = dir.join("new.xml");
+        write_atomic(&new, "a").unwrap();
+        let mode = std::fs::metadata(&new).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            mode & 0o044,
+            0o044,
+            "group and others can read it: {mode:o}"
+        );
+        let kept = dir.join("kept.xml");
+        std::fs::write(&kept, "a").unwrap();
+        std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o640)).unwrap();
+        write_atomic(&kept, "b").unwrap();
+        let mode = std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
     use std::os::unix::fs::{symlink, FileTypeExt};
 
     fn temp(tag: &str) -> PathBuf {
