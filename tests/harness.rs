@@ -705,12 +705,14 @@ fn child() {
     let dir = std::env::var_os(CHILD_DIR).map(PathBuf::from);
     let code = match mode.as_str() {
         "main" => harness::main_with(args),
-        "blocking" => {
+        "blocking" | "slow" => {
             let dir = dir.unwrap();
             harness::install_interrupt_handler();
             let target = std::sync::Arc::new(Blocking {
                 inner: recorded_h200(0),
                 started: dir.join("out/measuring-started"),
+                // "slow": the GPU answers after 2 s; "blocking": never.
+                hold: (mode == "slow").then(|| std::time::Duration::from_secs(2)),
             });
             harness::run_code(
                 &args,
@@ -818,14 +820,25 @@ fn malformed_device_lists_and_flags_are_configuration_errors_before_the_driver_l
 
 #[test]
 fn a_closed_stdout_ends_the_run_with_141_and_a_junit_file_that_says_so() {
-    // `probe | head -1`: libtest-mimic cannot print; the run must not look green.
-    let sb = Sandbox::new("closed-stdout", &["documented"]);
+    // `probe | head -1`: the reader goes away while the run goes on, and libtest-mimic can
+    // no longer print. The run must not look green. The GPU here answers after 2 s, so
+    // that its cases print after stdout is closed.
+    let sb = Sandbox::new("closed-stdout", &["documented", "h200"]);
     std::fs::create_dir_all(sb.dir.join("out")).unwrap();
-    let mut child = child_command("main", &sb.dir, &[])
+    let started = sb.dir.join("out/measuring-started");
+    let mut child = child_command("slow", &sb.dir, &["--skip", "compile::"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child never started measuring"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     drop(child.stdout.take());
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(141), "{status}");
@@ -1200,9 +1213,12 @@ fn the_processes_of_one_nextest_run_measure_once_and_share_one_junit_file() {
 // --- SIGTERM and SIGINT -------------------------------------------------------------------
 
 /// A recorded device whose measurement never ends; it touches `started` when it begins.
+/// A device whose measuring starts (it writes `started`) and then never answers, or
+/// answers with `inner`'s results after `hold`.
 struct Blocking {
     inner: std::sync::Arc<dyn accprobe::measure::target::Target>,
     started: PathBuf,
+    hold: Option<std::time::Duration>,
 }
 
 impl accprobe::measure::target::Target for Blocking {
@@ -1217,13 +1233,19 @@ impl accprobe::measure::target::Target for Blocking {
     }
     fn measure(
         &self,
-        _: &[accprobe::model::variant::Variant],
-        _: &accprobe::model::settings::ProbeSettings,
-        _: &[accprobe::model::variant::Variant],
+        variants: &[accprobe::model::variant::Variant],
+        settings: &accprobe::model::settings::ProbeSettings,
+        all: &[accprobe::model::variant::Variant],
     ) -> Result<Vec<Result<accprobe::model::results::VariantResult, GpuError>>, GpuError> {
         std::fs::write(&self.started, "").unwrap();
-        loop {
-            std::thread::sleep(std::time::Duration::from_secs(1));
+        match self.hold {
+            Some(d) => {
+                std::thread::sleep(d);
+                self.inner.measure(variants, settings, all)
+            }
+            None => loop {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            },
         }
     }
     fn environment(&self, clock: Option<f64>) -> accprobe::model::gpu::Environment {
