@@ -93,15 +93,6 @@ impl Target for Keyed {
     fn environment(&self, c: Option<f64>) -> Environment {
         self.inner.environment(c)
     }
-    fn compiled(&self) -> Option<&accprobe::compile::Compiled> {
-        None
-    }
-    fn compile_info(&self) -> Option<CompileInfo> {
-        None
-    }
-    fn healthy(&self) -> Result<(), GpuError> {
-        Ok(())
-    }
     fn device_key(&self) -> Option<DeviceKey> {
         Some(key())
     }

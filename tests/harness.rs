@@ -1126,15 +1126,6 @@ impl accprobe::measure::target::Target for Counting {
     fn environment(&self, clock: Option<f64>) -> accprobe::model::gpu::Environment {
         self.inner.environment(clock)
     }
-    fn compiled(&self) -> Option<&accprobe::compile::Compiled> {
-        None
-    }
-    fn compile_info(&self) -> Option<accprobe::measure::target::CompileInfo> {
-        None
-    }
-    fn healthy(&self) -> Result<(), GpuError> {
-        Ok(())
-    }
     fn sass_unavailable(&self) -> Option<String> {
         self.inner.sass_unavailable()
     }
@@ -1228,9 +1219,6 @@ impl accprobe::measure::target::Target for Blocking {
     fn identity(&self) -> &accprobe::model::gpu::GpuIdentity {
         self.inner.identity()
     }
-    fn prepare(&self, _: &[accprobe::model::variant::Variant]) -> Result<(), GpuError> {
-        Ok(())
-    }
     fn measure(
         &self,
         variants: &[accprobe::model::variant::Variant],
@@ -1250,15 +1238,6 @@ impl accprobe::measure::target::Target for Blocking {
     }
     fn environment(&self, clock: Option<f64>) -> accprobe::model::gpu::Environment {
         self.inner.environment(clock)
-    }
-    fn compiled(&self) -> Option<&accprobe::compile::Compiled> {
-        None
-    }
-    fn compile_info(&self) -> Option<accprobe::measure::target::CompileInfo> {
-        None
-    }
-    fn healthy(&self) -> Result<(), GpuError> {
-        Ok(())
     }
     fn sass_unavailable(&self) -> Option<String> {
         self.inner.sass_unavailable()

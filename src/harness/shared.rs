@@ -14,7 +14,7 @@
 //! Run folders older than a day are removed when a new run starts.
 
 use crate::error::GpuError;
-use crate::measure::target::{CompileInfo, Target};
+use crate::measure::target::Target;
 use crate::model::gpu::{Environment, GpuIdentity};
 use crate::model::results::{RunResults, VariantResult};
 use crate::model::settings::ProbeSettings;
@@ -181,10 +181,6 @@ impl Target for SharedTarget {
         &self.identity
     }
 
-    fn prepare(&self, _: &[Variant]) -> Result<(), GpuError> {
-        Ok(())
-    }
-
     fn measure(
         &self,
         variants: &[Variant],
@@ -218,18 +214,6 @@ impl Target for SharedTarget {
             .as_ref()
             .and_then(|r| r.environment.clone())
             .unwrap_or_else(|| self.record.environment.clone())
-    }
-
-    fn compiled(&self) -> Option<&crate::compile::Compiled> {
-        None
-    }
-
-    fn compile_info(&self) -> Option<CompileInfo> {
-        None
-    }
-
-    fn healthy(&self) -> Result<(), GpuError> {
-        Ok(())
     }
 
     fn sass_unavailable(&self) -> Option<String> {

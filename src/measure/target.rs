@@ -32,8 +32,10 @@ pub trait Target: Send + Sync {
     fn ordinal(&self) -> usize;
     fn identity(&self) -> &GpuIdentity;
     /// Compiles and loads `all` (once); called before measuring, so that compile time is
-    /// not counted as GPU time.
-    fn prepare(&self, all: &[Variant]) -> Result<(), GpuError>;
+    /// not counted as GPU time. Nothing to do for a replay.
+    fn prepare(&self, _all: &[Variant]) -> Result<(), GpuError> {
+        Ok(())
+    }
     /// Measures `variants` (compiling `all` first if not yet done), in the settings' mode:
     /// one result per variant, in order; `Err` when nothing could be measured.
     fn measure(
@@ -45,10 +47,17 @@ pub trait Target: Send + Sync {
     /// The environment to record, with the SM clock the probe measured.
     fn environment(&self, measured_clock_mhz: Option<f64>) -> Environment;
     /// The compiled matrix, once compiled (none for a replay).
-    fn compiled(&self) -> Option<&Compiled>;
-    fn compile_info(&self) -> Option<CompileInfo>;
-    /// After an error: `Err(why)` when the device can no longer be used.
-    fn healthy(&self) -> Result<(), GpuError>;
+    fn compiled(&self) -> Option<&Compiled> {
+        None
+    }
+    fn compile_info(&self) -> Option<CompileInfo> {
+        None
+    }
+    /// After an error: `Err(why)` when the device can no longer be used (a replay can
+    /// always go on).
+    fn healthy(&self) -> Result<(), GpuError> {
+        Ok(())
+    }
     /// Why the results will carry no SASS (no disassembler), or `None`; known before
     /// compiling, so that SASS cases can be ignored (or required) before they run.
     fn sass_unavailable(&self) -> Option<String> {
@@ -274,10 +283,6 @@ impl Target for RecordedTarget {
         &self.identity
     }
 
-    fn prepare(&self, _: &[Variant]) -> Result<(), GpuError> {
-        Ok(())
-    }
-
     fn measure(
         &self,
         variants: &[Variant],
@@ -297,18 +302,6 @@ impl Target for RecordedTarget {
 
     fn environment(&self, _: Option<f64>) -> Environment {
         self.results.environment.clone().expect("checked in new")
-    }
-
-    fn compiled(&self) -> Option<&Compiled> {
-        None
-    }
-
-    fn compile_info(&self) -> Option<CompileInfo> {
-        None
-    }
-
-    fn healthy(&self) -> Result<(), GpuError> {
-        Ok(())
     }
 
     fn sass_unavailable(&self) -> Option<String> {
