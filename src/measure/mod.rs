@@ -2,9 +2,11 @@
 //! warm-up launches, then counted repeats, each with poisoned outputs that are checked
 //! afterwards, each timed with CUDA events and tagged with the SMs its blocks ran on.
 //!
-//! Two modes: **serial** runs one variant at a time on the default stream; **wave**
-//! launches every variant of a set at once, one stream each (one block each lands on its
-//! own SM), and repeats as successive waves. Produces plain [`VariantResult`]s.
+//! Two modes, one engine ([`LoadedMatrix::measure_set`]): **serial** runs one variant at a
+//! time, each launch timed by CUDA events; **wave** launches every variant of a set at
+//! once, one stream each (one block each lands on its own SM), repeats as successive
+//! waves, and times each launch by the kernel's own `%globaltimer` (events would hold
+//! launches back in the driver's hardware queues). Produces plain [`VariantResult`]s.
 
 pub mod contention;
 pub mod device;
@@ -15,11 +17,11 @@ pub mod target;
 use crate::compile::Compiled;
 use crate::error::GpuError;
 use crate::measure::device::Device;
-use crate::model::results::{Resources, VariantResult};
+use crate::model::results::{LaunchTimer, Resources, VariantResult};
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::Variant;
 use cudarc::driver::{
-    sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig,
+    result, sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, LaunchConfig,
     PushKernelArg,
 };
 use std::sync::Arc;
@@ -31,12 +33,10 @@ pub const OPERAND_B: f32 = 0.001;
 /// A NaN pattern no kernel computes: an output still holding it was never written.
 const POISON_F32: u32 = 0x7FBA_DBAD;
 const POISON_U64: u64 = u64::MAX;
-const POISON_U32: u32 = u32::MAX;
 
 /// A compiled matrix loaded on a device.
 pub struct LoadedMatrix {
     ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
     compiled: Compiled,
 }
@@ -45,16 +45,161 @@ fn cuda(what: &str) -> impl Fn(cudarc::driver::DriverError) -> GpuError + '_ {
     move |e| GpuError::cuda(what, e)
 }
 
-/// One variant's kernel, buffers and what its launches gave so far.
-struct Run {
+/// Where one variant's buffers lie in the set's one allocation (byte offsets; each region
+/// aligned to 256 bytes).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Regions {
+    out: usize,
+    outputs: usize,
+    progress: usize,
+    elapsed: usize,
+    sm_ids: usize,
+    warps: usize,
+}
+
+impl Regions {
+    /// The regions of every variant of a set, one after another, and the total size.
+    fn lay_out(vs: &[Variant], s: &ProbeSettings) -> (Vec<Regions>, usize) {
+        let align = |x: usize| x.div_ceil(256) * 256;
+        let warps = s.warps() as usize;
+        let mut at = 0;
+        let regions = vs
+            .iter()
+            .map(|v| {
+                let outputs = (s.blocks * s.block_threads * v.outputs_per_thread()) as usize;
+                let r = Regions {
+                    out: at,
+                    outputs,
+                    progress: align(at + 4 * outputs),
+                    elapsed: align(at + 4 * outputs) + align(8 * warps),
+                    sm_ids: align(at + 4 * outputs) + 2 * align(8 * warps),
+                    warps,
+                };
+                at = r.sm_ids + align(4 * warps);
+                r
+            })
+            .collect();
+        (regions, at)
+    }
+
+    /// The poison every launch starts from: outputs a NaN no kernel computes, the timers,
+    /// progress and SM ids all ones.
+    fn poison(&self, image: &mut [u8]) {
+        for x in image[self.out..self.out + 4 * self.outputs].chunks_exact_mut(4) {
+            x.copy_from_slice(&POISON_F32.to_ne_bytes());
+        }
+        image[self.progress..self.progress + 8 * self.warps].fill(0xFF);
+        image[self.elapsed..self.elapsed + 8 * self.warps].fill(0xFF);
+        image[self.sm_ids..self.sm_ids + 4 * self.warps].fill(0xFF);
+    }
+
+    /// One launch's outputs, progress, timers and SM ids out of the set's read-back.
+    fn read(&self, back: &[u8]) -> (Vec<f32>, Vec<u64>, Vec<u64>, Vec<u32>) {
+        let words = |at: usize, n: usize, size: usize| {
+            back[at..at + n * size].chunks_exact(size).map(move |c| {
+                let mut b = [0u8; 8];
+                b[..size].copy_from_slice(c);
+                u64::from_ne_bytes(b)
+            })
+        };
+        (
+            words(self.out, self.outputs, 4)
+                .map(|w| f32::from_bits(w as u32))
+                .collect(),
+            words(self.progress, self.warps, 8).collect(),
+            words(self.elapsed, self.warps, 8).collect(),
+            words(self.sm_ids, self.warps, 4)
+                .map(|w| w as u32)
+                .collect(),
+        )
+    }
+}
+
+/// Device memory and page-locked host memory for one set, freed once the context has
+/// finished everything queued on it (also when queuing stopped half-way with an error).
+struct SetMemory {
+    ctx: Arc<CudaContext>,
+    device: sys::CUdeviceptr,
+    /// The poison image, copied to the device before each launch.
+    poison: *mut u8,
+    /// One read-back per launch, one after another.
+    back: *mut u8,
+    bytes: usize,
+    launches: usize,
+}
+
+impl SetMemory {
+    fn new(ctx: &Arc<CudaContext>, image: &[u8], launches: usize) -> Result<SetMemory, GpuError> {
+        let bytes = image.len();
+        let mut m = SetMemory {
+            ctx: ctx.clone(),
+            device: 0,
+            poison: std::ptr::null_mut(),
+            back: std::ptr::null_mut(),
+            bytes,
+            launches,
+        };
+        unsafe {
+            m.device = result::malloc_sync(bytes).map_err(cuda("allocating buffers"))?;
+            m.poison =
+                result::malloc_host(bytes, 0).map_err(cuda("allocating host buffers"))? as *mut u8;
+            m.back = result::malloc_host(bytes * launches, 0)
+                .map_err(cuda("allocating host buffers"))? as *mut u8;
+            std::slice::from_raw_parts_mut(m.poison, bytes).copy_from_slice(image);
+        }
+        Ok(m)
+    }
+
+    fn poison(&self) -> &[u8] {
+        unsafe { std::slice::from_raw_parts(self.poison, self.bytes) }
+    }
+
+    /// The read-back of `launch`, to copy into (the device writes it).
+    fn back_mut(&mut self, launch: usize) -> &mut [u8] {
+        assert!(launch < self.launches);
+        unsafe { std::slice::from_raw_parts_mut(self.back.add(launch * self.bytes), self.bytes) }
+    }
+
+    /// The read-back of `launch`, once the context was synchronised.
+    fn back(&self, launch: usize) -> &[u8] {
+        assert!(launch < self.launches);
+        unsafe { std::slice::from_raw_parts(self.back.add(launch * self.bytes), self.bytes) }
+    }
+
+    fn at(&self, offset: usize) -> u64 {
+        self.device + offset as u64
+    }
+}
+
+impl Drop for SetMemory {
+    fn drop(&mut self) {
+        // Nothing may still write here: wait for everything queued, then free.
+        let _ = self.ctx.bind_to_thread();
+        let _ = self.ctx.synchronize();
+        unsafe {
+            if self.device != 0 {
+                let _ = result::free_sync(self.device);
+            }
+            for p in [self.poison, self.back] {
+                if !p.is_null() {
+                    let _ = result::free_host(p as *mut std::ffi::c_void);
+                }
+            }
+        }
+    }
+}
+
+/// One variant of a set: its kernel, stream and what its launches gave.
+struct Slot {
     v: Variant,
     func: CudaFunction,
     stream: Arc<CudaStream>,
-    out: CudaSlice<f32>,
-    progress: CudaSlice<u64>,
-    elapsed: CudaSlice<u64>,
-    sm_ids: CudaSlice<u32>,
-    events: Option<(CudaEvent, CudaEvent)>,
+    regions: Regions,
+    /// Recorded after the variant's launches of a wave were queued; the copy stream waits
+    /// on it before reading back.
+    done: CudaEvent,
+    /// Per launch, with [`LaunchTimer::Events`].
+    events: Vec<(CudaEvent, CudaEvent)>,
     result: VariantResult,
     elapsed_sum: f64,
     elapsed_n: u64,
@@ -68,7 +213,6 @@ impl LoadedMatrix {
             .map_err(cuda("loading the CUBIN"))?;
         Ok(LoadedMatrix {
             ctx: device.ctx.clone(),
-            stream: device.ctx.default_stream(),
             module,
             compiled,
         })
@@ -78,54 +222,147 @@ impl LoadedMatrix {
         &self.compiled
     }
 
-    /// Runs one variant: `warmup_launches` uncounted, then `repeats` counted launches.
+    /// Serial mode: one variant at a time, each launch timed by CUDA events.
     pub fn measure(&self, v: Variant, s: &ProbeSettings) -> Result<VariantResult, GpuError> {
-        let mut run = self.prepare(v, s, self.stream.clone())?;
-        for launch in 0..(s.warmup_launches + s.repeats) {
-            self.start(&mut run, s)?;
-            run.stream
-                .synchronize()
-                .map_err(cuda(&format!("running {v}")))?;
-            self.finish(&mut run, s, launch)?;
-        }
-        Ok(Self::close(run, s))
+        let mut rs = self.measure_set(&[v], s, LaunchTimer::Events)?;
+        rs.pop()
+            .ok_or_else(|| GpuError::Variant(format!("{v} gave no result")))
     }
 
-    /// Runs every variant at once, one stream each, `warmup_launches + repeats` waves.
-    /// A variant that fails to prepare or launch fails the whole wave: the GPU state is
-    /// then unknown for all of them.
+    /// Wave mode: every variant at once, one stream each, each launch timed by the kernel.
     pub fn measure_wave(
         &self,
         vs: &[Variant],
         s: &ProbeSettings,
     ) -> Result<Vec<VariantResult>, GpuError> {
-        let mut runs = Vec::new();
-        for &v in vs {
-            let stream = self.ctx.new_stream().map_err(cuda("creating a stream"))?;
-            runs.push(self.prepare(v, s, stream)?);
-        }
-        for launch in 0..(s.warmup_launches + s.repeats) {
-            for run in runs.iter_mut() {
-                self.start(run, s)?;
-            }
-            for run in runs.iter() {
-                run.stream
-                    .synchronize()
-                    .map_err(cuda(&format!("running {}", run.v)))?;
-            }
-            for run in runs.iter_mut() {
-                self.finish(run, s, launch)?;
-            }
-        }
-        Ok(runs.into_iter().map(|r| Self::close(r, s)).collect())
+        self.measure_set(vs, s, LaunchTimer::Kernel)
     }
 
-    fn prepare(
+    /// Runs `vs` together, `warmup_launches + repeats` launches each, as successive waves:
+    ///
+    /// ```text
+    /// copy stream:     poison ─ ready ┐                      ┌ wait done (each) ─ read back ─ poison ─ ...
+    /// host:                           └ wait ─ launch each ┐ │
+    /// variant streams:                         kernel ─ done ┘
+    /// ```
+    ///
+    /// One allocation holds every variant's buffers, poisoned by one copy and read back by
+    /// one copy per wave into page-locked memory; the host queues the end of a wave and
+    /// the poison of the next while the wave runs, and checks the read-backs once the last
+    /// wave finished. A variant that fails to prepare or launch fails the whole set: the
+    /// GPU state is then unknown for all of them.
+    pub fn measure_set(
+        &self,
+        vs: &[Variant],
+        s: &ProbeSettings,
+        timer: LaunchTimer,
+    ) -> Result<Vec<VariantResult>, GpuError> {
+        let launches = (s.warmup_launches + s.repeats) as usize;
+        let (regions, bytes) = Regions::lay_out(vs, s);
+        let mut image = vec![0u8; bytes];
+        for r in &regions {
+            r.poison(&mut image);
+        }
+        let mut memory = SetMemory::new(&self.ctx, &image, launches)?;
+        let device = memory.device;
+        let copies = self.ctx.new_stream().map_err(cuda("creating a stream"))?;
+        let untimed = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
+        let ready = self
+            .ctx
+            .new_event(untimed)
+            .map_err(cuda("creating events"))?;
+        let mut slots = Vec::with_capacity(vs.len());
+        for (&v, &r) in vs.iter().zip(&regions) {
+            slots.push(self.slot(v, r, timer, launches)?);
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (s.blocks, 1, 1),
+            block_dim: (s.block_threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let budget = s.budget_cycles as i64;
+        for launch in 0..launches {
+            unsafe { result::memcpy_htod_async(device, memory.poison(), copies.cu_stream()) }
+                .map_err(cuda("poisoning outputs"))?;
+            ready.record(&copies).map_err(cuda("recording an event"))?;
+            // The host waits for the poison (and so for the wave before), then launches:
+            // the kernels start as they are queued, microseconds apart. Released together
+            // by the event instead, 69 kernels starting at the same instant put 6 of 8
+            // warps of 1.7% of the launches into a slower loop rate (H200, 2026-11-30).
+            ready
+                .synchronize()
+                .map_err(cuda("waiting for the previous wave"))?;
+            // Every launch of the wave is queued before any `done`: an event waits in its
+            // hardware queue for the work before it, and would hold back the launches
+            // queued behind it.
+            for slot in slots.iter_mut() {
+                let st = slot.stream.clone();
+                st.wait(&ready).map_err(cuda("waiting for an event"))?;
+                if let Some((begin, _)) = slot.events.get(launch) {
+                    begin.record(&st).map_err(cuda("recording an event"))?;
+                }
+                let r = slot.regions;
+                let (out, progress, elapsed, sm_ids) = (
+                    memory.at(r.out),
+                    memory.at(r.progress),
+                    memory.at(r.elapsed),
+                    memory.at(r.sm_ids),
+                );
+                let mut b = st.launch_builder(&slot.func);
+                b.arg(&OPERAND_A)
+                    .arg(&OPERAND_B)
+                    .arg(&budget)
+                    .arg(&out)
+                    .arg(&progress)
+                    .arg(&elapsed)
+                    .arg(&sm_ids);
+                unsafe { b.launch(cfg) }.map_err(cuda(&format!("launching {}", slot.v)))?;
+                if let Some((_, end)) = slot.events.get(launch) {
+                    end.record(&st).map_err(cuda("recording an event"))?;
+                }
+            }
+            for slot in &slots {
+                slot.done
+                    .record(&slot.stream)
+                    .map_err(cuda("recording an event"))?;
+                copies
+                    .wait(&slot.done)
+                    .map_err(cuda("waiting for an event"))?;
+            }
+            unsafe {
+                result::memcpy_dtoh_async(memory.back_mut(launch), device, copies.cu_stream())
+            }
+            .map_err(cuda("reading outputs"))?;
+        }
+        copies
+            .synchronize()
+            .map_err(cuda(&format!("running {} variant(s)", vs.len())))?;
+        for launch in 0..launches {
+            for slot in slots.iter_mut() {
+                let ms = match slot.events.get(launch) {
+                    Some((begin, end)) => {
+                        Some(begin.elapsed_ms(end).map_err(cuda("reading event times"))? as f64)
+                    }
+                    None => None,
+                };
+                let back = slot.regions.read(memory.back(launch));
+                Self::finish(slot, s, launch as u32, back, ms);
+            }
+        }
+        drop(memory);
+        Ok(slots
+            .into_iter()
+            .map(|x| Self::close(x, s, timer))
+            .collect())
+    }
+
+    fn slot(
         &self,
         v: Variant,
-        s: &ProbeSettings,
-        stream: Arc<CudaStream>,
-    ) -> Result<Run, GpuError> {
+        regions: Regions,
+        timer: LaunchTimer,
+        launches: usize,
+    ) -> Result<Slot, GpuError> {
         let name = v.name();
         let func = self
             .module
@@ -159,127 +396,89 @@ impl LoadedMatrix {
             local_bytes: local as u32,
         });
         result.sass = self.compiled.sass.summary(&name).cloned();
-        let outputs = (s.blocks * s.block_threads * v.outputs_per_thread()) as usize;
-        let warps = s.warps() as usize;
-        Ok(Run {
+        let untimed = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
+        let timed = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let mut events = Vec::new();
+        if timer == LaunchTimer::Events {
+            for _ in 0..launches {
+                events.push((
+                    self.ctx.new_event(timed).map_err(cuda("creating events"))?,
+                    self.ctx.new_event(timed).map_err(cuda("creating events"))?,
+                ));
+            }
+        }
+        Ok(Slot {
             v,
             func,
-            out: stream
-                .alloc_zeros::<f32>(outputs)
-                .map_err(cuda("allocating outputs"))?,
-            progress: stream
-                .alloc_zeros::<u64>(warps)
-                .map_err(cuda("allocating progress"))?,
-            elapsed: stream
-                .alloc_zeros::<u64>(warps)
-                .map_err(cuda("allocating timers"))?,
-            sm_ids: stream
-                .alloc_zeros::<u32>(warps)
-                .map_err(cuda("allocating SM ids"))?,
-            stream,
-            events: None,
+            stream: self.ctx.new_stream().map_err(cuda("creating a stream"))?,
+            regions,
+            done: self
+                .ctx
+                .new_event(untimed)
+                .map_err(cuda("creating events"))?,
+            events,
             result,
             elapsed_sum: 0.0,
             elapsed_n: 0,
         })
     }
 
-    /// Poisons the outputs and launches, between two timing events.
-    fn start(&self, run: &mut Run, s: &ProbeSettings) -> Result<(), GpuError> {
-        let st = run.stream.clone();
-        st.memcpy_htod(
-            &vec![f32::from_bits(POISON_F32); run.out.len()],
-            &mut run.out,
-        )
-        .map_err(cuda("poisoning outputs"))?;
-        let warps = vec![POISON_U64; run.progress.len()];
-        st.memcpy_htod(&warps, &mut run.progress)
-            .map_err(cuda("poisoning progress"))?;
-        st.memcpy_htod(&warps, &mut run.elapsed)
-            .map_err(cuda("poisoning timers"))?;
-        st.memcpy_htod(&vec![POISON_U32; run.sm_ids.len()], &mut run.sm_ids)
-            .map_err(cuda("poisoning SM ids"))?;
-        let timed = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let begin = self.ctx.new_event(timed).map_err(cuda("creating events"))?;
-        let end = self.ctx.new_event(timed).map_err(cuda("creating events"))?;
-        let cfg = LaunchConfig {
-            grid_dim: (s.blocks, 1, 1),
-            block_dim: (s.block_threads, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let budget = s.budget_cycles as i64;
-        begin.record(&st).map_err(cuda("recording an event"))?;
-        let mut b = st.launch_builder(&run.func);
-        b.arg(&OPERAND_A)
-            .arg(&OPERAND_B)
-            .arg(&budget)
-            .arg(&mut run.out)
-            .arg(&mut run.progress)
-            .arg(&mut run.elapsed)
-            .arg(&mut run.sm_ids);
-        unsafe { b.launch(cfg) }.map_err(cuda(&format!("launching {}", run.v)))?;
-        end.record(&st).map_err(cuda("recording an event"))?;
-        run.events = Some((begin, end));
-        Ok(())
-    }
-
-    /// Reads one finished launch back and checks it.
-    fn finish(&self, run: &mut Run, s: &ProbeSettings, launch: u32) -> Result<(), GpuError> {
-        let st = run.stream.clone();
-        let (begin, end) = run
-            .events
-            .take()
-            .ok_or_else(|| GpuError::Variant("finish without start".into()))?;
-        let ms = begin
-            .elapsed_ms(&end)
-            .map_err(cuda("reading event times"))? as f64;
-        let out = st.clone_dtoh(&run.out).map_err(cuda("reading outputs"))?;
-        let progress = st
-            .clone_dtoh(&run.progress)
-            .map_err(cuda("reading progress"))?;
-        let elapsed = st
-            .clone_dtoh(&run.elapsed)
-            .map_err(cuda("reading timers"))?;
-        let sm_ids = st.clone_dtoh(&run.sm_ids).map_err(cuda("reading SM ids"))?;
+    /// Checks one finished launch of a slot and keeps what it gave.
+    fn finish(
+        slot: &mut Slot,
+        s: &ProbeSettings,
+        launch: u32,
+        (out, progress, elapsed, sm_ids): (Vec<f32>, Vec<u64>, Vec<u64>, Vec<u32>),
+        event_ms: Option<f64>,
+    ) {
         let counted = launch >= s.warmup_launches;
         let tag = if counted {
             format!("repeat {}", launch - s.warmup_launches)
         } else {
             format!("warm-up {launch}")
         };
-        run.result
+        slot.result
             .output_problems
             .extend(check_outputs(&tag, &out, &progress, &elapsed));
-        if counted {
-            run.result.launch_ms.push(ms);
-            for &ns in elapsed.iter().filter(|&&ns| ns != POISON_U64 && ns > 0) {
-                run.elapsed_sum += ns as f64;
-                run.elapsed_n += 1;
-            }
-            run.result.samples.push(
-                progress
-                    .iter()
-                    .map(|&p| if p == POISON_U64 { 0 } else { p })
-                    .collect(),
-            );
-            // The SM of each block (its first warp's).
-            let per_block = (s.block_threads / 32) as usize;
-            run.result
-                .sm_ids
-                .push(sm_ids.iter().step_by(per_block.max(1)).copied().collect());
+        if !counted {
+            return;
         }
-        Ok(())
+        let timed: Vec<u64> = elapsed
+            .iter()
+            .copied()
+            .filter(|&ns| ns != POISON_U64 && ns > 0)
+            .collect();
+        // With the kernel's timer: its longest warp; a launch whose warps wrote no timer
+        // counts as 0 ms (its outputs are reported above, and its duration fails).
+        let ms = event_ms.unwrap_or_else(|| timed.iter().max().map_or(0.0, |&ns| ns as f64 / 1e6));
+        slot.result.launch_ms.push(ms);
+        for ns in timed {
+            slot.elapsed_sum += ns as f64;
+            slot.elapsed_n += 1;
+        }
+        slot.result.samples.push(
+            progress
+                .iter()
+                .map(|&p| if p == POISON_U64 { 0 } else { p })
+                .collect(),
+        );
+        // The SM of each block (its first warp's).
+        let per_block = (s.block_threads / 32) as usize;
+        slot.result
+            .sm_ids
+            .push(sm_ids.iter().step_by(per_block.max(1)).copied().collect());
     }
 
-    fn close(run: Run, s: &ProbeSettings) -> VariantResult {
-        let mut r = run.result;
+    fn close(slot: Slot, s: &ProbeSettings, timer: LaunchTimer) -> VariantResult {
+        let mut r = slot.result;
         let samples = std::mem::take(&mut r.samples);
-        let fresh = VariantResult::measured(run.v, samples);
+        let fresh = VariantResult::measured(slot.v, samples);
         r.mean_progress = fresh.mean_progress;
         r.summary = fresh.summary;
         r.samples = fresh.samples;
-        r.sm_clock_mhz = (run.elapsed_n > 0)
-            .then(|| s.budget_cycles as f64 / (run.elapsed_sum / run.elapsed_n as f64) * 1000.0);
+        r.launch_timer = timer;
+        r.sm_clock_mhz = (slot.elapsed_n > 0)
+            .then(|| s.budget_cycles as f64 / (slot.elapsed_sum / slot.elapsed_n as f64) * 1000.0);
         r
     }
 }
@@ -341,6 +540,85 @@ mod tests {
             check_outputs("r", &good, &[5, POISON_U64], &[9, 9]),
             vec!["r: 1 of 2 warps wrote no progress"]
         );
+    }
+
+    fn settings() -> ProbeSettings {
+        ProbeSettings {
+            blocks: 2,
+            block_threads: 96,
+            warmup_launches: 1,
+            repeats: 2,
+            budget_cycles: 1000,
+            chains: vec![7],
+            accumulators: vec![1, 2],
+            sink_modes: vec![],
+            sink_accumulators: vec![],
+            mode: crate::model::settings::Mode::Wave,
+        }
+    }
+
+    #[test]
+    fn a_set_lays_its_variants_out_apart_aligned_and_poisoned() {
+        let s = settings();
+        let vs = [
+            Variant::new(7, 2),
+            Variant::new(13, 4).with_sink(crate::model::variant::Sink::C),
+            Variant::new(29, 1),
+        ];
+        let (regions, bytes) = Regions::lay_out(&vs, &s);
+        // Every region of every variant, as byte ranges: aligned, inside, disjoint.
+        let mut ranges: Vec<(usize, usize)> = regions
+            .iter()
+            .flat_map(|r| {
+                [
+                    (r.out, r.out + 4 * r.outputs),
+                    (r.progress, r.progress + 8 * r.warps),
+                    (r.elapsed, r.elapsed + 8 * r.warps),
+                    (r.sm_ids, r.sm_ids + 4 * r.warps),
+                ]
+            })
+            .collect();
+        ranges.sort();
+        for w in ranges.windows(2) {
+            assert!(w[0].1 <= w[1].0, "{:?} overlaps {:?}", w[0], w[1]);
+        }
+        assert!(ranges.iter().all(|&(a, b)| a % 256 == 0 && b <= bytes));
+        assert_eq!(regions[0].outputs, 2 * 96, "one output per thread");
+        assert_eq!(
+            regions[1].outputs,
+            2 * 96 * 4,
+            "sink C stores every partial"
+        );
+        assert_eq!(regions[0].warps, 6);
+
+        let mut image = vec![0u8; bytes];
+        for r in &regions {
+            r.poison(&mut image);
+        }
+        // A launch that wrote nothing reads back as poison everywhere...
+        for r in &regions {
+            let (out, progress, elapsed, sm_ids) = r.read(&image);
+            assert_eq!(out.len(), r.outputs);
+            assert!(out.iter().all(|x| x.to_bits() == POISON_F32));
+            assert!(sm_ids.iter().all(|&x| x == u32::MAX));
+            assert_eq!(
+                check_outputs("t", &out, &progress, &elapsed),
+                vec![
+                    format!("t: {0} of {0} output elements never written", r.outputs),
+                    format!("t: {0} of {0} warps wrote no progress", r.warps),
+                ]
+            );
+        }
+        // ...and what a kernel writes at its offsets is what is read, for that variant only.
+        let r = regions[1];
+        image[r.progress + 8..r.progress + 16].copy_from_slice(&1234u64.to_ne_bytes());
+        image[r.sm_ids + 4..r.sm_ids + 8].copy_from_slice(&77u32.to_ne_bytes());
+        image[r.out..r.out + 4].copy_from_slice(&2.5f32.to_ne_bytes());
+        let (out, progress, _, sm_ids) = r.read(&image);
+        assert_eq!((out[0], progress[1], sm_ids[1]), (2.5, 1234, 77));
+        assert_eq!(progress[0], u64::MAX);
+        let (_, other, _, _) = regions[0].read(&image);
+        assert!(other.iter().all(|&p| p == u64::MAX));
     }
 
     #[test]

@@ -17,8 +17,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Bumped whenever a field changes meaning. 2 added `settings` (and renamed a SASS
-/// summary's `loop_chains` to `loop_partials`); files of schema 1 are still read.
-pub const SCHEMA: u32 = 2;
+/// summary's `loop_chains` to `loop_partials`); 3 added a variant's `launch_timer` (what
+/// timed its `launch_ms`; events in older files). Files of schema 1 and 2 are still read.
+pub const SCHEMA: u32 = 3;
 /// The oldest schema this accprobe reads.
 pub const OLDEST_SCHEMA: u32 = 1;
 
@@ -98,7 +99,8 @@ pub struct Timings {
     pub sass_s: f64,
     /// How the compile cache served it: off, hit, miss or rebuilt.
     pub compile_cache: String,
-    /// Measuring: every launch, poisoning and read-back included.
+    /// Measuring: every launch, poisoning and read-back included (not the device lock,
+    /// the contention checks or the waits between attempts).
     pub gpu_s: f64,
 }
 
@@ -144,6 +146,33 @@ impl SassSummary {
     }
 }
 
+/// What timed a variant's launches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaunchTimer {
+    /// CUDA events around each launch on its stream (they include the launch latency):
+    /// serial mode.
+    #[default]
+    Events,
+    /// The kernel's own `%globaltimer` around its loop, the longest warp of the launch:
+    /// wave mode, where events would make the variants wait for each other.
+    Kernel,
+}
+
+impl LaunchTimer {
+    pub fn is_events(&self) -> bool {
+        *self == LaunchTimer::Events
+    }
+
+    /// How a report names it.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            LaunchTimer::Events => "by CUDA events",
+            LaunchTimer::Kernel => "by the kernel's %globaltimer",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VariantResult {
@@ -170,9 +199,12 @@ pub struct VariantResult {
     /// What the SASS of the kernel that ran shows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sass: Option<SassSummary>,
-    /// Each counted launch's duration by CUDA events, ms.
+    /// Each counted launch's duration, ms, as `launch_timer` took it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub launch_ms: Vec<f64>,
+    /// What timed `launch_ms` (CUDA events when absent: every file before schema 3).
+    #[serde(default, skip_serializing_if = "LaunchTimer::is_events")]
+    pub launch_timer: LaunchTimer,
     /// The SM (`%smid`) of each block of each counted launch: `sm_ids[repeat][block]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sm_ids: Vec<Vec<u32>>,
@@ -205,6 +237,7 @@ impl VariantResult {
             sm_clock_mhz: None,
             sass: None,
             launch_ms: Vec::new(),
+            launch_timer: LaunchTimer::Events,
             sm_ids: Vec::new(),
         }
     }
@@ -677,7 +710,9 @@ mod tests {
         };
         let path = Path::new("r.json");
         assert_eq!(RunResults::from_json(&r.to_json(), path).unwrap(), r);
-        let other = r.to_json().replace("\"schema\": 2", "\"schema\": 99");
+        let other = r
+            .to_json()
+            .replace(&format!("\"schema\": {SCHEMA}"), "\"schema\": 99");
         let e = RunResults::from_json(&other, path).unwrap_err();
         assert!(e.to_string().contains("schema 99"), "{e}");
         let e = RunResults::from_json("{\n  \"schema\": 2,\n  \"bogus\": 2\n}", path).unwrap_err();

@@ -790,7 +790,8 @@ fn duration(r: &VariantResult, profile: &Profile, results: &RunResults) -> Outco
         .unwrap_or(expected);
     let rel = median / expected - 1.0;
     let text = format!(
-        "{n} launches, median {median:.4} ms vs budget / SM clock = {expected:.4} ms at {mhz:.0} MHz: {} (tolerance ±{:.1}%; worst launch {worst:.4} ms, {})",
+        "{n} launches {}, median {median:.4} ms vs budget / SM clock = {expected:.4} ms at {mhz:.0} MHz: {} (tolerance ±{:.1}%; worst launch {worst:.4} ms, {})",
+        r.launch_timer.describe(),
         pct(rel),
         val.duration_tolerance * 100.0,
         pct(worst / expected - 1.0)
