@@ -21,6 +21,7 @@ pub mod measure;
 pub mod model;
 pub mod report;
 pub mod toolchains;
+pub mod trace;
 pub mod verdict;
 
 pub use error::{Error, Result};

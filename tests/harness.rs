@@ -806,6 +806,7 @@ fn malformed_device_lists_and_flags_are_configuration_errors_before_the_driver_l
             "expected 1, true or yes",
         ),
         ("ACCPROBE_LOCK_TIMEOUT", "abc", "is not a number of seconds"),
+        ("ACCPROBE_TRACE", "sometimes", "expected 1, true or yes"),
     ] {
         let out = run_child(child_command("main", &sb.dir, &[]).env(var, value));
         assert_eq!(out.code, Some(2), "{var}={value}: {}", out.stderr);
@@ -816,6 +817,48 @@ fn malformed_device_lists_and_flags_are_configuration_errors_before_the_driver_l
         );
         assert!(!sb.paths().junit.exists(), "nothing ran");
     }
+}
+
+#[test]
+fn trace_marks_say_where_the_time_goes_only_when_asked() {
+    let sb = Sandbox::new("trace", &["documented"]);
+    let traced = run_child(child_command("main", &sb.dir, &[]).env("ACCPROBE_TRACE", "1"));
+    assert_eq!(traced.code, Some(0), "{}", traced.stderr);
+    let marks: Vec<&str> = traced
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("accprobe: trace "))
+        .collect();
+    assert!(
+        marks.iter().any(|l| l.ends_with("s: 1 profile(s) loaded")),
+        "{}",
+        traced.stderr
+    );
+    // Each mark gives the seconds since the start of the process.
+    let seconds: Vec<f64> = marks
+        .iter()
+        .map(|l| {
+            l["accprobe: trace ".len()..]
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert!(
+        seconds
+            .iter()
+            .all(|x| x.is_finite() && *x >= 0.0 && *x < 600.0),
+        "{marks:?}"
+    );
+    let plain = run_child(&mut child_command("main", &sb.dir, &[]));
+    assert_eq!(plain.code, Some(0), "{}", plain.stderr);
+    assert!(
+        !plain.stderr.contains("accprobe: trace"),
+        "{}",
+        plain.stderr
+    );
 }
 
 #[test]

@@ -48,7 +48,7 @@ use shared::{DeviceRecord, Published, RunShare};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::ExitCode;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 /// The name and JUnit suite of the case that fails a run that requires a GPU and has none.
@@ -301,15 +301,11 @@ fn required_reason(sessions: &[Arc<GpuSession>]) -> Option<String> {
     (!reasons.is_empty()).then(|| reasons.join("; "))
 }
 
-/// When the process started, for the timing lines on stderr.
-static STARTED: OnceLock<Instant> = OnceLock::new();
-
-/// Prints how long the process has run, at a named point (stderr; not with --list).
+/// Prints how long the process has run, at a named point (stderr; not with --list; only
+/// from [`main_with`], which starts the clock).
 fn mark(args: &Arguments, what: &str) {
-    if !args.list {
-        if let Some(t) = STARTED.get() {
-            eprintln!("accprobe: {what} at {:.3} s", t.elapsed().as_secs_f64());
-        }
+    if !args.list && crate::trace::started() {
+        eprintln!("accprobe: {what} at {:.3} s", crate::trace::elapsed());
     }
 }
 
@@ -330,7 +326,10 @@ pub fn main() -> ExitCode {
 /// `ACCPROBE_DEVICE`) exit 2 before the CUDA driver is loaded; a device ordinal out of
 /// range exits 2 as soon as the device count is known.
 pub fn main_with(args: Arguments) -> u8 {
-    let _ = STARTED.set(Instant::now());
+    if let Err(e) = crate::trace::start() {
+        eprintln!("error: {e}");
+        return 2;
+    }
     device::prepare_process_environment();
     install_interrupt_handler();
     let options = match RunOptions::from_env() {
@@ -568,6 +567,7 @@ fn run_with(
     let mut suites = Vec::new();
 
     let (profiles, load_errors) = catalog::load_dir(&paths.expectations);
+    crate::trace::mark(format!("{} profile(s) loaded", profiles.len()));
     if !load_errors.is_empty() {
         suites.push(SuiteInfo {
             name: "expectations".into(),

@@ -204,6 +204,18 @@ impl NvmlMonitor {
     }
 }
 
+/// Loads and initialises NVML on a thread of its own, so that the first contention check
+/// does not wait for it (it runs while the CUDA driver starts).
+pub fn start_nvml() {
+    std::thread::spawn(|| {
+        let ok = nvml().is_ok();
+        crate::trace::mark(format!(
+            "NVML {}",
+            if ok { "ready" } else { "not available" }
+        ));
+    });
+}
+
 /// NVML, initialised once per process at first use, or why it is not there.
 fn nvml() -> Result<&'static nvml_wrapper::Nvml, String> {
     static NVML: OnceLock<Result<nvml_wrapper::Nvml, String>> = OnceLock::new();

@@ -10,18 +10,15 @@ use crate::model::gpu::{Environment, GpuIdentity};
 use cudarc::driver::{sys, CudaContext};
 use std::sync::Arc;
 
-/// Hardware work queues the driver opens per context; the default, 8, lets at most 8
-/// kernels run at once, too few for a wave of the whole matrix. 32 is the most it allows.
-pub const CONNECTIONS_ENV: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
-
 /// Sets what the process needs before the CUDA driver and NVRTC start: no compute cache
-/// (so ptxas reports), 32 connections (so waves run concurrently), unless the user set
-/// them. Call before any thread starts: it edits the environment.
+/// (so ptxas reports). Call before any thread starts: it edits the environment.
+///
+/// It leaves `CUDA_DEVICE_MAX_CONNECTIONS` (the hardware queues a context opens) at the
+/// driver's default of 8: a wave needs no more, since nothing in it waits between launches
+/// (see [`crate::measure::LoadedMatrix::measure_set`]), and 32 queues cost the H200 about
+/// 0.4 s more to create the context and 0.3 s more to release it (docs/speed.md).
 pub fn prepare_process_environment() {
     crate::compile::disable_compute_cache();
-    if std::env::var_os(CONNECTIONS_ENV).is_none() {
-        std::env::set_var(CONNECTIONS_ENV, "32");
-    }
 }
 
 /// Environment variable choosing the device ordinal (default 0).
@@ -42,12 +39,11 @@ pub struct Device {
 /// Finds the GPU, or says why there is none: the reason GPU cases are ignored with.
 pub fn detect() -> Result<Device, GpuError> {
     let named = selection_from_env()?;
-    let count = driver_ready()?;
-    let ordinal = match named {
-        Some(o) => check_range(&o, count)?.first().copied().unwrap_or(0),
-        None => 0,
-    };
-    open(ordinal)
+    let devices = start(|count| match &named {
+        Some(o) => Ok(check_range(o, count)?.into_iter().take(1).collect()),
+        None => Ok(vec![0]),
+    })?;
+    devices.into_iter().next().ok_or(GpuError::NoDevice)
 }
 
 /// Environment variable naming the devices the suite tests: `0,2` (default: all).
@@ -59,12 +55,57 @@ pub const DEVICES_ENV: &str = "ACCPROBE_DEVICES";
 /// of range one as soon as the device count is known.
 pub fn detect_all() -> Result<Vec<Device>, GpuError> {
     let named = selection_from_env()?;
+    start(|count| match &named {
+        Some(o) => check_range(o, count),
+        None => Ok((0..count).collect()),
+    })
+}
+
+/// Starts CUDA on the devices `choose` picks from the device count, doing in parallel
+/// what does not depend on each other: loading NVRTC (and reading its version) and NVML
+/// (for the contention checks) while the driver initialises, and one context per device,
+/// each on a thread of its own.
+fn start(
+    choose: impl FnOnce(usize) -> Result<Vec<usize>, GpuError>,
+) -> Result<Vec<Device>, GpuError> {
+    libraries_present()?;
+    let nvrtc = std::thread::spawn(|| {
+        let v = crate::compile::nvrtc_version()
+            .map_err(|e| GpuError::Init(format!("cannot read the NVRTC version: {e}")));
+        crate::trace::mark("NVRTC loaded");
+        v
+    });
+    crate::measure::contention::start_nvml();
     let count = driver_ready()?;
-    let ordinals = match named {
-        Some(o) => check_range(&o, count)?,
-        None => (0..count).collect(),
-    };
-    ordinals.into_iter().map(open).collect()
+    crate::trace::mark(format!("CUDA driver initialised ({count} device(s))"));
+    let ordinals = choose(count)?;
+    let opened: Vec<Result<Device, GpuError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ordinals
+            .iter()
+            .map(|&o| scope.spawn(move || open(o)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(GpuError::Init("a thread opening a device panicked".into()))
+                })
+            })
+            .collect()
+    });
+    // A device that cannot be used says more than NVRTC's state: its error comes first.
+    let mut devices = opened
+        .into_iter()
+        .collect::<Result<Vec<Device>, GpuError>>()?;
+    let nvrtc_version = nvrtc.join().unwrap_or_else(|_| {
+        Err(GpuError::Init(
+            "libnvrtc could not be used (the thread loading it panicked)".into(),
+        ))
+    })?;
+    for d in &mut devices {
+        d.nvrtc_version = nvrtc_version.clone();
+    }
+    Ok(devices)
 }
 
 /// The ordinals `ACCPROBE_DEVICES` (or else `ACCPROBE_DEVICE`) names, syntax checked
@@ -120,14 +161,19 @@ pub fn parse_ordinals(text: &str, count: usize) -> Result<Vec<usize>, GpuError> 
     check_range(&ordinals, count)
 }
 
-/// Checks libcuda and libnvrtc, initialises the driver and counts devices.
-fn driver_ready() -> Result<usize, GpuError> {
+/// Checks that libcuda and libnvrtc can be loaded (cudarc panics on a missing library).
+fn libraries_present() -> Result<(), GpuError> {
     if !unsafe { sys::is_culib_present() } {
         return Err(GpuError::NoDriver);
     }
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         return Err(GpuError::NoNvrtc);
     }
+    Ok(())
+}
+
+/// Initialises the driver and counts devices ([`libraries_present`] first).
+fn driver_ready() -> Result<usize, GpuError> {
     cudarc::driver::result::init().map_err(|e| GpuError::Init(format!("cuInit failed: {e}")))?;
     let count = CudaContext::device_count()
         .map_err(|e| GpuError::Init(format!("cannot count CUDA devices: {e}")))?;
@@ -161,8 +207,7 @@ fn open(ordinal: usize) -> Result<Device, GpuError> {
     unsafe { sys::cuDriverGetVersion(&mut api) }
         .result()
         .map_err(|e| GpuError::Device(format!("cuDriverGetVersion failed: {e}")))?;
-    let nvrtc_version = crate::compile::nvrtc_version()
-        .map_err(|e| GpuError::Init(format!("cannot read the NVRTC version: {e}")))?;
+    crate::trace::mark(format!("context on device {ordinal} ready"));
     Ok(Device {
         ordinal,
         identity: GpuIdentity {
@@ -174,7 +219,8 @@ fn open(ordinal: usize) -> Result<Device, GpuError> {
         sm_count,
         sm_clock_rated_mhz,
         cuda_driver_api: format!("{}.{}", api / 1000, (api % 1000) / 10),
-        nvrtc_version,
+        // Read once for all devices, on its own thread (see `start`).
+        nvrtc_version: String::new(),
     })
 }
 

@@ -365,6 +365,21 @@ impl GpuSession {
         c
     }
 
+    /// `target.measure`, its time added to the GPU seconds (which leave out the lock, the
+    /// contention checks and the waits between attempts).
+    fn timed_measure(
+        &self,
+        target: &Arc<dyn Target>,
+        batch: &[Variant],
+        all: &[Variant],
+    ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
+        let start = Instant::now();
+        let rs = target.measure(batch, &self.profile.probe, all);
+        *self.gpu_seconds.lock().unwrap_or_else(|e| e.into_inner()) +=
+            start.elapsed().as_secs_f64();
+        rs
+    }
+
     /// Measures `batch` with the checks around it: while a check finds other work on the
     /// GPU or slowed clocks, waits and measures again (at most `retries` times; a
     /// disturbance already seen before measuring postpones the measurement instead);
@@ -375,9 +390,8 @@ impl GpuSession {
         batch: &[Variant],
         all: &[Variant],
     ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
-        let settings = &self.profile.probe;
         let Some(monitor) = self.guard.monitor.clone() else {
-            return target.measure(batch, settings, all);
+            return self.timed_measure(target, batch, all);
         };
         let retries = self.guard.retries;
         let mut attempt = 0;
@@ -388,8 +402,15 @@ impl GpuSession {
             let outcome = if !early.is_clean() && !last {
                 None
             } else {
-                let rs = target.measure(batch, settings, all)?;
+                crate::trace::mark(format!("{}: checked, measuring", self.device_label()));
+                let rs = self.timed_measure(target, batch, all)?;
+                crate::trace::mark(format!(
+                    "{}: {} variant(s) measured",
+                    self.device_label(),
+                    batch.len()
+                ));
                 let after = self.check(monitor.as_ref());
+                crate::trace::mark(format!("{}: checked again", self.device_label()));
                 Some((rs, self.classify_pair(before.as_ref(), after.as_ref())))
             };
             match outcome {
@@ -481,8 +502,8 @@ impl GpuSession {
         if !missing.is_empty() {
             // Waiting for another process is not GPU time.
             self.take_lock()?;
+            crate::trace::mark(format!("{}: device lock taken", self.device_label()));
         }
-        let measuring = Instant::now();
         if !missing.is_empty() {
             // In wave mode, one wave for everything this run will need (the planned set),
             // so that later cases find their variants measured.
@@ -515,8 +536,6 @@ impl GpuSession {
                 Err(e) => broken.push(format!("{v}: {e}")),
             }
         }
-        *self.gpu_seconds.lock().unwrap_or_else(|e| e.into_inner()) +=
-            measuring.elapsed().as_secs_f64();
         if !broken.is_empty() {
             // A sticky error (an illegal address, say) leaves the context unusable: the
             // cases after this one then fail with this cause instead of running.

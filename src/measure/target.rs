@@ -119,7 +119,13 @@ impl CudaTarget {
                 sass_seconds: compiled.sass_seconds,
                 cache: cache.to_string(),
             });
-            LoadedMatrix::load(&self.device, compiled)
+            crate::trace::mark(format!(
+                "device {}: compiled (cache {cache}: NVRTC {:.3} s, SASS {:.3} s)",
+                self.device.ordinal, compiled.nvrtc_seconds, compiled.sass_seconds
+            ));
+            let loaded = LoadedMatrix::load(&self.device, compiled);
+            crate::trace::mark(format!("device {}: CUBIN loaded", self.device.ordinal));
+            loaded
         });
         p.as_ref().map_err(|e| match e {
             GpuError::Compile(_) => e.clone(),

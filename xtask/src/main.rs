@@ -371,6 +371,10 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
+    if let Err(e) = accprobe::trace::start() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     accprobe::measure::device::prepare_process_environment();
     let cli = Cli::parse();
     let result = run(&cli);
