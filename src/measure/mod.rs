@@ -2,7 +2,7 @@
 //! warm-up launches, then counted repeats, each with poisoned outputs that are checked
 //! afterwards, each timed with CUDA events and tagged with the SMs its blocks ran on.
 //!
-//! Two modes, one engine ([`LoadedMatrix::measure_set`]): **serial** runs one variant at a
+//! Two modes, one engine (`LoadedMatrix::run`): **serial** runs one variant at a
 //! time, each launch timed by CUDA events; **wave** launches every variant of a set at
 //! once, one stream each (one block each lands on its own SM), repeats as successive
 //! waves, and times each launch by the kernel's own `%globaltimer` (events would hold
@@ -75,7 +75,7 @@ impl Regions {
                     sm_ids: align(at + 4 * outputs) + 2 * align(8 * warps),
                     warps,
                 };
-                at = r.sm_ids + align(4 * warps);
+                at = r.end();
                 r
             })
             .collect();
@@ -93,14 +93,22 @@ impl Regions {
         image[self.sm_ids..self.sm_ids + 4 * self.warps].fill(0xFF);
     }
 
-    /// One launch's outputs, progress, timers and SM ids out of the set's read-back.
-    fn read(&self, back: &[u8]) -> (Vec<f32>, Vec<u64>, Vec<u64>, Vec<u32>) {
+    /// Where the variant's last region ends (its regions are contiguous from `out`).
+    fn end(&self) -> usize {
+        self.sm_ids + (4 * self.warps).div_ceil(256) * 256
+    }
+
+    /// One launch's outputs, progress, timers and SM ids out of a read-back that starts at
+    /// byte `base` of the set's layout.
+    fn read(&self, back: &[u8], base: usize) -> (Vec<f32>, Vec<u64>, Vec<u64>, Vec<u32>) {
         let words = |at: usize, n: usize, size: usize| {
-            back[at..at + n * size].chunks_exact(size).map(move |c| {
-                let mut b = [0u8; 8];
-                b[..size].copy_from_slice(c);
-                u64::from_ne_bytes(b)
-            })
+            back[at - base..at - base + n * size]
+                .chunks_exact(size)
+                .map(move |c| {
+                    let mut b = [0u8; 8];
+                    b[..size].copy_from_slice(c);
+                    u64::from_ne_bytes(b)
+                })
         };
         (
             words(self.out, self.outputs, 4)
@@ -122,29 +130,29 @@ struct SetMemory {
     device: sys::CUdeviceptr,
     /// The poison image, copied to the device before each launch.
     poison: *mut u8,
-    /// One read-back per launch, one after another.
-    back: *mut u8,
     bytes: usize,
-    launches: usize,
+    /// Every wave's read-back, one after another.
+    back: *mut u8,
+    back_bytes: usize,
 }
 
 impl SetMemory {
-    fn new(ctx: &Arc<CudaContext>, image: &[u8], launches: usize) -> Result<SetMemory, GpuError> {
+    fn new(ctx: &Arc<CudaContext>, image: &[u8], back_bytes: usize) -> Result<SetMemory, GpuError> {
         let bytes = image.len();
         let mut m = SetMemory {
             ctx: ctx.clone(),
             device: 0,
             poison: std::ptr::null_mut(),
-            back: std::ptr::null_mut(),
             bytes,
-            launches,
+            back: std::ptr::null_mut(),
+            back_bytes,
         };
         unsafe {
             m.device = result::malloc_sync(bytes).map_err(cuda("allocating buffers"))?;
             m.poison =
                 result::malloc_host(bytes, 0).map_err(cuda("allocating host buffers"))? as *mut u8;
-            m.back = result::malloc_host(bytes * launches, 0)
-                .map_err(cuda("allocating host buffers"))? as *mut u8;
+            m.back = result::malloc_host(back_bytes, 0).map_err(cuda("allocating host buffers"))?
+                as *mut u8;
             std::slice::from_raw_parts_mut(m.poison, bytes).copy_from_slice(image);
         }
         Ok(m)
@@ -154,16 +162,16 @@ impl SetMemory {
         unsafe { std::slice::from_raw_parts(self.poison, self.bytes) }
     }
 
-    /// The read-back of `launch`, to copy into (the device writes it).
-    fn back_mut(&mut self, launch: usize) -> &mut [u8] {
-        assert!(launch < self.launches);
-        unsafe { std::slice::from_raw_parts_mut(self.back.add(launch * self.bytes), self.bytes) }
+    /// `len` bytes of the read-back at `at`, to copy into (the device writes them).
+    fn back_mut(&mut self, at: usize, len: usize) -> &mut [u8] {
+        assert!(at + len <= self.back_bytes);
+        unsafe { std::slice::from_raw_parts_mut(self.back.add(at), len) }
     }
 
-    /// The read-back of `launch`, once the context was synchronised.
-    fn back(&self, launch: usize) -> &[u8] {
-        assert!(launch < self.launches);
-        unsafe { std::slice::from_raw_parts(self.back.add(launch * self.bytes), self.bytes) }
+    /// `len` bytes of the read-back at `at`, once the context was synchronised.
+    fn back(&self, at: usize, len: usize) -> &[u8] {
+        assert!(at + len <= self.back_bytes);
+        unsafe { std::slice::from_raw_parts(self.back.add(at), len) }
     }
 
     fn at(&self, offset: usize) -> u64 {
@@ -187,6 +195,16 @@ impl Drop for SetMemory {
             }
         }
     }
+}
+
+/// How the launches of a set are grouped into waves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Schedule {
+    /// Each wave launches every variant (wave mode).
+    Together,
+    /// Each wave is one launch of one variant; all of a variant's launches, then the
+    /// next variant's (serial mode).
+    OneByOne,
 }
 
 /// One variant of a set: its kernel, stream and what its launches gave.
@@ -222,23 +240,62 @@ impl LoadedMatrix {
         &self.compiled
     }
 
-    /// Serial mode: one variant at a time, each launch timed by CUDA events.
-    pub fn measure(&self, v: Variant, s: &ProbeSettings) -> Result<VariantResult, GpuError> {
-        let mut rs = self.measure_set(&[v], s, LaunchTimer::Events)?;
-        rs.pop()
-            .ok_or_else(|| GpuError::Variant(format!("{v} gave no result")))
+    /// Serial mode: one variant at a time (all its launches, then the next variant's),
+    /// each launch timed by CUDA events. A variant that cannot be prepared (not in the
+    /// CUBIN, no ptxas report) gets its own error; the others are measured.
+    pub fn measure_serial(
+        &self,
+        vs: &[Variant],
+        s: &ProbeSettings,
+    ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
+        let launches = (s.warmup_launches + s.repeats) as usize;
+        let (regions, _) = Regions::lay_out(vs, s);
+        let mut slots = Vec::new();
+        let mut outcome: Vec<Option<Result<VariantResult, GpuError>>> = Vec::new();
+        for (&v, &r) in vs.iter().zip(&regions) {
+            match self.slot(v, r, LaunchTimer::Events, launches) {
+                Ok(slot) => {
+                    slots.push(slot);
+                    outcome.push(None);
+                }
+                Err(e) => outcome.push(Some(Err(e))),
+            }
+        }
+        let mut measured = self
+            .run(vs, slots, s, LaunchTimer::Events, Schedule::OneByOne)?
+            .into_iter();
+        Ok(outcome
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    measured.next().map(Ok).unwrap_or_else(|| {
+                        Err(GpuError::Variant("the serial run gave no result".into()))
+                    })
+                })
+            })
+            .collect())
     }
 
     /// Wave mode: every variant at once, one stream each, each launch timed by the kernel.
+    /// A variant that fails to prepare or launch fails the whole wave: the GPU state is
+    /// then unknown for all of them.
     pub fn measure_wave(
         &self,
         vs: &[Variant],
         s: &ProbeSettings,
     ) -> Result<Vec<VariantResult>, GpuError> {
-        self.measure_set(vs, s, LaunchTimer::Kernel)
+        let launches = (s.warmup_launches + s.repeats) as usize;
+        let (regions, _) = Regions::lay_out(vs, s);
+        let slots = vs
+            .iter()
+            .zip(&regions)
+            .map(|(&v, &r)| self.slot(v, r, LaunchTimer::Kernel, launches))
+            .collect::<Result<Vec<Slot>, GpuError>>()?;
+        self.run(vs, slots, s, LaunchTimer::Kernel, Schedule::Together)
     }
 
-    /// Runs `vs` together, `warmup_launches + repeats` launches each, as successive waves:
+    /// Runs `slots` (laid out for `vs`), `warmup_launches + repeats` launches each, as
+    /// successive waves of the `schedule`:
     ///
     /// ```text
     /// copy stream:     poison ─ ready ┐                      ┌ wait done (each) ─ read back ─ poison ─ ...
@@ -246,24 +303,45 @@ impl LoadedMatrix {
     /// variant streams:                         kernel ─ done ┘
     /// ```
     ///
-    /// One allocation holds every variant's buffers, poisoned by one copy and read back by
-    /// one copy per wave into page-locked memory; the host queues the end of a wave and
-    /// the poison of the next while the wave runs, and checks the read-backs once the last
-    /// wave finished. A variant that fails to prepare or launch fails the whole set: the
-    /// GPU state is then unknown for all of them.
-    pub fn measure_set(
+    /// One allocation holds every variant's buffers; a wave's variants are poisoned by one
+    /// copy and read back by one copy into page-locked memory. The host queues the end of
+    /// a wave and the poison of the next while the wave runs, and checks the read-backs
+    /// once the last wave finished.
+    fn run(
         &self,
         vs: &[Variant],
+        mut slots: Vec<Slot>,
         s: &ProbeSettings,
         timer: LaunchTimer,
+        schedule: Schedule,
     ) -> Result<Vec<VariantResult>, GpuError> {
+        if slots.is_empty() {
+            return Ok(Vec::new());
+        }
         let launches = (s.warmup_launches + s.repeats) as usize;
         let (regions, bytes) = Regions::lay_out(vs, s);
         let mut image = vec![0u8; bytes];
         for r in &regions {
             r.poison(&mut image);
         }
-        let mut memory = SetMemory::new(&self.ctx, &image, launches)?;
+        // Each wave: its slots, the launch it is, and the bytes it poisons and reads back.
+        let waves: Vec<(std::ops::Range<usize>, usize)> = match schedule {
+            Schedule::Together => (0..launches).map(|l| (0..slots.len(), l)).collect(),
+            Schedule::OneByOne => (0..slots.len())
+                .flat_map(|i| (0..launches).map(move |l| (i..i + 1, l)))
+                .collect(),
+        };
+        let spans: Vec<(usize, usize)> = waves
+            .iter()
+            .map(|(range, _)| {
+                (
+                    slots[range.start].regions.out,
+                    slots[range.end - 1].regions.end(),
+                )
+            })
+            .collect();
+        let back_bytes = spans.iter().map(|(lo, hi)| hi - lo).sum();
+        let mut memory = SetMemory::new(&self.ctx, &image, back_bytes)?;
         let device = memory.device;
         let copies = self.ctx.new_stream().map_err(cuda("creating a stream"))?;
         let untimed = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
@@ -271,19 +349,23 @@ impl LoadedMatrix {
             .ctx
             .new_event(untimed)
             .map_err(cuda("creating events"))?;
-        let mut slots = Vec::with_capacity(vs.len());
-        for (&v, &r) in vs.iter().zip(&regions) {
-            slots.push(self.slot(v, r, timer, launches)?);
-        }
         let cfg = LaunchConfig {
             grid_dim: (s.blocks, 1, 1),
             block_dim: (s.block_threads, 1, 1),
             shared_mem_bytes: 0,
         };
         let budget = s.budget_cycles as i64;
-        for launch in 0..launches {
-            unsafe { result::memcpy_htod_async(device, memory.poison(), copies.cu_stream()) }
-                .map_err(cuda("poisoning outputs"))?;
+        let mut at = 0;
+        let mut read_at = Vec::with_capacity(waves.len());
+        for ((range, launch), &(lo, hi)) in waves.iter().zip(&spans) {
+            unsafe {
+                result::memcpy_htod_async(
+                    device + lo as u64,
+                    &memory.poison()[lo..hi],
+                    copies.cu_stream(),
+                )
+            }
+            .map_err(cuda("poisoning outputs"))?;
             ready.record(&copies).map_err(cuda("recording an event"))?;
             // The host waits for the poison (and so for the wave before), then launches:
             // the kernels start as they are queued, microseconds apart. Released together
@@ -295,10 +377,10 @@ impl LoadedMatrix {
             // Every launch of the wave is queued before any `done`: an event waits in its
             // hardware queue for the work before it, and would hold back the launches
             // queued behind it.
-            for slot in slots.iter_mut() {
+            for slot in &mut slots[range.clone()] {
                 let st = slot.stream.clone();
                 st.wait(&ready).map_err(cuda("waiting for an event"))?;
-                if let Some((begin, _)) = slot.events.get(launch) {
+                if let Some((begin, _)) = slot.events.get(*launch) {
                     begin.record(&st).map_err(cuda("recording an event"))?;
                 }
                 let r = slot.regions;
@@ -317,11 +399,11 @@ impl LoadedMatrix {
                     .arg(&elapsed)
                     .arg(&sm_ids);
                 unsafe { b.launch(cfg) }.map_err(cuda(&format!("launching {}", slot.v)))?;
-                if let Some((_, end)) = slot.events.get(launch) {
+                if let Some((_, end)) = slot.events.get(*launch) {
                     end.record(&st).map_err(cuda("recording an event"))?;
                 }
             }
-            for slot in &slots {
+            for slot in &slots[range.clone()] {
                 slot.done
                     .record(&slot.stream)
                     .map_err(cuda("recording an event"))?;
@@ -330,23 +412,30 @@ impl LoadedMatrix {
                     .map_err(cuda("waiting for an event"))?;
             }
             unsafe {
-                result::memcpy_dtoh_async(memory.back_mut(launch), device, copies.cu_stream())
+                result::memcpy_dtoh_async(
+                    memory.back_mut(at, hi - lo),
+                    device + lo as u64,
+                    copies.cu_stream(),
+                )
             }
             .map_err(cuda("reading outputs"))?;
+            read_at.push(at);
+            at += hi - lo;
         }
         copies
             .synchronize()
-            .map_err(cuda(&format!("running {} variant(s)", vs.len())))?;
-        for launch in 0..launches {
-            for slot in slots.iter_mut() {
-                let ms = match slot.events.get(launch) {
+            .map_err(cuda(&format!("running {} variant(s)", slots.len())))?;
+        for (((range, launch), &at), &(lo, hi)) in waves.iter().zip(&read_at).zip(&spans) {
+            let back = memory.back(at, hi - lo);
+            for slot in &mut slots[range.clone()] {
+                let ms = match slot.events.get(*launch) {
                     Some((begin, end)) => {
                         Some(begin.elapsed_ms(end).map_err(cuda("reading event times"))? as f64)
                     }
                     None => None,
                 };
-                let back = slot.regions.read(memory.back(launch));
-                Self::finish(slot, s, launch as u32, back, ms);
+                let values = slot.regions.read(back, lo);
+                Self::finish(slot, s, *launch as u32, values, ms);
             }
         }
         drop(memory);
@@ -597,7 +686,7 @@ mod tests {
         }
         // A launch that wrote nothing reads back as poison everywhere...
         for r in &regions {
-            let (out, progress, elapsed, sm_ids) = r.read(&image);
+            let (out, progress, elapsed, sm_ids) = r.read(&image, 0);
             assert_eq!(out.len(), r.outputs);
             assert!(out.iter().all(|x| x.to_bits() == POISON_F32));
             assert!(sm_ids.iter().all(|&x| x == u32::MAX));
@@ -614,10 +703,10 @@ mod tests {
         image[r.progress + 8..r.progress + 16].copy_from_slice(&1234u64.to_ne_bytes());
         image[r.sm_ids + 4..r.sm_ids + 8].copy_from_slice(&77u32.to_ne_bytes());
         image[r.out..r.out + 4].copy_from_slice(&2.5f32.to_ne_bytes());
-        let (out, progress, _, sm_ids) = r.read(&image);
+        let (out, progress, _, sm_ids) = r.read(&image, 0);
         assert_eq!((out[0], progress[1], sm_ids[1]), (2.5, 1234, 77));
         assert_eq!(progress[0], u64::MAX);
-        let (_, other, _, _) = regions[0].read(&image);
+        let (_, other, _, _) = regions[0].read(&image, 0);
         assert!(other.iter().all(|&p| p == u64::MAX));
     }
 

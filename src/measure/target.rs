@@ -166,10 +166,7 @@ impl Target for CudaTarget {
                     .map(|_| Err(GpuError::Variant(format!("the wave failed: {e}"))))
                     .collect()),
             },
-            Mode::Serial => Ok(variants
-                .iter()
-                .map(|&v| probe.measure(v, settings))
-                .collect()),
+            Mode::Serial => probe.measure_serial(variants, settings),
         }
     }
 
