@@ -129,6 +129,29 @@ fn cache_hits_rebuilds_and_keys() -> Result<Completion, Failed> {
     {
         return Err("options or source do not change the key".into());
     }
+    // Two devices of one architecture compile at once: one compiles, the other reads
+    // what it wrote.
+    let _ = std::fs::remove_dir_all(&dir);
+    let uses: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..2)
+            .map(|_| scope.spawn(|| compile_cached(variants, &options, Some(&dir))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(Ok((_, u))) => u.to_string(),
+                Ok(Err(e)) => format!("error: {e}"),
+                Err(_) => "panicked".to_string(),
+            })
+            .collect()
+    });
+    let mut sorted = uses.clone();
+    sorted.sort();
+    if sorted != ["hit", "miss"] {
+        return Err(
+            format!("two compiles at once: {uses:?}, expected one miss and one hit").into(),
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(Completion::Completed)
 }

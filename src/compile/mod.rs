@@ -421,6 +421,18 @@ fn write_entry(dir: &Path, c: &Compiled) -> std::io::Result<()> {
     std::fs::rename(&tmp, dir)
 }
 
+/// This process's lock for one cache entry.
+fn entry_lock(key: &str) -> std::sync::Arc<std::sync::Mutex<()>> {
+    static LOCKS: std::sync::Mutex<BTreeMap<String, std::sync::Arc<std::sync::Mutex<()>>>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    LOCKS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(key.to_string())
+        .or_default()
+        .clone()
+}
+
 /// [`compile`] through a cache folder: a hit compiles nothing; a corrupt or unreadable
 /// entry is never trusted, but compiled again and replaced.
 pub fn compile_cached(
@@ -432,6 +444,10 @@ pub fn compile_cached(
         return Ok((compile(variants, options)?, CacheUse::Off));
     };
     let key = cache_key(variants, options, &nvrtc_version()?);
+    // Two devices of one architecture ask for the same entry at once: the second waits
+    // for the first and reads what it wrote, instead of compiling it a second time.
+    let same_entry = entry_lock(&key);
+    let _compiling = same_entry.lock().unwrap_or_else(|e| e.into_inner());
     let dir = root.join(&key);
     let status = if dir.exists() {
         match read_entry(&dir) {
