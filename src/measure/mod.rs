@@ -248,6 +248,7 @@ impl LoadedMatrix {
         vs: &[Variant],
         s: &ProbeSettings,
     ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
+        crate::trace::mark(format!("preparing {} variant(s), one at a time", vs.len()));
         let launches = (s.warmup_launches + s.repeats) as usize;
         let (regions, _) = Regions::lay_out(vs, s);
         let mut slots = Vec::new();
@@ -284,6 +285,7 @@ impl LoadedMatrix {
         vs: &[Variant],
         s: &ProbeSettings,
     ) -> Result<Vec<VariantResult>, GpuError> {
+        crate::trace::mark(format!("preparing a wave of {} variant(s)", vs.len()));
         let launches = (s.warmup_launches + s.repeats) as usize;
         let (regions, _) = Regions::lay_out(vs, s);
         let slots = vs
@@ -302,6 +304,8 @@ impl LoadedMatrix {
     /// host:                           └ wait ─ launch each ┐ │
     /// variant streams:                         kernel ─ done ┘
     /// ```
+    ///
+    /// The host waits for `ready`, so the variant streams need not.
     ///
     /// One allocation holds every variant's buffers; a wave's variants are poisoned by one
     /// copy and read back by one copy into page-locked memory. The host queues the end of
@@ -355,6 +359,11 @@ impl LoadedMatrix {
             shared_mem_bytes: 0,
         };
         let budget = s.budget_cycles as i64;
+        crate::trace::mark(format!(
+            "{} variant(s) set up: {bytes} bytes, {} wave(s)",
+            slots.len(),
+            waves.len()
+        ));
         let mut at = 0;
         let mut read_at = Vec::with_capacity(waves.len());
         for ((range, launch), &(lo, hi)) in waves.iter().zip(&spans) {
@@ -377,9 +386,10 @@ impl LoadedMatrix {
             // Every launch of the wave is queued before any `done`: an event waits in its
             // hardware queue for the work before it, and would hold back the launches
             // queued behind it.
+            // No stream waits on `ready`: the host saw it complete, so the poison is
+            // written before any of these launches is queued.
             for slot in &mut slots[range.clone()] {
                 let st = slot.stream.clone();
-                st.wait(&ready).map_err(cuda("waiting for an event"))?;
                 if let Some((begin, _)) = slot.events.get(*launch) {
                     begin.record(&st).map_err(cuda("recording an event"))?;
                 }
@@ -425,6 +435,7 @@ impl LoadedMatrix {
         copies
             .synchronize()
             .map_err(cuda(&format!("running {} variant(s)", slots.len())))?;
+        crate::trace::mark("last wave read back");
         for (((range, launch), &at), &(lo, hi)) in waves.iter().zip(&read_at).zip(&spans) {
             let back = memory.back(at, hi - lo);
             for slot in &mut slots[range.clone()] {
@@ -439,6 +450,7 @@ impl LoadedMatrix {
             }
         }
         drop(memory);
+        crate::trace::mark("read-backs checked, memory freed");
         Ok(slots
             .into_iter()
             .map(|x| Self::close(x, s, timer))
