@@ -5,13 +5,13 @@
 
 GitHub (ci/github/accprobe.yml): every job that runs on a self-hosted runner is kept from
 forks' pull requests and sets ACCPROBE_REQUIRE_GPU=1; the host job runs fmt, clippy and
-the tests; both publish JUnit; the GPU job keeps results, ptxas log, CUBIN and JUnit; a
+the tests; both publish JUnit; the GPU job keeps results, ptxas log, CUBIN and JUnit and the compile cache; a
 cargo cache is used; every action is pinned (a release tag vX.Y.Z or a commit).
 
 GitLab (ci/gitlab/accprobe.gitlab-ci.yml): only hidden jobs at the top level (no
 `stages:`, `variables:`, `default:` that would leak into an including project); the GPU job
 sets ACCPROBE_REQUIRE_GPU=1, keeps results, ptxas log, CUBIN and JUnit `when: always` and
-reports JUnit; the cache is keyed on Cargo.lock. Exits 1 listing every broken promise.
+reports JUnit; the cache is keyed on Cargo.lock and keeps the compile cache. Exits 1 listing every broken promise.
 """
 import re
 import sys
@@ -65,6 +65,14 @@ def github(path):
             )
             for want in ("results-*.json", "results-*.ptxas.log", "results-*.cubin", "junit-*.xml"):
                 need(want in kept, f"{path}: {name}: {want} is not kept as an artifact")
+            need(
+                any(
+                    "actions/cache" in s.get("uses", "")
+                    and s.get("with", {}).get("path") == "target/accprobe/cache"
+                    for s in steps
+                ),
+                f"{path}: {name}: the compile cache (target/accprobe/cache) is not kept",
+            )
         if name in ("host", "gpu"):
             need(
                 any("action-junit-report" in s.get("uses", "") for s in steps),
@@ -90,6 +98,10 @@ def gitlab(path):
     need(
         base.get("cache", {}).get("key", {}).get("files") == ["Cargo.lock"],
         f"{path}: .accprobe-base: the cache is not keyed on Cargo.lock",
+    )
+    need(
+        "target/accprobe/cache/" in base.get("cache", {}).get("paths", []),
+        f"{path}: .accprobe-base: the compile cache (target/accprobe/cache/) is not kept",
     )
     gpu = doc[".accprobe-gpu"]
     need(
