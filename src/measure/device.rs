@@ -15,7 +15,7 @@ use std::sync::Arc;
 ///
 /// It leaves `CUDA_DEVICE_MAX_CONNECTIONS` (the hardware queues a context opens) at the
 /// driver's default of 8: a wave needs no more, since nothing in it waits between launches
-/// (see [`crate::measure::LoadedMatrix::measure_set`]), and 32 queues cost the H200 about
+/// (see `crate::measure::LoadedMatrix::run`), and 32 queues cost the H200 about
 /// 0.4 s more to create the context and 0.3 s more to release it (docs/speed.md).
 pub fn prepare_process_environment() {
     crate::compile::disable_compute_cache();

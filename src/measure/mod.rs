@@ -241,9 +241,25 @@ impl LoadedMatrix {
     }
 
     /// Serial mode: one variant at a time (all its launches, then the next variant's),
-    /// each launch timed by CUDA events. A variant that cannot be prepared (not in the
-    /// CUBIN, no ptxas report) gets its own error; the others are measured.
+    /// each launch timed by CUDA events, as one set. Every variant gets its own outcome: a
+    /// variant that cannot be prepared (not in the CUBIN, no ptxas report) gets its own
+    /// error, and when the set fails as a whole (a launch the GPU refuses, say) each
+    /// variant is measured again alone, so that the error is the failing variant's and the
+    /// others are measured (see [`each_its_own`]).
     pub fn measure_serial(
+        &self,
+        vs: &[Variant],
+        s: &ProbeSettings,
+    ) -> Vec<Result<VariantResult, GpuError>> {
+        each_its_own(
+            vs,
+            |set| self.serial_set(set, s),
+            || self.ctx.synchronize().is_ok(),
+        )
+    }
+
+    /// [`Self::measure_serial`] of one set: `Err` when the set failed as a whole.
+    fn serial_set(
         &self,
         vs: &[Variant],
         s: &ProbeSettings,
@@ -584,6 +600,37 @@ impl LoadedMatrix {
     }
 }
 
+/// The outcome of each of `vs` in serial mode, from `run`, which measures a set of them
+/// and fails (`Err`) when the set fails as a whole. A set that fails is measured again
+/// one variant at a time, so that a variant the GPU refuses (too many registers for the
+/// block size, say) fails alone and the others are measured, in the harness, in
+/// `cargo xtask probe` and in a nextest run's shared measurement alike. When the context
+/// is no longer `healthy` (a sticky error), nothing can run again: every variant gets the
+/// set's error.
+fn each_its_own(
+    vs: &[Variant],
+    mut run: impl FnMut(&[Variant]) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError>,
+    healthy: impl FnOnce() -> bool,
+) -> Vec<Result<VariantResult, GpuError>> {
+    let whole = match run(vs) {
+        Ok(rs) => return rs,
+        Err(e) => e,
+    };
+    if vs.len() <= 1 || !healthy() {
+        return vs.iter().map(|_| Err(whole.clone())).collect();
+    }
+    vs.iter()
+        .map(|v| match run(std::slice::from_ref(v)) {
+            Ok(rs) => rs.into_iter().next().unwrap_or_else(|| {
+                Err(GpuError::Variant(format!(
+                    "measuring {v} alone gave no result"
+                )))
+            }),
+            Err(e) => Err(e),
+        })
+        .collect()
+}
+
 /// What is wrong with one launch's outputs: elements never written (still poisoned) or not
 /// finite, warps that wrote no progress.
 pub fn check_outputs(tag: &str, out: &[f32], progress: &[u64], elapsed: &[u64]) -> Vec<String> {
@@ -720,6 +767,72 @@ mod tests {
         assert_eq!(progress[0], u64::MAX);
         let (_, other, _, _) = regions[0].read(&image, 0);
         assert!(other.iter().all(|&p| p == u64::MAX));
+    }
+
+    /// A fake serial run: measures a set unless it holds `bad`, which the GPU refuses to
+    /// launch (the set then fails as a whole, as `LoadedMatrix::run` does).
+    fn refusing(
+        bad: Variant,
+        sets: &std::cell::RefCell<Vec<Vec<Variant>>>,
+    ) -> impl FnMut(&[Variant]) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> + '_ {
+        move |set| {
+            sets.borrow_mut().push(set.to_vec());
+            if set.contains(&bad) {
+                return Err(GpuError::cuda(
+                    format!("launching {bad}"),
+                    "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+                ));
+            }
+            Ok(set
+                .iter()
+                .map(|&v| Ok(VariantResult::measured(v, vec![vec![7]])))
+                .collect())
+        }
+    }
+
+    #[test]
+    fn in_serial_mode_a_variant_the_gpu_refuses_fails_alone() {
+        // tests/data/faulty: acc128 cannot launch with 1024-thread blocks, acc1 can.
+        let (good, bad, other) = (
+            Variant::new(128, 1),
+            Variant::new(128, 128),
+            Variant::new(7, 2),
+        );
+        let sets = std::cell::RefCell::new(Vec::new());
+        let rs = each_its_own(&[good, bad, other], refusing(bad, &sets), || true);
+        assert_eq!(rs.len(), 3);
+        assert_eq!(
+            rs[0].as_ref().map(|r| r.name.clone()).ok(),
+            Some(good.name())
+        );
+        assert_eq!(
+            rs[2].as_ref().map(|r| r.name.clone()).ok(),
+            Some(other.name())
+        );
+        match &rs[1] {
+            Err(e) => assert!(e.to_string().contains(&format!("launching {bad}")), "{e}"),
+            Ok(r) => panic!("{bad} was measured: {r:?}"),
+        }
+        // The set once, then each variant alone.
+        assert_eq!(
+            *sets.borrow(),
+            vec![vec![good, bad, other], vec![good], vec![bad], vec![other]]
+        );
+
+        // A set that runs is measured once, as one set.
+        let sets = std::cell::RefCell::new(Vec::new());
+        let rs = each_its_own(&[good, other], refusing(bad, &sets), || true);
+        assert!(rs.iter().all(Result::is_ok));
+        assert_eq!(sets.borrow().len(), 1);
+
+        // A context left unusable runs nothing more: every variant has the set's error.
+        let sets = std::cell::RefCell::new(Vec::new());
+        let rs = each_its_own(&[good, bad], refusing(bad, &sets), || false);
+        assert!(rs
+            .iter()
+            .all(|r| matches!(r, Err(e) if e.to_string().contains("launching"))));
+        assert_eq!(sets.borrow().len(), 1);
+        assert!(each_its_own(&[], refusing(bad, &sets), || true).is_empty());
     }
 
     #[test]

@@ -166,7 +166,7 @@ impl Target for CudaTarget {
                     .map(|_| Err(GpuError::Variant(format!("the wave failed: {e}"))))
                     .collect()),
             },
-            Mode::Serial => probe.measure_serial(variants, settings),
+            Mode::Serial => Ok(probe.measure_serial(variants, settings)),
         }
     }
 
