@@ -144,21 +144,37 @@ pub fn disassemble(cubin: &[u8], variants: &[Variant]) -> Sass {
     let Some(tool) = find_disassembler() else {
         return Sass::Unavailable(disassembler_unavailable().unwrap_or_default());
     };
-    let file = std::env::temp_dir().join(format!(
-        "accprobe-{}-{:x}.cubin",
-        std::process::id(),
-        cubin.len()
-    ));
-    if let Err(e) = std::fs::write(&file, cubin) {
-        return Sass::Failed(format!("cannot write {}: {e}", file.display()));
+    disassemble_with(&tool, cubin, variants)
+}
+
+/// [`disassemble`] with `tool`. The CUBIN goes to a file of its own for each call: two
+/// devices compile at once in one process (the cache off, or two architectures), and a
+/// name made of the process id and the CUBIN's length, as before, let one device's write
+/// or removal reach the file the other's disassembler was reading.
+fn disassemble_with(tool: &Path, cubin: &[u8], variants: &[Variant]) -> Sass {
+    let file = match tempfile::Builder::new()
+        .prefix("accprobe-")
+        .suffix(".cubin")
+        .tempfile()
+    {
+        Ok(f) => f,
+        Err(e) => {
+            return Sass::Failed(format!(
+                "cannot create a file for the CUBIN in {}: {e}",
+                std::env::temp_dir().display()
+            ))
+        }
+    };
+    if let Err(e) = std::fs::write(file.path(), cubin) {
+        return Sass::Failed(format!("cannot write {}: {e}", file.path().display()));
     }
     let is_nvdisasm = tool
         .file_name()
         .is_some_and(|n| n.to_string_lossy().contains("nvdisasm"));
-    let mut cmd = std::process::Command::new(&tool);
+    let mut cmd = std::process::Command::new(tool);
     cmd.arg(if is_nvdisasm { "-ndf" } else { "-sass" });
-    let out = cmd.arg(&file).output();
-    let _ = std::fs::remove_file(&file);
+    let out = cmd.arg(file.path()).output();
+    drop(file);
     let out = match out {
         Ok(o) if o.status.success() => o,
         Ok(o) => {
@@ -293,6 +309,33 @@ pub fn compile(variants: &[Variant], options: &[String]) -> Result<Compiled> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn two_disassemblies_at_once_each_read_their_own_cubin() {
+        use std::os::unix::fs::PermissionsExt;
+        // A disassembler that takes its time and prints the file it was given: two devices
+        // of one architecture with the cache off disassemble CUBINs of one length at once.
+        let dir = tempfile::tempdir().unwrap();
+        let tool = dir.path().join("cuobjdump");
+        std::fs::write(&tool, "#!/bin/sh\nsleep 0.5\nexec cat \"$2\"\n").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let cubins = ["the CUBIN of device 0\n", "the CUBIN of device 1\n"];
+        assert_eq!(cubins[0].len(), cubins[1].len());
+        let read: Vec<Sass> = std::thread::scope(|scope| {
+            let handles: Vec<_> = cubins
+                .iter()
+                .map(|c| scope.spawn(|| disassemble_with(&tool, c.as_bytes(), &[])))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (c, sass) in cubins.iter().zip(&read) {
+            match sass {
+                Sass::Read { text, .. } => assert_eq!(text, c),
+                other => panic!("{c:?}: {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn source_instantiates_each_variant_once_with_its_effective_count() {
