@@ -207,6 +207,49 @@ enum Schedule {
     OneByOne,
 }
 
+/// One wave of a set: the slots it launches, the launch it is for each of them, and the
+/// bytes of the set's layout it poisons and reads back (`lo..hi`, from the first slot's
+/// outputs to the end of the last slot's regions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Wave {
+    slots: std::ops::Range<usize>,
+    launch: usize,
+    lo: usize,
+    hi: usize,
+}
+
+impl Wave {
+    /// The waves of `launches` launches of each slot (its regions in `placed`).
+    fn plan(placed: &[Regions], launches: usize, schedule: Schedule) -> Vec<Wave> {
+        if placed.is_empty() {
+            return Vec::new();
+        }
+        let wave = |slots: std::ops::Range<usize>, launch: usize| Wave {
+            lo: placed[slots.start].out,
+            hi: placed[slots.end - 1].end(),
+            slots,
+            launch,
+        };
+        match schedule {
+            Schedule::Together => (0..launches).map(|l| wave(0..placed.len(), l)).collect(),
+            Schedule::OneByOne => (0..placed.len())
+                .flat_map(|i| (0..launches).map(move |l| wave(i..i + 1, l)))
+                .collect(),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.hi - self.lo
+    }
+
+    /// The page-locked read-back `waves` need: one wave's, since each wave's read-back is
+    /// checked before the next one lands (see [`LoadedMatrix::run`]), so that it does not
+    /// grow with the repeats.
+    fn read_back_bytes(waves: &[Wave]) -> usize {
+        waves.iter().map(Wave::bytes).max().unwrap_or(0)
+    }
+}
+
 /// One variant of a set: its kernel, stream and what its launches gave.
 struct Slot {
     v: Variant,
@@ -317,7 +360,7 @@ impl LoadedMatrix {
     ///
     /// ```text
     /// copy stream:     poison ─ ready ┐                      ┌ wait done (each) ─ read back ─ poison ─ ...
-    /// host:                           └ wait ─ launch each ┐ │
+    /// host:                           └ wait ─ launch each ┐ │ check the wave before
     /// variant streams:                         kernel ─ done ┘
     /// ```
     ///
@@ -325,8 +368,10 @@ impl LoadedMatrix {
     ///
     /// One allocation holds every variant's buffers; a wave's variants are poisoned by one
     /// copy and read back by one copy into page-locked memory. The host queues the end of
-    /// a wave and the poison of the next while the wave runs, and checks the read-backs
-    /// once the last wave finished.
+    /// a wave and the poison of the next while the wave runs. The page-locked read-back
+    /// holds one wave: once the host has waited for the poison of a wave, the read-back of
+    /// the wave before has landed, and the host checks it while the wave runs, before it
+    /// queues the read-back that overwrites it.
     fn run(
         &self,
         vs: &[Variant],
@@ -344,23 +389,9 @@ impl LoadedMatrix {
         for r in &regions {
             r.poison(&mut image);
         }
-        // Each wave: its slots, the launch it is, and the bytes it poisons and reads back.
-        let waves: Vec<(std::ops::Range<usize>, usize)> = match schedule {
-            Schedule::Together => (0..launches).map(|l| (0..slots.len(), l)).collect(),
-            Schedule::OneByOne => (0..slots.len())
-                .flat_map(|i| (0..launches).map(move |l| (i..i + 1, l)))
-                .collect(),
-        };
-        let spans: Vec<(usize, usize)> = waves
-            .iter()
-            .map(|(range, _)| {
-                (
-                    slots[range.start].regions.out,
-                    slots[range.end - 1].regions.end(),
-                )
-            })
-            .collect();
-        let back_bytes = spans.iter().map(|(lo, hi)| hi - lo).sum();
+        let placed: Vec<Regions> = slots.iter().map(|x| x.regions).collect();
+        let waves = Wave::plan(&placed, launches, schedule);
+        let back_bytes = Wave::read_back_bytes(&waves);
         let mut memory = SetMemory::new(&self.ctx, &image, back_bytes)?;
         let device = memory.device;
         let copies = self.ctx.new_stream().map_err(cuda("creating a stream"))?;
@@ -380,22 +411,23 @@ impl LoadedMatrix {
             slots.len(),
             waves.len()
         ));
-        let mut at = 0;
-        let mut read_at = Vec::with_capacity(waves.len());
-        for ((range, launch), &(lo, hi)) in waves.iter().zip(&spans) {
+        // The wave whose read-back is queued and not yet checked.
+        let mut landing: Option<&Wave> = None;
+        for wave in &waves {
             unsafe {
                 result::memcpy_htod_async(
-                    device + lo as u64,
-                    &memory.poison()[lo..hi],
+                    device + wave.lo as u64,
+                    &memory.poison()[wave.lo..wave.hi],
                     copies.cu_stream(),
                 )
             }
             .map_err(cuda("poisoning outputs"))?;
             ready.record(&copies).map_err(cuda("recording an event"))?;
-            // The host waits for the poison (and so for the wave before), then launches:
-            // the kernels start as they are queued, microseconds apart. Released together
-            // by the event instead, 69 kernels starting at the same instant put 6 of 8
-            // warps of 1.7% of the launches into a slower loop rate (H200, 2026-11-30).
+            // The host waits for the poison (and so for the wave before and its
+            // read-back), then launches: the kernels start as they are queued,
+            // microseconds apart. Released together by the event instead, 69 kernels
+            // starting at the same instant put 6 of 8 warps of 1.7% of the launches into a
+            // slower loop rate (H200, 2026-11-30).
             ready
                 .synchronize()
                 .map_err(cuda("waiting for the previous wave"))?;
@@ -404,9 +436,9 @@ impl LoadedMatrix {
             // queued behind it.
             // No stream waits on `ready`: the host saw it complete, so the poison is
             // written before any of these launches is queued.
-            for slot in &mut slots[range.clone()] {
+            for slot in &mut slots[wave.slots.clone()] {
                 let st = slot.stream.clone();
-                if let Some((begin, _)) = slot.events.get(*launch) {
+                if let Some((begin, _)) = slot.events.get(wave.launch) {
                     begin.record(&st).map_err(cuda("recording an event"))?;
                 }
                 let r = slot.regions;
@@ -425,11 +457,11 @@ impl LoadedMatrix {
                     .arg(&elapsed)
                     .arg(&sm_ids);
                 unsafe { b.launch(cfg) }.map_err(cuda(&format!("launching {}", slot.v)))?;
-                if let Some((_, end)) = slot.events.get(*launch) {
+                if let Some((_, end)) = slot.events.get(wave.launch) {
                     end.record(&st).map_err(cuda("recording an event"))?;
                 }
             }
-            for slot in &slots[range.clone()] {
+            for slot in &slots[wave.slots.clone()] {
                 slot.done
                     .record(&slot.stream)
                     .map_err(cuda("recording an event"))?;
@@ -437,33 +469,27 @@ impl LoadedMatrix {
                     .wait(&slot.done)
                     .map_err(cuda("waiting for an event"))?;
             }
+            // The wave before landed before `ready` completed: checked now, before this
+            // wave's read-back replaces it.
+            if let Some(before) = landing.take() {
+                Self::check_wave(&mut slots, before, &memory, s)?;
+            }
             unsafe {
                 result::memcpy_dtoh_async(
-                    memory.back_mut(at, hi - lo),
-                    device + lo as u64,
+                    memory.back_mut(0, wave.bytes()),
+                    device + wave.lo as u64,
                     copies.cu_stream(),
                 )
             }
             .map_err(cuda("reading outputs"))?;
-            read_at.push(at);
-            at += hi - lo;
+            landing = Some(wave);
         }
         copies
             .synchronize()
             .map_err(cuda(&format!("running {} variant(s)", slots.len())))?;
         crate::trace::mark("last wave read back");
-        for (((range, launch), &at), &(lo, hi)) in waves.iter().zip(&read_at).zip(&spans) {
-            let back = memory.back(at, hi - lo);
-            for slot in &mut slots[range.clone()] {
-                let ms = match slot.events.get(*launch) {
-                    Some((begin, end)) => {
-                        Some(begin.elapsed_ms(end).map_err(cuda("reading event times"))? as f64)
-                    }
-                    None => None,
-                };
-                let values = slot.regions.read(back, lo);
-                Self::finish(slot, s, *launch as u32, values, ms);
-            }
+        if let Some(last) = landing {
+            Self::check_wave(&mut slots, last, &memory, s)?;
         }
         drop(memory);
         crate::trace::mark("read-backs checked, memory freed");
@@ -471,6 +497,28 @@ impl LoadedMatrix {
             .into_iter()
             .map(|x| Self::close(x, s, timer))
             .collect())
+    }
+
+    /// Checks and keeps what each slot of `wave` gave, from the read-back, which must have
+    /// landed (and its events, if any, completed).
+    fn check_wave(
+        slots: &mut [Slot],
+        wave: &Wave,
+        memory: &SetMemory,
+        s: &ProbeSettings,
+    ) -> Result<(), GpuError> {
+        let back = memory.back(0, wave.bytes());
+        for slot in &mut slots[wave.slots.clone()] {
+            let ms = match slot.events.get(wave.launch) {
+                Some((begin, end)) => {
+                    Some(begin.elapsed_ms(end).map_err(cuda("reading event times"))? as f64)
+                }
+                None => None,
+            };
+            let values = slot.regions.read(back, wave.lo);
+            Self::finish(slot, s, wave.launch as u32, values, ms);
+        }
+        Ok(())
     }
 
     fn slot(
@@ -767,6 +815,58 @@ mod tests {
         assert_eq!(progress[0], u64::MAX);
         let (_, other, _, _) = regions[0].read(&image, 0);
         assert!(other.iter().all(|&p| p == u64::MAX));
+    }
+
+    #[test]
+    fn waves_launch_each_slot_once_per_launch_and_read_back_one_wave_at_a_time() {
+        let s = settings();
+        let vs = [
+            Variant::new(7, 2),
+            Variant::new(13, 4).with_sink(crate::model::variant::Sink::C),
+            Variant::new(29, 1),
+        ];
+        let (placed, bytes) = Regions::lay_out(&vs, &s);
+        // Wave mode: every slot in each wave, the wave spanning the whole layout.
+        let together = Wave::plan(&placed, 3, Schedule::Together);
+        assert_eq!(
+            together.iter().map(|w| w.launch).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
+        assert!(together
+            .iter()
+            .all(|w| w.slots == (0..3) && (w.lo, w.hi) == (0, bytes)));
+        // Serial mode: a slot's launches one after another, then the next slot's, each
+        // wave spanning that slot's regions alone.
+        let one_by_one = Wave::plan(&placed, 2, Schedule::OneByOne);
+        assert_eq!(
+            one_by_one
+                .iter()
+                .map(|w| (w.slots.clone(), w.launch))
+                .collect::<Vec<_>>(),
+            [
+                (0..1, 0),
+                (0..1, 1),
+                (1..2, 0),
+                (1..2, 1),
+                (2..3, 0),
+                (2..3, 1)
+            ]
+        );
+        for w in &one_by_one {
+            let r = placed[w.slots.start];
+            assert_eq!((w.lo, w.hi), (r.out, r.end()));
+        }
+        // The page-locked read-back holds one wave, however many launches there are.
+        for schedule in [Schedule::Together, Schedule::OneByOne] {
+            let back = |launches| Wave::read_back_bytes(&Wave::plan(&placed, launches, schedule));
+            assert_eq!(back(1), back(1100), "{schedule:?}");
+        }
+        assert_eq!(Wave::read_back_bytes(&together), bytes);
+        assert_eq!(
+            Wave::read_back_bytes(&one_by_one),
+            placed.iter().map(|r| r.end() - r.out).max().unwrap()
+        );
+        assert!(Wave::plan(&[], 3, Schedule::Together).is_empty());
     }
 
     /// A fake serial run: measures a set unless it holds `bad`, which the GPU refuses to
