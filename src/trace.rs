@@ -17,7 +17,7 @@ static ON: AtomicBool = AtomicBool::new(false);
 /// wrong with its value.
 pub fn start() -> Result<(), String> {
     START.get_or_init(Instant::now);
-    let text = std::env::var(TRACE_ENV).unwrap_or_default();
+    let text = crate::input::env_text(TRACE_ENV)?.unwrap_or_default();
     let on = crate::input::flag(&text).ok_or_else(|| {
         format!("{TRACE_ENV}={text:?}: expected 1, true or yes (or 0, false, empty)")
     })?;

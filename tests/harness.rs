@@ -817,6 +817,28 @@ fn malformed_device_lists_and_flags_are_configuration_errors_before_the_driver_l
         );
         assert!(!sb.paths().junit.exists(), "nothing ran");
     }
+    // A value that is not UTF-8 is malformed too, never read as unset (which would turn
+    // ACCPROBE_REQUIRE_GPU off on a GPU runner).
+    #[cfg(unix)]
+    for var in [
+        "ACCPROBE_REQUIRE_GPU",
+        "ACCPROBE_MODE",
+        "ACCPROBE_REQUIRE_TOOLCHAINS",
+        "ACCPROBE_LOCK_TIMEOUT",
+        "ACCPROBE_TRACE",
+    ] {
+        use std::os::unix::ffi::OsStrExt;
+        let value = std::ffi::OsStr::from_bytes(b"1\xff");
+        let out = run_child(child_command("main", &sb.dir, &[]).env(var, value));
+        assert_eq!(out.code, Some(2), "{var}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("error: {var}="))
+                && out.stderr.contains("not valid UTF-8"),
+            "{var}: {}",
+            out.stderr
+        );
+        assert!(!sb.paths().junit.exists(), "nothing ran");
+    }
 }
 
 #[test]

@@ -72,17 +72,18 @@ pub struct RunOptions {
 
 impl RunOptions {
     pub fn from_env() -> Result<RunOptions, String> {
-        let mode = match std::env::var("ACCPROBE_MODE").ok().as_deref() {
+        let mode = match crate::input::env_text("ACCPROBE_MODE")?.as_deref() {
             None | Some("") => None,
             Some("serial") => Some(Mode::Serial),
             Some("wave") => Some(Mode::Wave),
             Some(other) => return Err(format!("ACCPROBE_MODE={other:?}: expected serial or wave")),
         };
-        let require = std::env::var(REQUIRE_GPU_ENV).unwrap_or_default();
+        let require = crate::input::env_text(REQUIRE_GPU_ENV)?.unwrap_or_default();
         let require_gpu = parse_flag(&require).ok_or_else(|| {
             format!("{REQUIRE_GPU_ENV}={require:?}: expected 1, true or yes (or 0, false, empty)")
         })?;
-        let toolchains = std::env::var(crate::compile::toolchain::REQUIRE_ENV).unwrap_or_default();
+        let toolchains =
+            crate::input::env_text(crate::compile::toolchain::REQUIRE_ENV)?.unwrap_or_default();
         if parse_flag(&toolchains).is_none() {
             return Err(format!(
                 "{}={toolchains:?}: expected 1, true or yes (or 0, false, empty)",

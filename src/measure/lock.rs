@@ -107,7 +107,7 @@ impl LockSettings {
     pub fn from_env() -> Result<LockSettings, String> {
         Self::from_values(
             std::env::var_os(LOCK_DIR_ENV).map(PathBuf::from),
-            std::env::var(LOCK_TIMEOUT_ENV).ok(),
+            crate::input::env_text(LOCK_TIMEOUT_ENV)?,
         )
     }
 

@@ -108,6 +108,50 @@ fn outside_any_workspace_xtask_says_so() {
 }
 
 #[test]
+fn a_malformed_trace_setting_is_a_configuration_error() {
+    let results = committed();
+    let results = results.to_str().unwrap();
+    for value in ["sometimes", "on"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(["gate", "--results", results])
+            .current_dir(checkout())
+            .env("ACCPROBE_TRACE", value)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{value:?}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("error: ACCPROBE_TRACE="),
+            "{}",
+            text(&o)
+        );
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(["gate", "--results", results])
+            .current_dir(checkout())
+            .env("ACCPROBE_TRACE", std::ffi::OsStr::from_bytes(b"1\xff"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("not valid UTF-8"),
+            "{}",
+            text(&o)
+        );
+    }
+    // Set well, the marks go to stderr and the command does its work.
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["gate", "--results", results])
+        .current_dir(checkout())
+        .env("ACCPROBE_TRACE", "yes")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
 fn gate_on_dev_zero_is_refused_at_once() {
     let o = xtask(&checkout(), &["gate", "--results", "/dev/zero"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
