@@ -242,6 +242,24 @@ impl Wave {
         self.hi - self.lo
     }
 
+    /// What the GPU was doing for this wave, for an error it reports: the variant in
+    /// serial mode, so that a kernel that faults is named.
+    fn running(&self, slots: &[Slot]) -> String {
+        let vs: Vec<Variant> = slots[self.slots.clone()].iter().map(|x| x.v).collect();
+        self.describe(&vs)
+    }
+
+    fn describe(&self, vs: &[Variant]) -> String {
+        match vs {
+            [v] => format!("running {v} (launch {})", self.launch),
+            _ => format!(
+                "running a wave of {} variants (launch {})",
+                vs.len(),
+                self.launch
+            ),
+        }
+    }
+
     /// The page-locked read-back `waves` need: one wave's, since each wave's read-back is
     /// checked before the next one lands (see [`LoadedMatrix::run`]), so that it does not
     /// grow with the repeats.
@@ -428,9 +446,12 @@ impl LoadedMatrix {
             // microseconds apart. Released together by the event instead, 69 kernels
             // starting at the same instant put 6 of 8 warps of 1.7% of the launches into a
             // slower loop rate (H200, 2026-11-30).
-            ready
-                .synchronize()
-                .map_err(cuda("waiting for the previous wave"))?;
+            ready.synchronize().map_err(|e| match landing {
+                // An error of the kernels (an illegal address) shows here, after the wave
+                // that made it: named, as far as the wave says.
+                Some(before) => GpuError::cuda(before.running(&slots), e),
+                None => GpuError::cuda("poisoning outputs", e),
+            })?;
             // Every launch of the wave is queued before any `done`: an event waits in its
             // hardware queue for the work before it, and would hold back the launches
             // queued behind it.
@@ -484,11 +505,11 @@ impl LoadedMatrix {
             .map_err(cuda("reading outputs"))?;
             landing = Some(wave);
         }
-        copies
-            .synchronize()
-            .map_err(cuda(&format!("running {} variant(s)", slots.len())))?;
-        crate::trace::mark("last wave read back");
         if let Some(last) = landing {
+            copies
+                .synchronize()
+                .map_err(|e| GpuError::cuda(last.running(&slots), e))?;
+            crate::trace::mark("last wave read back");
             Self::check_wave(&mut slots, last, &memory, s)?;
         }
         drop(memory);
@@ -867,6 +888,15 @@ mod tests {
             placed.iter().map(|r| r.end() - r.out).max().unwrap()
         );
         assert!(Wave::plan(&[], 3, Schedule::Together).is_empty());
+        // A serial wave's error names its variant; a wave mode one counts them.
+        assert_eq!(
+            one_by_one[3].describe(&vs[1..2]),
+            format!("running {} (launch 1)", vs[1])
+        );
+        assert_eq!(
+            together[2].describe(&vs),
+            "running a wave of 3 variants (launch 2)"
+        );
     }
 
     /// A fake serial run: measures a set unless it holds `bad`, which the GPU refuses to
