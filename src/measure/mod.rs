@@ -24,6 +24,7 @@ use cudarc::driver::{
     result, sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, LaunchConfig,
     PushKernelArg,
 };
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The FMA operands: acc = acc * A + B converges to B / (1 - A) = 10, so it stays finite
@@ -340,7 +341,8 @@ impl LoadedMatrix {
             }
         }
         let mut measured = self
-            .run(vs, slots, s, LaunchTimer::Events, Schedule::OneByOne)?
+            .run(vs, slots, s, LaunchTimer::Events, Schedule::OneByOne)
+            .map_err(|(_, e)| e)?
             .into_iter();
         Ok(outcome
             .into_iter()
@@ -361,15 +363,32 @@ impl LoadedMatrix {
         &self,
         vs: &[Variant],
         s: &ProbeSettings,
-    ) -> Result<Vec<VariantResult>, GpuError> {
+    ) -> Vec<Result<VariantResult, GpuError>> {
+        without_refused(
+            vs,
+            |set| self.wave_set(set, s),
+            || self.ctx.synchronize().is_ok(),
+        )
+    }
+
+    /// [`Self::measure_wave`] of one set: `Err` when the wave failed, with the variant to
+    /// blame when it is known (one the GPU refused to load or launch).
+    fn wave_set(
+        &self,
+        vs: &[Variant],
+        s: &ProbeSettings,
+    ) -> Result<Vec<VariantResult>, (Option<Variant>, GpuError)> {
         crate::trace::mark(format!("preparing a wave of {} variant(s)", vs.len()));
         let launches = (s.warmup_launches + s.repeats) as usize;
         let (regions, _) = Regions::lay_out(vs, s);
         let slots = vs
             .iter()
             .zip(&regions)
-            .map(|(&v, &r)| self.slot(v, r, LaunchTimer::Kernel, launches))
-            .collect::<Result<Vec<Slot>, GpuError>>()?;
+            .map(|(&v, &r)| {
+                self.slot(v, r, LaunchTimer::Kernel, launches)
+                    .map_err(|e| (Some(v), e))
+            })
+            .collect::<Result<Vec<Slot>, _>>()?;
         self.run(vs, slots, s, LaunchTimer::Kernel, Schedule::Together)
     }
 
@@ -393,10 +412,25 @@ impl LoadedMatrix {
     fn run(
         &self,
         vs: &[Variant],
+        slots: Vec<Slot>,
+        s: &ProbeSettings,
+        timer: LaunchTimer,
+        schedule: Schedule,
+    ) -> Result<Vec<VariantResult>, (Option<Variant>, GpuError)> {
+        let mut blame = None;
+        self.run_blaming(vs, slots, s, timer, schedule, &mut blame)
+            .map_err(|e| (blame, e))
+    }
+
+    /// [`Self::run`], setting `blame` to the variant whose launch the GPU refused.
+    fn run_blaming(
+        &self,
+        vs: &[Variant],
         mut slots: Vec<Slot>,
         s: &ProbeSettings,
         timer: LaunchTimer,
         schedule: Schedule,
+        blame: &mut Option<Variant>,
     ) -> Result<Vec<VariantResult>, GpuError> {
         if slots.is_empty() {
             return Ok(Vec::new());
@@ -477,7 +511,10 @@ impl LoadedMatrix {
                     .arg(&progress)
                     .arg(&elapsed)
                     .arg(&sm_ids);
-                unsafe { b.launch(cfg) }.map_err(cuda(&format!("launching {}", slot.v)))?;
+                unsafe { b.launch(cfg) }.map_err(|e| {
+                    *blame = Some(slot.v);
+                    GpuError::cuda(format!("launching {}", slot.v), e)
+                })?;
                 if let Some((_, end)) = slot.events.get(wave.launch) {
                     end.record(&st).map_err(cuda("recording an event"))?;
                 }
@@ -696,6 +733,46 @@ fn each_its_own(
                 )))
             }),
             Err(e) => Err(e),
+        })
+        .collect()
+}
+
+/// Wave mode's answer to a wave that failed: when the failure names a variant (one the GPU
+/// refused to load or launch) and the context is still usable, that variant gets the error
+/// and the wave is run again without it, so the others are still measured together. A
+/// failure that names none, or leaves the context unusable, is every variant's error.
+fn without_refused(
+    vs: &[Variant],
+    mut run: impl FnMut(&[Variant]) -> Result<Vec<VariantResult>, (Option<Variant>, GpuError)>,
+    mut healthy: impl FnMut() -> bool,
+) -> Vec<Result<VariantResult, GpuError>> {
+    let mut refused: BTreeMap<Variant, GpuError> = BTreeMap::new();
+    let mut left: Vec<Variant> = vs.to_vec();
+    let measured = loop {
+        if left.is_empty() {
+            break Ok(Vec::new());
+        }
+        match run(&left) {
+            Ok(rs) => break Ok(rs),
+            Err((Some(v), e)) if left.contains(&v) && left.len() > 1 && healthy() => {
+                refused.insert(v, e);
+                left.retain(|&x| x != v);
+            }
+            Err((_, e)) => break Err(e),
+        }
+    };
+    let mut measured = measured.map(Vec::into_iter);
+    vs.iter()
+        .map(|v| {
+            if let Some(e) = refused.get(v) {
+                return Err(e.clone());
+            }
+            match &mut measured {
+                Ok(rs) => rs
+                    .next()
+                    .ok_or_else(|| GpuError::Variant(format!("the wave gave no result for {v}"))),
+                Err(e) => Err(GpuError::Variant(format!("the wave failed: {e}"))),
+            }
         })
         .collect()
 }
@@ -963,6 +1040,66 @@ mod tests {
             .all(|r| matches!(r, Err(e) if e.to_string().contains("launching"))));
         assert_eq!(sets.borrow().len(), 1);
         assert!(each_its_own(&[], refusing(bad, &sets), || true).is_empty());
+    }
+
+    #[test]
+    fn in_wave_mode_a_variant_the_gpu_refuses_is_left_out_and_the_others_run_together() {
+        let (good, bad, other) = (
+            Variant::new(128, 1),
+            Variant::new(128, 128),
+            Variant::new(7, 2),
+        );
+        let sets = std::cell::RefCell::new(Vec::new());
+        let wave = |named: bool| {
+            let sets = &sets;
+            move |set: &[Variant]| {
+                sets.borrow_mut().push(set.to_vec());
+                if set.contains(&bad) {
+                    let e = GpuError::cuda(
+                        format!("launching {bad}"),
+                        "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+                    );
+                    return Err((named.then_some(bad), e));
+                }
+                Ok(set
+                    .iter()
+                    .map(|&v| VariantResult::measured(v, vec![vec![7]]))
+                    .collect())
+            }
+        };
+        let rs = without_refused(&[good, bad, other], wave(true), || true);
+        let names: Vec<Option<String>> = rs
+            .iter()
+            .map(|r| r.as_ref().ok().map(|r| r.name.clone()))
+            .collect();
+        assert_eq!(names, vec![Some(good.name()), None, Some(other.name())]);
+        assert!(rs[1]
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains(&format!("launching {bad}"))));
+        // The whole wave once, then the others together (never one at a time).
+        assert_eq!(
+            *sets.borrow(),
+            vec![vec![good, bad, other], vec![good, other]]
+        );
+
+        // A failure that names no variant, or leaves the context unusable, is everyone's.
+        for (named, healthy) in [(false, true), (true, false)] {
+            sets.borrow_mut().clear();
+            let rs = without_refused(&[good, bad], wave(named), || healthy);
+            assert!(
+                rs.iter().all(|r| r
+                    .as_ref()
+                    .is_err_and(|e| e.to_string().contains("the wave failed"))),
+                "{rs:?}"
+            );
+            assert_eq!(sets.borrow().len(), 1);
+        }
+        // The refused variant alone: its own error, nothing run again.
+        sets.borrow_mut().clear();
+        let rs = without_refused(&[bad], wave(true), || true);
+        assert!(rs[0].is_err());
+        assert_eq!(sets.borrow().len(), 1);
+        assert!(without_refused(&[], wave(true), || true).is_empty());
     }
 
     #[test]

@@ -159,13 +159,7 @@ impl Target for CudaTarget {
             .bind_to_thread()
             .map_err(|e| GpuError::cuda(format!("binding device {}", self.device.ordinal), e))?;
         match settings.mode {
-            Mode::Wave => match probe.measure_wave(variants, settings) {
-                Ok(rs) => Ok(rs.into_iter().map(Ok).collect()),
-                Err(e) => Ok(variants
-                    .iter()
-                    .map(|_| Err(GpuError::Variant(format!("the wave failed: {e}"))))
-                    .collect()),
-            },
+            Mode::Wave => Ok(probe.measure_wave(variants, settings)),
             Mode::Serial => Ok(probe.measure_serial(variants, settings)),
         }
     }
