@@ -35,11 +35,14 @@ pub const OPERAND_B: f32 = 0.001;
 const POISON_F32: u32 = 0x7FBA_DBAD;
 const POISON_U64: u64 = u64::MAX;
 
-/// A compiled matrix loaded on a device.
+/// A compiled matrix loaded on a device, with the streams its sets run on.
 pub struct LoadedMatrix {
     ctx: Arc<CudaContext>,
     module: Arc<CudaModule>,
     compiled: Compiled,
+    /// Made with the module, so that measuring does not make (and destroy) them: the
+    /// copy stream first, then one per kernel of the CUBIN for the variants of a set.
+    streams: Vec<Arc<CudaStream>>,
 }
 
 fn cuda(what: &str) -> impl Fn(cudarc::driver::DriverError) -> GpuError + '_ {
@@ -291,10 +294,14 @@ impl LoadedMatrix {
             .ctx
             .load_module(cudarc::nvrtc::Ptx::from_binary(compiled.cubin.clone()))
             .map_err(cuda("loading the CUBIN"))?;
+        let streams = (0..=compiled.reports.len().max(1))
+            .map(|_| device.ctx.new_stream().map_err(cuda("creating a stream")))
+            .collect::<Result<Vec<_>, GpuError>>()?;
         Ok(LoadedMatrix {
             ctx: device.ctx.clone(),
             module,
             compiled,
+            streams,
         })
     }
 
@@ -331,8 +338,8 @@ impl LoadedMatrix {
         let (regions, _) = Regions::lay_out(vs, s);
         let mut slots = Vec::new();
         let mut outcome: Vec<Option<Result<VariantResult, GpuError>>> = Vec::new();
-        for (&v, &r) in vs.iter().zip(&regions) {
-            match self.slot(v, r, LaunchTimer::Events, launches) {
+        for (i, (&v, &r)) in vs.iter().zip(&regions).enumerate() {
+            match self.slot(i, v, r, LaunchTimer::Events, launches) {
                 Ok(slot) => {
                     slots.push(slot);
                     outcome.push(None);
@@ -384,8 +391,9 @@ impl LoadedMatrix {
         let slots = vs
             .iter()
             .zip(&regions)
-            .map(|(&v, &r)| {
-                self.slot(v, r, LaunchTimer::Kernel, launches)
+            .enumerate()
+            .map(|(i, (&v, &r))| {
+                self.slot(i, v, r, LaunchTimer::Kernel, launches)
                     .map_err(|e| (Some(v), e))
             })
             .collect::<Result<Vec<Slot>, _>>()?;
@@ -446,7 +454,7 @@ impl LoadedMatrix {
         let back_bytes = Wave::read_back_bytes(&waves);
         let mut memory = SetMemory::new(&self.ctx, &image, back_bytes)?;
         let device = memory.device;
-        let copies = self.ctx.new_stream().map_err(cuda("creating a stream"))?;
+        let copies = self.stream(0)?;
         let untimed = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
         let ready = self
             .ctx
@@ -579,8 +587,18 @@ impl LoadedMatrix {
         Ok(())
     }
 
+    /// Stream `i` of the matrix's own (0: the copy stream), or a new one past them.
+    fn stream(&self, i: usize) -> Result<Arc<CudaStream>, GpuError> {
+        match self.streams.get(i) {
+            Some(st) => Ok(st.clone()),
+            None => self.ctx.new_stream().map_err(cuda("creating a stream")),
+        }
+    }
+
+    /// The `index`th variant of a set: its kernel, stream, regions and events.
     fn slot(
         &self,
+        index: usize,
         v: Variant,
         regions: Regions,
         timer: LaunchTimer,
@@ -633,7 +651,7 @@ impl LoadedMatrix {
         Ok(Slot {
             v,
             func,
-            stream: self.ctx.new_stream().map_err(cuda("creating a stream"))?,
+            stream: self.stream(index + 1)?,
             regions,
             done: self
                 .ctx
