@@ -87,8 +87,11 @@ fn start(
         handles
             .into_iter()
             .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(GpuError::Init("a thread opening a device panicked".into()))
+                h.join().unwrap_or_else(|payload| {
+                    Err(GpuError::Init(format!(
+                        "a thread opening a device panicked: {}",
+                        panic_text(payload.as_ref())
+                    )))
                 })
             })
             .collect()
@@ -97,10 +100,11 @@ fn start(
     let mut devices = opened
         .into_iter()
         .collect::<Result<Vec<Device>, GpuError>>()?;
-    let nvrtc_version = nvrtc.join().unwrap_or_else(|_| {
-        Err(GpuError::Init(
-            "libnvrtc could not be used (the thread loading it panicked)".into(),
-        ))
+    let nvrtc_version = nvrtc.join().unwrap_or_else(|payload| {
+        Err(GpuError::Init(format!(
+            "libnvrtc could not be used (the thread loading it panicked: {})",
+            panic_text(payload.as_ref())
+        )))
     })?;
     for d in &mut devices {
         d.nvrtc_version = nvrtc_version.clone();
@@ -159,6 +163,15 @@ fn check_range(ordinals: &[usize], count: usize) -> Result<Vec<usize>, GpuError>
 pub fn parse_ordinals(text: &str, count: usize) -> Result<Vec<usize>, GpuError> {
     let ordinals = parse_ordinal_list(text).map_err(GpuError::Config)?;
     check_range(&ordinals, count)
+}
+
+/// What a panic said, when it said it with a string.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_string())
 }
 
 /// Checks that libcuda and libnvrtc can be loaded (cudarc panics on a missing library).
@@ -273,6 +286,25 @@ impl Device {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_panic_is_told_with_its_message() {
+        let text = std::thread::spawn(|| panic!("nvrtcVersion not found"))
+            .join()
+            .map_err(|p| panic_text(p.as_ref()))
+            .unwrap_err();
+        assert_eq!(text, "nvrtcVersion not found");
+        let owned = std::thread::spawn(|| std::panic::panic_any(format!("symbol {}", 7)))
+            .join()
+            .map_err(|p| panic_text(p.as_ref()))
+            .unwrap_err();
+        assert_eq!(owned, "symbol 7");
+        let other = std::thread::spawn(|| std::panic::panic_any(7u8))
+            .join()
+            .map_err(|p| panic_text(p.as_ref()))
+            .unwrap_err();
+        assert_eq!(other, "no message");
+    }
 
     #[test]
     fn driver_version_is_read_from_the_nvrm_line() {

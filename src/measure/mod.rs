@@ -151,6 +151,8 @@ impl SetMemory {
             back: std::ptr::null_mut(),
             back_bytes,
         };
+        // The raw allocations below act on the thread's current context.
+        ctx.bind_to_thread().map_err(cuda("binding the context"))?;
         unsafe {
             m.device = result::malloc_sync(bytes).map_err(cuda("allocating buffers"))?;
             m.poison =
