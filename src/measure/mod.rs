@@ -757,6 +757,95 @@ fn each_its_own(
         .collect()
 }
 
+/// How `n` variants of `blocks` blocks each are split into waves on a GPU of `sms` SMs: as
+/// few waves as hold no more blocks than there are SMs, so that every block has an SM to
+/// itself (with more, blocks would share SMs and measure each other). A variant with more
+/// blocks than the GPU has SMs runs alone.
+pub fn wave_sets(n: usize, blocks: u32, sms: u32) -> Vec<std::ops::Range<usize>> {
+    let per = (sms / blocks.max(1)).max(1) as usize;
+    (0..n).step_by(per).map(|a| a..(a + per).min(n)).collect()
+}
+
+/// The variants of one wave (indices into `rs`) that had a block on an SM another block of
+/// the wave also ran on, in some counted launch, each with what it shared. The block
+/// scheduler spread every wave seen so far (on the H200, 2026-11-30: 132 blocks of 66
+/// variants on its 132 SMs in every launch), but nothing promises it.
+pub fn shared_sms(rs: &[Result<VariantResult, GpuError>]) -> BTreeMap<usize, String> {
+    let mut shared = BTreeMap::new();
+    let launches = rs
+        .iter()
+        .filter_map(|r| r.as_ref().ok())
+        .map(|r| r.sm_ids.len())
+        .max()
+        .unwrap_or(0);
+    for k in 0..launches {
+        let mut on: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, r) in rs.iter().enumerate() {
+            if let Ok(r) = r {
+                for &sm in r.sm_ids.get(k).into_iter().flatten() {
+                    on.entry(sm).or_default().push(i);
+                }
+            }
+        }
+        for (sm, users) in on.iter().filter(|(_, u)| u.len() > 1) {
+            for &i in users {
+                shared.entry(i).or_insert_with(|| {
+                    let others: Vec<String> = users
+                        .iter()
+                        .filter(|&&j| j != i)
+                        .filter_map(|&j| rs[j].as_ref().ok().map(|r| r.name.clone()))
+                        .collect();
+                    let with = if others.is_empty() {
+                        "another of its own blocks".to_string()
+                    } else {
+                        others.join(", ")
+                    };
+                    format!("repeat {k}: a block ran on SM {sm} with {with}")
+                });
+            }
+        }
+    }
+    shared
+}
+
+/// Wave mode's guard on its own premise, one block per SM: the variants of a wave whose
+/// blocks shared an SM are measured again as a smaller wave of their own, and a variant
+/// that shares one there too (or when every variant of the wave shared) keeps its result
+/// with the sharing as an output problem, which fails its validity case.
+pub fn own_sms(
+    vs: &[Variant],
+    mut rs: Vec<Result<VariantResult, GpuError>>,
+    rerun: impl FnOnce(&[Variant]) -> Vec<Result<VariantResult, GpuError>>,
+) -> Vec<Result<VariantResult, GpuError>> {
+    let shared = shared_sms(&rs);
+    if shared.is_empty() {
+        return rs;
+    }
+    let again: Vec<usize> = shared.keys().copied().collect();
+    let measured = rs.iter().filter(|r| r.is_ok()).count();
+    let mut left = shared;
+    if again.len() < measured {
+        let subset: Vec<Variant> = again.iter().map(|&i| vs[i]).collect();
+        let redo = rerun(&subset);
+        let still = shared_sms(&redo);
+        for (n, (&i, r)) in again.iter().zip(redo).enumerate() {
+            if r.is_ok() && !still.contains_key(&n) {
+                rs[i] = r;
+                left.remove(&i);
+            }
+        }
+    }
+    for (i, why) in left {
+        if let Ok(r) = &mut rs[i] {
+            r.output_problems.push(format!(
+                "{why}: the wave's blocks did not each get an SM of their own, so it measured \
+                 them against each other (measure serially, or with fewer variants or blocks)"
+            ));
+        }
+    }
+    rs
+}
+
 /// Wave mode's answer to a wave that failed: when the failure names a variant (one the GPU
 /// refused to load or launch) and the context is still usable, that variant gets the error
 /// and the wave is run again without it, so the others are still measured together. A
@@ -1120,6 +1209,83 @@ mod tests {
         assert!(rs[0].is_err());
         assert_eq!(sets.borrow().len(), 1);
         assert!(without_refused(&[], wave(true), || true).is_empty());
+    }
+
+    fn on_sms(v: Variant, sms: &[&[u32]]) -> Result<VariantResult, GpuError> {
+        let mut r = VariantResult::measured(v, vec![vec![7]; sms.len()]);
+        r.sm_ids = sms.iter().map(|s| s.to_vec()).collect();
+        Ok(r)
+    }
+
+    #[test]
+    fn blocks_that_shared_an_sm_are_measured_again_or_fail_their_validity() {
+        let (a, b, c) = (Variant::new(7, 1), Variant::new(7, 2), Variant::new(13, 4));
+        // b's second block landed on a's SM in repeat 1.
+        let wave = vec![
+            on_sms(a, &[&[0, 2], &[0, 2]]),
+            on_sms(b, &[&[4, 6], &[4, 2]]),
+            on_sms(c, &[&[8, 10], &[8, 10]]),
+        ];
+        let shared = shared_sms(&wave);
+        assert_eq!(shared.keys().copied().collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(
+            shared[&0],
+            format!("repeat 1: a block ran on SM 2 with {}", b.name())
+        );
+
+        // Measured again apart: clean there, so the new results replace the old.
+        let asked = std::cell::RefCell::new(Vec::new());
+        let rs = own_sms(&[a, b, c], wave.clone(), |vs| {
+            asked.borrow_mut().push(vs.to_vec());
+            vec![on_sms(a, &[&[20], &[20]]), on_sms(b, &[&[22], &[22]])]
+        });
+        assert_eq!(*asked.borrow(), vec![vec![a, b]]);
+        assert!(rs
+            .iter()
+            .all(|r| r.as_ref().unwrap().output_problems.is_empty()));
+        assert_eq!(rs[0].as_ref().unwrap().sm_ids, vec![vec![20], vec![20]]);
+        assert_eq!(rs[2], wave[2]);
+
+        // Sharing again: the results stay, each with the sharing as an output problem.
+        let rs = own_sms(&[a, b, c], wave.clone(), |_| {
+            vec![on_sms(a, &[&[5], &[5]]), on_sms(b, &[&[5], &[5]])]
+        });
+        for r in &rs[..2] {
+            let p = &r.as_ref().unwrap().output_problems;
+            assert!(
+                p.len() == 1 && p[0].contains("did not each get an SM"),
+                "{p:?}"
+            );
+        }
+        assert!(rs[2].as_ref().unwrap().output_problems.is_empty());
+
+        // A clean wave is left alone and nothing is measured again.
+        let clean = vec![on_sms(a, &[&[0]]), on_sms(c, &[&[1]])];
+        assert_eq!(own_sms(&[a, c], clean.clone(), |_| unreachable!()), clean);
+        // One variant whose own two blocks shared an SM: nothing smaller to try.
+        let alone = vec![on_sms(a, &[&[3, 3]])];
+        let rs = own_sms(&[a], alone, |_| unreachable!());
+        assert!(
+            rs[0].as_ref().unwrap().output_problems[0].contains("with another of its own blocks")
+        );
+    }
+
+    #[test]
+    fn a_wave_never_holds_more_blocks_than_the_gpu_has_sms() {
+        // The H200 profile: 69 variants of one block on 132 SMs, one wave.
+        assert_eq!(wave_sets(69, 1, 132), vec![0..69]);
+        // Two blocks each: 66 variants fill the SMs, the other 3 run in a second wave.
+        assert_eq!(wave_sets(69, 2, 132), vec![0..66, 66..69]);
+        assert_eq!(wave_sets(132, 1, 132), vec![0..132]);
+        assert_eq!(wave_sets(133, 1, 132), vec![0..132, 132..133]);
+        // More blocks than SMs: each variant alone.
+        assert_eq!(wave_sets(3, 200, 132), vec![0..1, 1..2, 2..3]);
+        assert!(wave_sets(0, 1, 132).is_empty());
+        // Every variant in exactly one wave, in order.
+        for (n, b) in [(69, 3), (24, 7), (1, 1)] {
+            let flat: Vec<usize> = wave_sets(n, b, 132).into_iter().flatten().collect();
+            assert_eq!(flat, (0..n).collect::<Vec<_>>());
+        }
     }
 
     #[test]

@@ -159,7 +159,21 @@ impl Target for CudaTarget {
             .bind_to_thread()
             .map_err(|e| GpuError::cuda(format!("binding device {}", self.device.ordinal), e))?;
         match settings.mode {
-            Mode::Wave => Ok(probe.measure_wave(variants, settings)),
+            Mode::Wave => Ok(crate::measure::wave_sets(
+                variants.len(),
+                settings.blocks,
+                self.device.sm_count,
+            )
+            .into_iter()
+            .flat_map(|set| {
+                // One block per SM is wave mode's premise: checked, and what broke it
+                // measured again (see `own_sms`).
+                let vs = &variants[set];
+                crate::measure::own_sms(vs, probe.measure_wave(vs, settings), |again| {
+                    probe.measure_wave(again, settings)
+                })
+            })
+            .collect()),
             Mode::Serial => Ok(probe.measure_serial(variants, settings)),
         }
     }
