@@ -826,6 +826,8 @@ fn malformed_device_lists_and_flags_are_configuration_errors_before_the_driver_l
         "ACCPROBE_REQUIRE_TOOLCHAINS",
         "ACCPROBE_LOCK_TIMEOUT",
         "ACCPROBE_TRACE",
+        "ACCPROBE_DEVICES",
+        "ACCPROBE_DEVICE",
     ] {
         use std::os::unix::ffi::OsStrExt;
         let value = std::ffi::OsStr::from_bytes(b"1\xff");

@@ -116,17 +116,14 @@ fn start(
 /// without touching the driver; `None` when neither is set (or set empty).
 pub fn selection_from_env() -> Result<Option<Vec<usize>>, GpuError> {
     for var in [DEVICES_ENV, DEVICE_ENV] {
-        match std::env::var(var) {
-            Ok(s) if s.trim().is_empty() => {}
-            Ok(s) => {
+        match crate::input::env_text(var).map_err(GpuError::Config)? {
+            Some(s) if s.trim().is_empty() => {}
+            Some(s) => {
                 return parse_ordinal_list(&s)
                     .map(Some)
                     .map_err(|e| GpuError::Config(format!("{var}={s:?}: {e}")))
             }
-            Err(std::env::VarError::NotUnicode(_)) => {
-                return Err(GpuError::Config(format!("{var} is not valid UTF-8")))
-            }
-            Err(std::env::VarError::NotPresent) => {}
+            None => {}
         }
     }
     Ok(None)
