@@ -336,7 +336,7 @@ impl LoadedMatrix {
         s: &ProbeSettings,
     ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
         crate::trace::mark(format!("preparing {} variant(s), one at a time", vs.len()));
-        let launches = (s.warmup_launches + s.repeats) as usize;
+        let launches = s.launches() as usize;
         let (regions, _) = Regions::lay_out(vs, s);
         let mut slots = Vec::new();
         let mut outcome: Vec<Option<Result<VariantResult, GpuError>>> = Vec::new();
@@ -350,7 +350,7 @@ impl LoadedMatrix {
             }
         }
         let mut measured = self
-            .run(vs, slots, s, LaunchTimer::Events, Schedule::OneByOne)
+            .run(&regions, slots, s, LaunchTimer::Events, Schedule::OneByOne)
             .map_err(|(_, e)| e)?
             .into_iter();
         Ok(outcome
@@ -366,8 +366,8 @@ impl LoadedMatrix {
     }
 
     /// Wave mode: every variant at once, one stream each, each launch timed by the kernel.
-    /// A variant that fails to prepare or launch fails the whole wave: the GPU state is
-    /// then unknown for all of them.
+    /// A variant the GPU refuses to load or launch gets its own error and the wave runs
+    /// again without it; any other failure is every variant's (see [`without_refused`]).
     pub fn measure_wave(
         &self,
         vs: &[Variant],
@@ -388,7 +388,7 @@ impl LoadedMatrix {
         s: &ProbeSettings,
     ) -> Result<Vec<VariantResult>, (Option<Variant>, GpuError)> {
         crate::trace::mark(format!("preparing a wave of {} variant(s)", vs.len()));
-        let launches = (s.warmup_launches + s.repeats) as usize;
+        let launches = s.launches() as usize;
         let (regions, _) = Regions::lay_out(vs, s);
         let slots = vs
             .iter()
@@ -399,11 +399,11 @@ impl LoadedMatrix {
                     .map_err(|e| (Some(v), e))
             })
             .collect::<Result<Vec<Slot>, _>>()?;
-        self.run(vs, slots, s, LaunchTimer::Kernel, Schedule::Together)
+        self.run(&regions, slots, s, LaunchTimer::Kernel, Schedule::Together)
     }
 
-    /// Runs `slots` (laid out for `vs`), `warmup_launches + repeats` launches each, as
-    /// successive waves of the `schedule`:
+    /// Runs `slots` (laid out as `regions`, one per variant of the set), `warmup_launches +
+    /// repeats` launches each, as successive waves of the `schedule`:
     ///
     /// ```text
     /// copy stream:     poison ─ ready ┐                      ┌ wait done (each) ─ read back ─ poison ─ ...
@@ -421,21 +421,21 @@ impl LoadedMatrix {
     /// queues the read-back that overwrites it.
     fn run(
         &self,
-        vs: &[Variant],
+        regions: &[Regions],
         slots: Vec<Slot>,
         s: &ProbeSettings,
         timer: LaunchTimer,
         schedule: Schedule,
     ) -> Result<Vec<VariantResult>, (Option<Variant>, GpuError)> {
         let mut blame = None;
-        self.run_blaming(vs, slots, s, timer, schedule, &mut blame)
+        self.run_blaming(regions, slots, s, timer, schedule, &mut blame)
             .map_err(|e| (blame, e))
     }
 
     /// [`Self::run`], setting `blame` to the variant whose launch the GPU refused.
     fn run_blaming(
         &self,
-        vs: &[Variant],
+        regions: &[Regions],
         mut slots: Vec<Slot>,
         s: &ProbeSettings,
         timer: LaunchTimer,
@@ -445,10 +445,11 @@ impl LoadedMatrix {
         if slots.is_empty() {
             return Ok(Vec::new());
         }
-        let launches = (s.warmup_launches + s.repeats) as usize;
-        let (regions, bytes) = Regions::lay_out(vs, s);
+        let launches = s.launches() as usize;
+        // The variants' regions lie one after another: the last ends the set's bytes.
+        let bytes = regions.last().map_or(0, Regions::end);
         let mut image = vec![0u8; bytes];
-        for r in &regions {
+        for r in regions {
             r.poison(&mut image);
         }
         let placed: Vec<Regions> = slots.iter().map(|x| x.regions).collect();
@@ -986,6 +987,11 @@ mod tests {
             assert!(w[0].1 <= w[1].0, "{:?} overlaps {:?}", w[0], w[1]);
         }
         assert!(ranges.iter().all(|&(a, b)| a % 256 == 0 && b <= bytes));
+        assert_eq!(
+            bytes,
+            regions.last().unwrap().end(),
+            "the last region ends the set"
+        );
         assert_eq!(regions[0].outputs, 2 * 96, "one output per thread");
         assert_eq!(
             regions[1].outputs,

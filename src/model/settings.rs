@@ -54,6 +54,11 @@ impl ProbeSettings {
     pub fn warps(&self) -> u32 {
         self.blocks * self.block_threads / 32
     }
+
+    /// Launches per variant: the warm-up ones, then the counted repeats.
+    pub fn launches(&self) -> u32 {
+        self.warmup_launches + self.repeats
+    }
 }
 
 /// The launch settings a run was measured with, recorded in its results file (schema 2) so

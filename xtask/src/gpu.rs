@@ -318,7 +318,7 @@ pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Outcome 
         .as_ref()
         .and_then(|e| e.sm_clock_rated_mhz)
         .ok_or("no SM clock")?;
-    let launches = p.probe.warmup_launches + p.probe.repeats;
+    let launches = p.probe.launches();
     let n = p.probe.variants().len();
     let per_launch = p.probe.budget_cycles as f64 / (clock * 1e6);
     let b = Bench {
