@@ -82,10 +82,16 @@ impl Guard {
 }
 
 /// `ACCPROBE_CONTENTION_RETRIES` and `ACCPROBE_CONTENTION_WAIT`, with their defaults for
-/// what is unset or not a number (said on stderr).
+/// what is unset, not UTF-8 or not a number (said on stderr).
 fn contention_settings() -> (u32, Duration) {
     let read = |name: &str| -> Option<f64> {
-        let text = std::env::var(name).ok()?;
+        let text = match crate::input::env_text(name) {
+            Ok(text) => text?,
+            Err(e) => {
+                eprintln!("accprobe: {e}; using the default");
+                return None;
+            }
+        };
         match text.trim().parse::<f64>() {
             Ok(x) if x.is_finite() && x >= 0.0 => Some(x),
             _ => {
