@@ -6,6 +6,9 @@
 //! can be loaded (cudarc panics otherwise).
 
 use crate::error::GpuError;
+use crate::measure::lock::{
+    format_uuid, normalize_bus_id, register_device, DeviceKey, Registration,
+};
 use crate::model::gpu::{Environment, GpuIdentity};
 use cudarc::driver::{sys, CudaContext};
 use std::sync::Arc;
@@ -28,12 +31,17 @@ pub const DEVICE_ENV: &str = "ACCPROBE_DEVICE";
 pub struct Device {
     pub ordinal: usize,
     pub ctx: Arc<CudaContext>,
+    /// What names the device for every process on the host (lock and NVML checks).
+    pub key: DeviceKey,
     pub identity: GpuIdentity,
     pub capability: (i32, i32),
     pub sm_count: u32,
     pub sm_clock_rated_mhz: Option<f64>,
     pub cuda_driver_api: String,
     pub nvrtc_version: String,
+    /// This process's registration as a user of the device, made before the context and
+    /// dropped after it (fields drop in order): see `crate::measure::lock`.
+    _registration: Option<Arc<Registration>>,
 }
 
 /// Finds the GPU, or says why there is none: the reason GPU cases are ignored with.
@@ -193,8 +201,40 @@ fn driver_ready() -> Result<usize, GpuError> {
     Ok(count as usize)
 }
 
-/// A context on device `ordinal` and what identifies it.
+/// What names device `ordinal` across processes, read without a context.
+fn device_key(ordinal: usize) -> DeviceKey {
+    let dev = cudarc::driver::result::device::get(ordinal as i32).ok();
+    let pci_bus_id = dev.and_then(|dev| {
+        let mut buf = [0 as std::ffi::c_char; 64];
+        // SAFETY: the buffer is as long as we say; the driver writes a NUL-terminated
+        // string into it.
+        unsafe { sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), 64, dev) }
+            .result()
+            .ok()?;
+        // SAFETY: NUL-terminated by the driver, within the buffer.
+        unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+            .to_str()
+            .ok()
+            .and_then(normalize_bus_id)
+    });
+    let uuid = dev
+        .and_then(|d| cudarc::driver::result::device::get_uuid(d).ok())
+        .map(|u| format_uuid(u.bytes.map(|b| b as u8)));
+    DeviceKey {
+        ordinal,
+        pci_bus_id,
+        uuid,
+    }
+}
+
+/// A context on device `ordinal` and what identifies it. The process registers as a user
+/// of the device before the context exists, so that another accprobe measuring on it
+/// never sees our context unannounced (2026-11-30: two suites started together, one
+/// checked the GPU in the 30 ms between the other's context and its registration, and
+/// waited 10 s to measure again).
 fn open(ordinal: usize) -> Result<Device, GpuError> {
+    let key = device_key(ordinal);
+    let registration = register_device(&key);
     let ctx = CudaContext::new(ordinal).map_err(|e| {
         GpuError::Device(format!("cannot create a context on device {ordinal}: {e}"))
     })?;
@@ -225,12 +265,14 @@ fn open(ordinal: usize) -> Result<Device, GpuError> {
             compute_capability: format!("{}.{}", capability.0, capability.1),
         },
         ctx,
+        key,
         capability,
         sm_count,
         sm_clock_rated_mhz,
         cuda_driver_api: format!("{}.{}", api / 1000, (api % 1000) / 10),
         // Read once for all devices, on its own thread (see `start`).
         nvrtc_version: String::new(),
+        _registration: registration,
     })
 }
 

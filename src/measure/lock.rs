@@ -6,9 +6,10 @@
 //! id, else its UUID; never the ordinal, which `CUDA_VISIBLE_DEVICES` renumbers) and lives
 //! in a directory all processes share: `ACCPROBE_LOCK_DIR`, default `/tmp/accprobe-locks`.
 //! The holder writes its PID and since when into the file, for the message of those who
-//! wait. Every process with a session on a device also registers its PID beside the lock
-//! (`<key>.pid-<PID>`), so that the contention checks can tell a waiting accprobe's idle
-//! context from another program's.
+//! wait. Every process that opens a device registers its PID beside the lock
+//! (`<key>.pid-<PID>`, holding the process's start time) *before* it creates its context,
+//! and keeps the registration until the context is gone, so that the contention checks
+//! can tell a waiting accprobe's idle context from another program's at every moment.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions, TryLockError};
@@ -67,6 +68,20 @@ impl DeviceKey {
             None => format!("GPU {}", self.ordinal),
         }
     }
+}
+
+/// A CUDA UUID as NVML writes it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+pub fn format_uuid(b: [u8; 16]) -> String {
+    let hex =
+        |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        hex(0..4),
+        hex(4..6),
+        hex(6..8),
+        hex(8..10),
+        hex(10..16)
+    )
 }
 
 /// `0000:19:00.0`, `00000000:19:00.0` and `19:00.0` (hex, any case) all become
@@ -330,20 +345,32 @@ impl Drop for Registration {
     }
 }
 
-/// Registers this process as a user of the device `stem` (once per process, shared).
+/// Registers this process as a user of the device `stem` (once per process, shared). The
+/// file holds the process's start time, so that a registration left by a killed process
+/// never vouches for another process that was given its PID.
 pub fn register(dir: &Path, stem: &str) -> Result<Arc<Registration>, String> {
     static REGISTERED: Slots<Registration> = Mutex::new(BTreeMap::new());
     shared(&REGISTERED, dir.join(stem), || {
         open_shared_dir(dir)?;
         let path = dir.join(format!("{stem}.pid-{}", std::process::id()));
-        std::fs::write(&path, b"")
+        let started = start_time(std::process::id()).unwrap_or_default();
+        std::fs::write(&path, started.as_bytes())
             .map_err(|e| format!("cannot register in {}: {e}", dir.display()))?;
         Ok(Registration { path })
     })
 }
 
+/// Registers this process for `key`'s device in the lock directory the environment names,
+/// before the process creates a context on it (see the module's note); `None` where the
+/// device has no stable name or the directory cannot be used (the session says why).
+pub fn register_device(key: &DeviceKey) -> Option<Arc<Registration>> {
+    let settings = LockSettings::from_env().ok()?;
+    register(&settings.dir, &key.stem()?).ok()
+}
+
 /// The PIDs of the other live processes registered for the device `stem`. Registrations
-/// of processes that are gone (killed before they could remove theirs) are ignored.
+/// of processes that are gone (killed before they could remove theirs), or whose PID now
+/// names a process started at another time, are ignored.
 pub fn peers(dir: &Path, stem: &str) -> Vec<u32> {
     let prefix = format!("{stem}.pid-");
     let own = std::process::id();
@@ -353,15 +380,38 @@ pub fn peers(dir: &Path, stem: &str) -> Vec<u32> {
     let mut pids: Vec<u32> = entries
         .filter_map(|e| e.ok())
         .filter_map(|e| {
-            e.file_name()
+            let pid: u32 = e
+                .file_name()
                 .to_str()
                 .and_then(|n| n.strip_prefix(&prefix))
-                .and_then(|p| p.parse().ok())
+                .and_then(|p| p.parse().ok())?;
+            (pid != own && alive(pid) && same_process(pid, &e.path())).then_some(pid)
         })
-        .filter(|&pid| pid != own && alive(pid))
         .collect();
     pids.sort_unstable();
     pids
+}
+
+/// Whether the registration at `path` was written by the process that has `pid` now: its
+/// recorded start time is that process's (an empty or unreadable record, from a version
+/// that wrote none or a system without `/proc`, is taken as it is).
+fn same_process(pid: u32, path: &Path) -> bool {
+    let recorded = crate::input::read_text(path, "registration", 64)
+        .map(|t| t.trim().to_string())
+        .unwrap_or_default();
+    match start_time(pid) {
+        Some(now) if !recorded.is_empty() => recorded == now,
+        _ => true,
+    }
+}
+
+/// When process `pid` started, in clock ticks since boot (`/proc/PID/stat`, field 22), as
+/// text; `None` where there is no `/proc`.
+fn start_time(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count after its end.
+    let after = stat.rsplit_once(')')?.1;
+    after.split_whitespace().nth(19).map(str::to_string)
 }
 
 /// Whether `pid` runs (by `/proc`; assumed alive where there is no `/proc`).
@@ -556,6 +606,23 @@ mod tests {
         std::fs::write(dir.join("k.pid-4294967294"), b"").unwrap();
         std::fs::write(dir.join(format!("other.pid-{parent}")), b"").unwrap();
         assert_eq!(peers(&dir, "k"), vec![parent]);
+        // What we wrote is our start time; the parent's PID with another start time is a
+        // registration left by a process that is gone, whose PID was given again.
+        let written = std::fs::read_to_string(dir.join(format!("k.pid-{}", std::process::id())));
+        assert_eq!(written.ok(), start_time(std::process::id()));
+        let parent_started = start_time(parent).unwrap();
+        std::fs::write(
+            dir.join(format!("k.pid-{parent}")),
+            parent_started.as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(peers(&dir, "k"), vec![parent]);
+        std::fs::write(dir.join(format!("k.pid-{parent}")), b"1").unwrap();
+        assert_eq!(
+            peers(&dir, "k"),
+            Vec::<u32>::new(),
+            "a reused PID is no peer"
+        );
         drop(me);
         assert!(!dir.join(format!("k.pid-{}", std::process::id())).exists());
         std::fs::remove_dir_all(dir).unwrap();

@@ -159,7 +159,8 @@ impl GpuSession {
 
     /// A session with the given guard (tests inject a lock directory and a monitor). It
     /// registers this process as a user of the device at once, so that a process holding
-    /// the GPU tells our idle context from other work while we wait.
+    /// the GPU tells our idle context from other work while we wait (a real device was
+    /// registered when it was opened, before its context: this shares that registration).
     pub fn guarded(
         profile: Profile,
         selection_note: String,

@@ -6,7 +6,7 @@
 use crate::compile::{self, Compiled};
 use crate::error::GpuError;
 use crate::measure::device::Device;
-use crate::measure::lock::{normalize_bus_id, DeviceKey};
+use crate::measure::lock::DeviceKey;
 use crate::measure::LoadedMatrix;
 use crate::model::gpu::Environment;
 use crate::model::gpu::GpuIdentity;
@@ -85,12 +85,13 @@ pub trait Target: Send + Sync {
 
 /// A real CUDA device: compiles through the cache at first use, then measures.
 pub struct CudaTarget {
-    device: Device,
     cache: Option<PathBuf>,
     probe: OnceLock<Result<LoadedMatrix, GpuError>>,
     info: OnceLock<CompileInfo>,
     env: OnceLock<Environment>,
-    key: OnceLock<DeviceKey>,
+    /// Last: dropped after the module and streams that hold its context, so that the
+    /// context is gone before the device's registration (see `Device`).
+    device: Device,
 }
 
 impl CudaTarget {
@@ -101,7 +102,6 @@ impl CudaTarget {
             probe: OnceLock::new(),
             info: OnceLock::new(),
             env: OnceLock::new(),
-            key: OnceLock::new(),
         }
     }
 
@@ -207,54 +207,8 @@ impl Target for CudaTarget {
     }
 
     fn device_key(&self) -> Option<DeviceKey> {
-        Some(
-            self.key
-                .get_or_init(|| {
-                    let dev = self.device.ctx.cu_device();
-                    let mut buf = [0 as std::ffi::c_char; 64];
-                    // SAFETY: the buffer is as long as we say; the driver writes a
-                    // NUL-terminated string into it.
-                    let bus = unsafe {
-                        cudarc::driver::sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), 64, dev)
-                    }
-                    .result()
-                    .ok()
-                    .and_then(|_| {
-                        // SAFETY: NUL-terminated by the driver, within the buffer.
-                        unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
-                            .to_str()
-                            .ok()
-                            .and_then(normalize_bus_id)
-                    });
-                    let uuid = self
-                        .device
-                        .ctx
-                        .uuid()
-                        .ok()
-                        .map(|u| format_uuid(u.bytes.map(|b| b as u8)));
-                    DeviceKey {
-                        ordinal: self.device.ordinal,
-                        pci_bus_id: bus,
-                        uuid,
-                    }
-                })
-                .clone(),
-        )
+        Some(self.device.key.clone())
     }
-}
-
-/// A CUDA UUID as NVML writes it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
-pub fn format_uuid(b: [u8; 16]) -> String {
-    let hex =
-        |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
-    format!(
-        "GPU-{}-{}-{}-{}-{}",
-        hex(0..4),
-        hex(4..6),
-        hex(6..8),
-        hex(8..10),
-        hex(10..16)
-    )
 }
 
 /// A device that replays recorded results: the suite's multi-device paths without a GPU.
