@@ -71,6 +71,15 @@ impl std::error::Error for Error {}
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What a panic said, when it said it with a string.
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_string())
+}
+
 /// `text` from a user's file made safe to put in a message: control characters escaped
 /// (`\u{1b}`), so that a terminal or a JUnit XML attribute gets no raw escape sequence
 /// or forbidden character, and at most `max_chars` characters, with `…` where it was cut.

@@ -1,5 +1,8 @@
 //! The compile stage for real, wherever libnvrtc can be loaded (no GPU needed): the whole
-//! default matrix in one NVRTC program for sm_90, with its ptxas report parsed per kernel.
+//! default matrix for sm_90, with its ptxas report parsed per kernel; the matrix split into
+//! several NVRTC programs gives each kernel the code of one program. This binary compiles
+//! every matrix as two programs (`ACCPROBE_COMPILE_PARTS=2`), so that the cache and the
+//! workers see entries of several parts.
 //! Ignored with the reason where libnvrtc is absent. `.ci/run` installs NVRTC from PyPI so
 //! that CI runs it.
 
@@ -7,6 +10,9 @@ use accprobe::catalog;
 use accprobe::compile;
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use std::path::Path;
+
+/// How many NVRTC programs this binary compiles a matrix as.
+const PARTS: &str = "2";
 
 fn nvrtc_reason() -> Option<String> {
     (!unsafe { cudarc::nvrtc::sys::is_culib_present() }).then(|| {
@@ -29,8 +35,13 @@ fn compile_matrix() -> Result<Completion, Failed> {
     compile::disable_compute_cache();
     let variants = documented_variants();
     let c = compile::compile(&variants, &compile::options(9, 0)).map_err(|e| e.to_string())?;
-    if c.cubin.len() < 1024 || &c.cubin[..4] != b"\x7fELF" {
-        return Err(format!("CUBIN of {} bytes is not an ELF image", c.cubin.len()).into());
+    if c.parts.len() != 2 {
+        return Err(format!("{} parts, {PARTS} asked for", c.parts.len()).into());
+    }
+    for p in &c.parts {
+        if p.cubin.len() < 1024 || &p.cubin[..4] != b"\x7fELF" {
+            return Err(format!("CUBIN of {} bytes is not an ELF image", p.cubin.len()).into());
+        }
     }
     for v in &variants {
         let r = c
@@ -92,12 +103,19 @@ fn cache_hits_rebuilds_and_keys() -> Result<Completion, Failed> {
     let (second, use2) =
         compile_cached(variants, &options, Some(&dir)).map_err(|e| e.to_string())?;
     check("hit", &use2)?;
-    if first.cubin != second.cubin || first.reports != second.reports {
+    // A hit reads back exactly what was stored: CUBINs, logs and SASS.
+    if first.parts != second.parts || first.reports != second.reports {
         return Err("the cached CUBIN or report differs from the compiled one".into());
     }
     // A corrupt entry is detected and rebuilt, never trusted.
     let version = compile::nvrtc_version().map_err(|e| e.to_string())?;
     let key = cache_key(variants, &options, &version);
+    if !dir.join(&key).join("cubin.1").is_file()
+        || !dir.join(&key).join("sass.1").is_file()
+            && matches!(first.sass, compile::Sass::Read { .. })
+    {
+        return Err("the entry does not hold the second program's CUBIN and SASS".into());
+    }
     let cubin = dir.join(&key).join("cubin");
     let mut bytes = std::fs::read(&cubin).map_err(|e| e.to_string())?;
     bytes[100] ^= 0xff;
@@ -105,8 +123,11 @@ fn cache_hits_rebuilds_and_keys() -> Result<Completion, Failed> {
     let (third, use3) =
         compile_cached(variants, &options, Some(&dir)).map_err(|e| e.to_string())?;
     check("rebuilt (cubin does not match its digest)", &use3)?;
-    if third.cubin != first.cubin {
-        return Err("the rebuilt CUBIN differs".into());
+    // (The logs differ: ptxas reports its own compile time.)
+    let cubins =
+        |c: &compile::Compiled| c.parts.iter().map(|p| p.cubin.clone()).collect::<Vec<_>>();
+    if cubins(&third) != cubins(&first) {
+        return Err("the rebuilt CUBINs differ".into());
     }
     check(
         "hit",
@@ -154,6 +175,49 @@ fn cache_hits_rebuilds_and_keys() -> Result<Completion, Failed> {
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(Completion::Completed)
+}
+
+/// The documented matrix as one program and as three: every kernel has the same ptxas
+/// report and, where a disassembler is found, the same SASS (digest, loop, partials).
+fn parts_give_each_kernel_the_code_of_one_program() -> Result<Completion, Failed> {
+    if let Some(reason) = nvrtc_reason() {
+        return Ok(Completion::ignored_with(reason));
+    }
+    compile::disable_compute_cache();
+    let variants = documented_variants();
+    let options = compile::options(9, 0);
+    let one = compile::compile_as(&variants, &options, 1).map_err(|e| e.to_string())?;
+    let three = compile::compile_as(&variants, &options, 3).map_err(|e| e.to_string())?;
+    if one.parts.len() != 1 || three.parts.len() != 3 {
+        return Err(format!("{} and {} parts", one.parts.len(), three.parts.len()).into());
+    }
+    let names: Vec<String> = variants.iter().map(|v| v.name()).collect();
+    for n in &names {
+        if !one.reports.contains_key(n) || one.reports.get(n) != three.reports.get(n) {
+            return Err(format!(
+                "{n}: ptxas {:?} vs {:?}",
+                one.reports.get(n),
+                three.reports.get(n)
+            )
+            .into());
+        }
+    }
+    match (&one.sass, &three.sass) {
+        (compile::Sass::Read { .. }, compile::Sass::Read { .. }) => {
+            for n in &names {
+                if one.sass.summary(n) != three.sass.summary(n) {
+                    return Err(
+                        format!("{n}: the SASS differs between one program and three").into(),
+                    );
+                }
+            }
+            Ok(Completion::Completed)
+        }
+        (compile::Sass::Unavailable(why), compile::Sass::Unavailable(_)) => Ok(
+            Completion::ignored_with(format!("ptxas reports agree; SASS not compared: {why}")),
+        ),
+        (a, b) => Err(format!("SASS of one program {a:?}, of three {b:?}").into()),
+    }
 }
 
 /// A folder holding a file named like libnvrtc that is no library: the worker says so.
@@ -223,7 +287,20 @@ fn main() -> std::process::ExitCode {
         return code;
     }
     let args = Arguments::from_args();
+    // Before any thread: every matrix of this binary is compiled as PARTS programs, and the
+    // disassembler ci/toolchains.sh installed is used where none other is named.
+    std::env::set_var(compile::PARTS_ENV, PARTS);
+    if std::env::var_os("ACCPROBE_DISASSEMBLER").is_none() {
+        let root = compile::toolchain::default_root();
+        if let Some(tool) = compile::toolchain::disassembler(&root) {
+            std::env::set_var("ACCPROBE_DISASSEMBLER", tool);
+        }
+    }
     let trials = vec![
+        Trial::ignorable_test(
+            "compile::parts_give_each_kernel_the_code_of_one_program",
+            parts_give_each_kernel_the_code_of_one_program,
+        ),
         Trial::ignorable_test("compile::default_matrix_sm_90", compile_matrix),
         Trial::ignorable_test("compile::bad_option_is_reported", compile_error_is_reported),
         Trial::ignorable_test(

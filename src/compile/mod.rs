@@ -1,6 +1,8 @@
-//! Stage 3 of the pipeline: compile. One NVRTC program for the whole matrix, built to a
-//! CUBIN for the device's own architecture, with the ptxas verbose report kept and parsed
-//! per kernel.
+//! Stage 3 of the pipeline: compile. The matrix is built to CUBINs for the device's own
+//! architecture, with the ptxas verbose report kept and parsed per kernel, and each CUBIN
+//! disassembled. Where the machine has the cores, the matrix is split into a few NVRTC
+//! programs ([`parts`]) compiled on threads of their own, each disassembled as soon as its
+//! CUBIN is there: a kernel's code does not depend on the other kernels of its program.
 //!
 //! Only [`compile`] and [`nvrtc_version`] touch NVRTC; the source and options are plain
 //! functions, tested everywhere.
@@ -70,17 +72,30 @@ pub fn extra_options() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// One NVRTC program of a compiled matrix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Part {
+    pub cubin: Vec<u8>,
+    /// The program's whole NVRTC log, ptxas report included.
+    pub log: String,
+    /// The disassembler's whole output for the CUBIN, when it ran and could be read.
+    pub sass: Option<String>,
+}
+
 /// A compiled matrix.
 #[derive(Debug, Clone)]
 pub struct Compiled {
-    pub cubin: Vec<u8>,
-    /// The whole NVRTC program log, ptxas report included.
+    /// The programs the matrix was compiled as, in order; each kernel is in one of them.
+    pub parts: Vec<Part>,
+    /// Every program's NVRTC log, in order.
     pub log: String,
     pub reports: BTreeMap<String, PtxasReport>,
     pub options: Vec<String>,
-    /// The SASS of the CUBIN, per kernel, or why there is none.
+    /// The SASS of the CUBINs, per kernel, or why there is none.
     pub sass: Sass,
-    /// Seconds spent in NVRTC (0 on a cache hit) and on the SASS.
+    /// Seconds until the last CUBIN was there (0 on a cache hit), and from then until the
+    /// last SASS was read: with the parts' disassembly overlapping the other parts' NVRTC,
+    /// the two add up to the compile's wall time.
     pub nvrtc_seconds: f64,
     pub sass_seconds: f64,
 }
@@ -88,9 +103,8 @@ pub struct Compiled {
 /// The disassembly of a compiled matrix.
 #[derive(Debug, Clone)]
 pub enum Sass {
-    /// Per kernel; `text` is the disassembler's whole output.
+    /// Per kernel (the texts are the parts', in [`Part::sass`]).
     Read {
-        text: String,
         tool: String,
         kernels: BTreeMap<String, SassSummary>,
     },
@@ -107,6 +121,71 @@ impl Sass {
             _ => None,
         }
     }
+
+    /// The SASS of a matrix from its parts': every kernel when every part was read, else
+    /// the first part's failure (a failure says more than a missing disassembler).
+    fn merge(parts: Vec<Sass>) -> Sass {
+        let mut all = BTreeMap::new();
+        let mut tool = String::new();
+        let mut unavailable = None;
+        for p in parts {
+            match p {
+                Sass::Read { tool: t, kernels } => {
+                    tool = t;
+                    all.extend(kernels);
+                }
+                Sass::Failed(why) => return Sass::Failed(why),
+                Sass::Unavailable(why) => unavailable = unavailable.or(Some(why)),
+            }
+        }
+        match unavailable {
+            Some(why) => Sass::Unavailable(why),
+            None => Sass::Read { tool, kernels: all },
+        }
+    }
+}
+
+/// Environment variable fixing how many NVRTC programs a matrix is compiled as (1 or more;
+/// default [`default_parts`]).
+pub const PARTS_ENV: &str = "ACCPROBE_COMPILE_PARTS";
+
+/// How many programs to compile a matrix of `n` variants as, on this machine: one per four
+/// cores, at most four, never more than there are variants. On the H200's 16-core host
+/// (2026-11-30, NVRTC 13.0, documented profile) four programs on threads brought the CUBINs
+/// from 0.30-0.47 s to 0.18 s and, each disassembled as soon as it was there, the whole
+/// compile from 0.80-0.97 s to 0.49-0.52 s; more threads did not help (NVRTC's threads
+/// contend), and each program costs one more disassembler start (about 0.3 s of CPU), too
+/// much on a small machine.
+pub fn default_parts(n: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    (cores / 4).clamp(1, 4).min(n.max(1))
+}
+
+/// [`default_parts`], unless [`PARTS_ENV`] says otherwise; a value that is not a whole
+/// number of 1 or more is an error naming the variable.
+pub fn parts_for(n: usize) -> Result<usize> {
+    match input::env_text(PARTS_ENV).map_err(Error::msg)? {
+        None => Ok(default_parts(n)),
+        Some(t) => t
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&p| p >= 1)
+            .map(|p| p.min(n.max(1)))
+            .ok_or_else(|| {
+                Error::msg(format!(
+                    "{PARTS_ENV}={t:?} is not a number of NVRTC programs (1 or more)"
+                ))
+            }),
+    }
+}
+
+/// `variants` dealt round-robin into `n` parts (so that each gets short and long chains).
+pub fn parts(variants: &[Variant], n: usize) -> Vec<Vec<Variant>> {
+    let n = n.clamp(1, variants.len().max(1));
+    (0..n)
+        .map(|i| variants.iter().skip(i).step_by(n).copied().collect())
+        .collect()
 }
 
 /// Where to look for a disassembler: `ACCPROBE_DISASSEMBLER` (a path to cuobjdump or
@@ -139,35 +218,42 @@ pub fn disassembler_unavailable() -> Option<String> {
     find_disassembler().is_none().then(|| "no SASS disassembler: neither cuobjdump nor nvdisasm found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin, ACCPROBE_DISASSEMBLER)".to_string())
 }
 
-/// Disassembles a CUBIN and summarises each of the `variants`' kernels.
-pub fn disassemble(cubin: &[u8], variants: &[Variant]) -> Sass {
+/// Disassembles one CUBIN and summarises each of the `variants`' kernels: the text (when
+/// it was read) and the summary, or why there is none.
+pub fn disassemble(cubin: &[u8], variants: &[Variant]) -> (Option<String>, Sass) {
     let Some(tool) = find_disassembler() else {
-        return Sass::Unavailable(disassembler_unavailable().unwrap_or_default());
+        return (
+            None,
+            Sass::Unavailable(disassembler_unavailable().unwrap_or_default()),
+        );
     };
-    disassemble_with(&tool, cubin, variants)
+    match disassemble_with(&tool, cubin) {
+        Ok(text) => match read_sass(&text, tool.display().to_string(), variants) {
+            read @ Sass::Read { .. } => (Some(text), read),
+            other => (None, other),
+        },
+        Err(why) => (None, Sass::Failed(why)),
+    }
 }
 
-/// [`disassemble`] with `tool`. The CUBIN goes to a file of its own for each call: two
-/// devices compile at once in one process (the cache off, or two architectures), and a
-/// name made of the process id and the CUBIN's length, as before, let one device's write
-/// or removal reach the file the other's disassembler was reading.
-fn disassemble_with(tool: &Path, cubin: &[u8], variants: &[Variant]) -> Sass {
-    let file = match tempfile::Builder::new()
+/// The disassembly of `cubin` by `tool`, or why there is none. The CUBIN goes to a file of
+/// its own for each call: two devices compile at once in one process (the cache off, or
+/// two architectures), and a name made of the process id and the CUBIN's length, as
+/// before, let one device's write or removal reach the file the other's disassembler was
+/// reading.
+fn disassemble_with(tool: &Path, cubin: &[u8]) -> std::result::Result<String, String> {
+    let file = tempfile::Builder::new()
         .prefix("accprobe-")
         .suffix(".cubin")
         .tempfile()
-    {
-        Ok(f) => f,
-        Err(e) => {
-            return Sass::Failed(format!(
+        .map_err(|e| {
+            format!(
                 "cannot create a file for the CUBIN in {}: {e}",
                 std::env::temp_dir().display()
-            ))
-        }
-    };
-    if let Err(e) = std::fs::write(file.path(), cubin) {
-        return Sass::Failed(format!("cannot write {}: {e}", file.path().display()));
-    }
+            )
+        })?;
+    std::fs::write(file.path(), cubin)
+        .map_err(|e| format!("cannot write {}: {e}", file.path().display()))?;
     let is_nvdisasm = tool
         .file_name()
         .is_some_and(|n| n.to_string_lossy().contains("nvdisasm"));
@@ -175,25 +261,21 @@ fn disassemble_with(tool: &Path, cubin: &[u8], variants: &[Variant]) -> Sass {
     cmd.arg(if is_nvdisasm { "-ndf" } else { "-sass" });
     let out = cmd.arg(file.path()).output();
     drop(file);
-    let out = match out {
-        Ok(o) if o.status.success() => o,
-        Ok(o) => {
-            return Sass::Failed(format!(
-                "{} failed ({}): {}",
-                tool.display(),
-                o.status,
-                String::from_utf8_lossy(&o.stderr)
-            ))
-        }
-        Err(e) => return Sass::Failed(format!("cannot run {}: {e}", tool.display())),
-    };
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    read_sass(text, tool.display().to_string(), variants)
+    match out {
+        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
+        Ok(o) => Err(format!(
+            "{} failed ({}): {}",
+            tool.display(),
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        )),
+        Err(e) => Err(format!("cannot run {}: {e}", tool.display())),
+    }
 }
 
 /// Summarises disassembly text for each variant's kernel.
-pub fn read_sass(text: String, tool: String, variants: &[Variant]) -> Sass {
-    let functions = match sass::parse(&text) {
+pub fn read_sass(text: &str, tool: String, variants: &[Variant]) -> Sass {
+    let functions = match sass::parse(text) {
         Ok(f) => f,
         Err(e) => return Sass::Failed(format!("{tool}: {e}")),
     };
@@ -209,11 +291,7 @@ pub fn read_sass(text: String, tool: String, variants: &[Variant]) -> Sass {
             Err(e) => return Sass::Failed(format!("{tool}: {v}: {e}")),
         }
     }
-    Sass::Read {
-        text,
-        tool,
-        kernels,
-    }
+    Sass::Read { tool, kernels }
 }
 
 /// NVRTC (12.x and later) serves repeated compilations from the CUDA compute cache and
@@ -251,9 +329,9 @@ fn log_of(prog: sys::nvrtcProgram) -> String {
     }
 }
 
-/// Compiles the variants into one CUBIN. Call only after checking that libnvrtc is present.
-pub fn compile(variants: &[Variant], options: &[String]) -> Result<Compiled> {
-    let start = std::time::Instant::now();
+/// One NVRTC program of `variants`: its CUBIN, its log and its ptxas report, which must
+/// cover every variant.
+fn compile_program(variants: &[Variant], options: &[String]) -> Result<(Vec<u8>, String, Reports)> {
     let src = CString::new(source(variants))
         .map_err(|_| Error::msg("kernel source contains a NUL byte"))?;
     let name = c"accprobe_probe.cu";
@@ -289,21 +367,109 @@ pub fn compile(variants: &[Variant], options: &[String]) -> Result<Compiled> {
                     log.lines().count()
                 )));
             }
-            let nvrtc_seconds = start.elapsed().as_secs_f64();
-            let disassembling = std::time::Instant::now();
-            let sass = disassemble(&cubin, variants);
-            Ok(Compiled {
-                sass,
-                nvrtc_seconds,
-                sass_seconds: disassembling.elapsed().as_secs_f64(),
-                cubin,
-                log,
-                reports,
-                options: options.to_vec(),
-            })
+            Ok((cubin, log, reports))
         });
     let _ = unsafe { nvrtc::destroy_program(prog) };
     out
+}
+
+type Reports = BTreeMap<String, PtxasReport>;
+
+/// A compiled part with what was read from it.
+struct Built {
+    part: Part,
+    reports: Reports,
+    sass: Sass,
+}
+
+/// The matrix from its parts.
+fn assemble(
+    built: Vec<Built>,
+    options: &[String],
+    nvrtc_seconds: f64,
+    sass_seconds: f64,
+) -> Compiled {
+    let mut reports = BTreeMap::new();
+    let mut log = String::new();
+    let mut sass = Vec::new();
+    let mut parts = Vec::new();
+    for b in built {
+        reports.extend(b.reports);
+        log.push_str(&b.part.log);
+        if !log.is_empty() && !log.ends_with('\n') {
+            log.push('\n');
+        }
+        sass.push(b.sass);
+        parts.push(b.part);
+    }
+    Compiled {
+        parts,
+        log,
+        reports,
+        options: options.to_vec(),
+        sass: Sass::merge(sass),
+        nvrtc_seconds,
+        sass_seconds,
+    }
+}
+
+/// Compiles the variants as [`parts_for`] programs. Call only after checking that libnvrtc
+/// is present.
+pub fn compile(variants: &[Variant], options: &[String]) -> Result<Compiled> {
+    compile_as(variants, options, parts_for(variants.len())?)
+}
+
+/// Compiles the variants as `n` NVRTC programs, each on a thread of its own and
+/// disassembled there as soon as its CUBIN is there; the first program that fails fails
+/// the whole.
+pub fn compile_as(variants: &[Variant], options: &[String], n: usize) -> Result<Compiled> {
+    let start = std::time::Instant::now();
+    let groups = parts(variants, n);
+    let built: Vec<Result<(Built, f64)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = groups
+            .iter()
+            .map(|group| {
+                scope.spawn(move || {
+                    let (cubin, log, reports) = compile_program(group, options)?;
+                    let cubin_at = start.elapsed().as_secs_f64();
+                    let (text, sass) = disassemble(&cubin, group);
+                    let part = Part {
+                        cubin,
+                        log,
+                        sass: text,
+                    };
+                    Ok((
+                        Built {
+                            part,
+                            reports,
+                            sass,
+                        },
+                        cubin_at,
+                    ))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|payload| {
+                    Err(Error::msg(format!(
+                        "a compile thread panicked: {}",
+                        crate::error::panic_text(payload.as_ref())
+                    )))
+                })
+            })
+            .collect()
+    });
+    let built = built.into_iter().collect::<Result<Vec<_>>>()?;
+    let nvrtc_seconds = built.iter().map(|(_, t)| *t).fold(0.0, f64::max);
+    let sass_seconds = (start.elapsed().as_secs_f64() - nvrtc_seconds).max(0.0);
+    Ok(assemble(
+        built.into_iter().map(|(b, _)| b).collect(),
+        options,
+        nvrtc_seconds,
+        sass_seconds,
+    ))
 }
 
 #[cfg(test)]
@@ -322,18 +488,15 @@ mod tests {
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
         let cubins = ["the CUBIN of device 0\n", "the CUBIN of device 1\n"];
         assert_eq!(cubins[0].len(), cubins[1].len());
-        let read: Vec<Sass> = std::thread::scope(|scope| {
+        let read: Vec<std::result::Result<String, String>> = std::thread::scope(|scope| {
             let handles: Vec<_> = cubins
                 .iter()
-                .map(|c| scope.spawn(|| disassemble_with(&tool, c.as_bytes(), &[])))
+                .map(|c| scope.spawn(|| disassemble_with(&tool, c.as_bytes())))
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        for (c, sass) in cubins.iter().zip(&read) {
-            match sass {
-                Sass::Read { text, .. } => assert_eq!(text, c),
-                other => panic!("{c:?}: {other:?}"),
-            }
+        for (c, text) in cubins.iter().zip(read) {
+            assert_eq!(text.as_deref(), Ok(*c));
         }
     }
 
@@ -349,6 +512,58 @@ mod tests {
         assert!(s.contains("ACCPROBE_VARIANT(29, 2, 2)\n"));
         let in_kernel = KERNEL_SOURCE.matches("ACCPROBE_VARIANT(").count();
         assert_eq!(s.matches("ACCPROBE_VARIANT(").count(), in_kernel + 2);
+    }
+
+    #[test]
+    fn parts_deal_every_variant_once_and_never_make_an_empty_part() {
+        let vs: Vec<Variant> = (1..=10).map(|k| Variant::new(7, k)).collect();
+        for n in [1, 3, 4, 10, 50] {
+            let ps = parts(&vs, n);
+            assert_eq!(ps.len(), n.min(vs.len()));
+            assert!(ps.iter().all(|p| !p.is_empty()));
+            let mut all: Vec<Variant> = ps.concat();
+            all.sort();
+            assert_eq!(all, vs, "{n} parts");
+        }
+        assert_eq!(parts(&vs, 3)[0], vec![vs[0], vs[3], vs[6], vs[9]]);
+        assert_eq!(parts(&[], 4), vec![Vec::<Variant>::new()]);
+        assert!((1..=4).contains(&default_parts(69)));
+        assert_eq!(default_parts(1), 1);
+    }
+
+    #[test]
+    fn sass_of_parts_merges_kernels_and_keeps_the_first_failure() {
+        let read = |name: &str| {
+            let mut kernels = BTreeMap::new();
+            let summary = SassSummary {
+                digest: name.to_string(),
+                local_memory_instructions: Vec::new(),
+                loop_body: Vec::new(),
+                loop_ffma: 0,
+                loop_ffma_destinations: Vec::new(),
+                ffma_accumulates_in_place: true,
+                loop_partials: Vec::new(),
+            };
+            kernels.insert(name.to_string(), summary);
+            Sass::Read {
+                tool: "nvdisasm".into(),
+                kernels,
+            }
+        };
+        match Sass::merge(vec![read("a"), read("b")]) {
+            Sass::Read { kernels, .. } => {
+                assert_eq!(kernels.keys().collect::<Vec<_>>(), ["a", "b"])
+            }
+            other => panic!("{other:?}"),
+        }
+        let merged = Sass::merge(vec![
+            read("a"),
+            Sass::Unavailable("none".into()),
+            Sass::Failed("part 3".into()),
+        ]);
+        assert!(matches!(merged, Sass::Failed(w) if w == "part 3"));
+        let merged = Sass::merge(vec![read("a"), Sass::Unavailable("none".into())]);
+        assert!(matches!(merged, Sass::Unavailable(w) if w == "none"));
     }
 
     #[test]
@@ -406,8 +621,19 @@ pub fn cache_key(variants: &[Variant], options: &[String], nvrtc_version: &str) 
     sha256_hex(&[src.as_bytes(), opts.as_bytes(), nvrtc_version.as_bytes()])
 }
 
-/// A cache entry's files, each checked against the manifest's digests.
-fn read_entry(dir: &Path) -> std::result::Result<(Vec<u8>, String, Option<String>), String> {
+/// The file names of part `k` of a cache entry: `cubin`, `log`, `sass` for the first (as
+/// entries of one part always were), `cubin.1`, `log.1`, `sass.1` for the second, and on.
+fn part_file(name: &str, k: usize) -> String {
+    if k == 0 {
+        name.to_string()
+    } else {
+        format!("{name}.{k}")
+    }
+}
+
+/// A cache entry's parts, each file checked against the manifest's digests; every file the
+/// manifest names must be read.
+fn read_entry(dir: &Path) -> std::result::Result<Vec<Part>, String> {
     let manifest = input::read_text(&dir.join("manifest"), "manifest", input::YAML_LIMIT)
         .map_err(|e| format!("no manifest: {e}"))?;
     let mut want: BTreeMap<&str, &str> = BTreeMap::new();
@@ -417,7 +643,6 @@ fn read_entry(dir: &Path) -> std::result::Result<(Vec<u8>, String, Option<String
             .ok_or_else(|| format!("bad manifest line {line:?}"))?;
         want.insert(name, digest);
     }
-    let has_sass = want.contains_key("sass");
     let mut read = |name: &str| -> std::result::Result<Vec<u8>, String> {
         let bytes = input::read_bytes(&dir.join(name), name, input::TOOL_OUTPUT_LIMIT)
             .map_err(|e| format!("{name}: {e}"))?;
@@ -427,14 +652,37 @@ fn read_entry(dir: &Path) -> std::result::Result<(Vec<u8>, String, Option<String
             None => Err(format!("{name} is not in the manifest")),
         }
     };
-    let cubin = read("cubin")?;
-    let log = String::from_utf8(read("log")?).map_err(|_| "log is not UTF-8".to_string())?;
-    let sass = if has_sass {
-        Some(String::from_utf8(read("sass")?).map_err(|_| "sass is not UTF-8".to_string())?)
-    } else {
-        None
+    let text = |name: &str, bytes: Vec<u8>| {
+        String::from_utf8(bytes).map_err(|_| format!("{name} is not UTF-8"))
     };
-    Ok((cubin, log, sass))
+    let mut parts = Vec::new();
+    for k in 0.. {
+        let cubin_name = part_file("cubin", k);
+        if k > 0
+            && !manifest
+                .lines()
+                .any(|l| l.split(' ').next() == Some(&cubin_name))
+        {
+            break;
+        }
+        let cubin = read(&cubin_name)?;
+        let log_name = part_file("log", k);
+        let log = text(&log_name, read(&log_name)?)?;
+        let sass_name = part_file("sass", k);
+        let has_sass = manifest
+            .lines()
+            .any(|l| l.split(' ').next() == Some(&sass_name));
+        let sass = if has_sass {
+            Some(text(&sass_name, read(&sass_name)?)?)
+        } else {
+            None
+        };
+        parts.push(Part { cubin, log, sass });
+    }
+    match want.keys().next() {
+        Some(extra) => Err(format!("{extra} is in the manifest but belongs to no part")),
+        None => Ok(parts),
+    }
 }
 
 fn write_entry(dir: &Path, c: &Compiled) -> std::io::Result<()> {
@@ -454,10 +702,12 @@ fn write_entry(dir: &Path, c: &Compiled) -> std::io::Result<()> {
         manifest.push_str(&format!("{name} {}\n", sha256_hex(&[bytes])));
         Ok(())
     };
-    put("cubin", &c.cubin)?;
-    put("log", c.log.as_bytes())?;
-    if let Sass::Read { text, .. } = &c.sass {
-        put("sass", text.as_bytes())?;
+    for (k, p) in c.parts.iter().enumerate() {
+        put(&part_file("cubin", k), &p.cubin)?;
+        put(&part_file("log", k), p.log.as_bytes())?;
+        if let Some(text) = &p.sass {
+            put(&part_file("sass", k), text.as_bytes())?;
+        }
     }
     std::fs::write(tmp.join("manifest"), manifest)?;
     let _ = std::fs::remove_dir_all(dir);
@@ -474,6 +724,49 @@ fn entry_lock(key: &str) -> std::sync::Arc<std::sync::Mutex<()>> {
         .entry(key.to_string())
         .or_default()
         .clone()
+}
+
+/// The matrix from a cache entry's parts: each part's kernels are those its ptxas report
+/// names, which together must be every variant; a part stored without SASS (no
+/// disassembler when it was written) is disassembled now.
+fn from_cache(
+    parts: Vec<Part>,
+    variants: &[Variant],
+    options: &[String],
+) -> std::result::Result<Compiled, String> {
+    let reading = std::time::Instant::now();
+    let mut built: Vec<Built> = Vec::new();
+    for mut part in parts {
+        let reports = ptxas::parse(&part.log).map_err(|e| format!("its ptxas log: {e}"))?;
+        let mine: Vec<Variant> = variants
+            .iter()
+            .filter(|v| reports.contains_key(&v.name()))
+            .copied()
+            .collect();
+        let sass = match &part.sass {
+            Some(t) => read_sass(t, "cache".into(), &mine),
+            None => {
+                let (text, sass) = disassemble(&part.cubin, &mine);
+                part.sass = text;
+                sass
+            }
+        };
+        built.push(Built {
+            part,
+            reports,
+            sass,
+        });
+    }
+    let covered = |v: &Variant| built.iter().any(|b| b.reports.contains_key(&v.name()));
+    if !variants.iter().all(covered) {
+        return Err("its ptxas report does not cover every variant".into());
+    }
+    Ok(assemble(
+        built,
+        options,
+        0.0,
+        reading.elapsed().as_secs_f64(),
+    ))
 }
 
 /// [`compile`] through a cache folder: a hit compiles nothing; a corrupt or unreadable
@@ -494,30 +787,10 @@ pub fn compile_cached(
     let dir = root.join(&key);
     let status = if dir.exists() {
         match read_entry(&dir) {
-            Ok((cubin, log, sass_text)) => {
-                let reports = ptxas::parse(&log)
-                    .ok()
-                    .filter(|r| variants.iter().all(|v| r.contains_key(&v.name())));
-                if let Some(reports) = reports {
-                    let reading = std::time::Instant::now();
-                    let sass = match sass_text {
-                        Some(t) => read_sass(t, "cache".into(), variants),
-                        None => disassemble(&cubin, variants),
-                    };
-                    let sass_seconds = reading.elapsed().as_secs_f64();
-                    let c = Compiled {
-                        cubin,
-                        log,
-                        reports,
-                        options: options.to_vec(),
-                        sass,
-                        nvrtc_seconds: 0.0,
-                        sass_seconds,
-                    };
-                    return Ok((c, CacheUse::Hit));
-                }
-                CacheUse::Rebuilt("its ptxas report does not cover every variant".into())
-            }
+            Ok(parts) => match from_cache(parts, variants, options) {
+                Ok(c) => return Ok((c, CacheUse::Hit)),
+                Err(why) => CacheUse::Rebuilt(why),
+            },
             Err(why) => CacheUse::Rebuilt(why),
         }
     } else {

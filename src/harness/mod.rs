@@ -472,9 +472,17 @@ fn finish_session(
         if let Err(e) = write_atomic(&log_path, &c.log) {
             eprintln!("{}", Error::io(&log_path, "write the ptxas log", e));
         }
-        let cubin_path = results_path.with_extension("cubin");
-        if let Err(e) = write_atomic_bytes(&cubin_path, &c.cubin) {
-            eprintln!("{}", Error::io(&cubin_path, "write the CUBIN", e));
+        // One CUBIN per NVRTC program: `results.cubin`, then `results.1.cubin`, ...
+        for (k, part) in c.parts.iter().enumerate() {
+            let ext = if k == 0 {
+                "cubin".to_string()
+            } else {
+                format!("{k}.cubin")
+            };
+            let cubin_path = results_path.with_extension(ext);
+            if let Err(e) = write_atomic_bytes(&cubin_path, &part.cubin) {
+                eprintln!("{}", Error::io(&cubin_path, "write the CUBIN", e));
+            }
         }
     }
     info

@@ -5,7 +5,7 @@
 //! driver, and nothing calls it before [`detect`] has checked that libcuda and libnvrtc
 //! can be loaded (cudarc panics otherwise).
 
-use crate::error::GpuError;
+use crate::error::{panic_text, GpuError};
 use crate::measure::lock::{
     format_uuid, normalize_bus_id, register_device, DeviceKey, Registration,
 };
@@ -168,15 +168,6 @@ fn check_range(ordinals: &[usize], count: usize) -> Result<Vec<usize>, GpuError>
 pub fn parse_ordinals(text: &str, count: usize) -> Result<Vec<usize>, GpuError> {
     let ordinals = parse_ordinal_list(text).map_err(GpuError::Config)?;
     check_range(&ordinals, count)
-}
-
-/// What a panic said, when it said it with a string.
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".to_string())
 }
 
 /// Checks that libcuda and libnvrtc can be loaded (cudarc panics on a missing library).

@@ -38,7 +38,8 @@ const POISON_U64: u64 = u64::MAX;
 /// A compiled matrix loaded on a device, with the streams its sets run on.
 pub struct LoadedMatrix {
     ctx: Arc<CudaContext>,
-    module: Arc<CudaModule>,
+    /// One per part of the compiled matrix, in order.
+    modules: Vec<Arc<CudaModule>>,
     compiled: Compiled,
     /// Made with the module, so that measuring does not make (and destroy) them: the
     /// copy stream first, then one per kernel of the CUBIN for the variants of a set.
@@ -292,16 +293,22 @@ struct Slot {
 
 impl LoadedMatrix {
     pub fn load(device: &Device, compiled: Compiled) -> Result<LoadedMatrix, GpuError> {
-        let module = device
-            .ctx
-            .load_module(cudarc::nvrtc::Ptx::from_binary(compiled.cubin.clone()))
-            .map_err(cuda("loading the CUBIN"))?;
+        let modules = compiled
+            .parts
+            .iter()
+            .map(|p| {
+                device
+                    .ctx
+                    .load_module(cudarc::nvrtc::Ptx::from_binary(p.cubin.clone()))
+                    .map_err(cuda("loading the CUBIN"))
+            })
+            .collect::<Result<Vec<_>, GpuError>>()?;
         let streams = (0..=compiled.reports.len().max(1))
             .map(|_| device.ctx.new_stream().map_err(cuda("creating a stream")))
             .collect::<Result<Vec<_>, GpuError>>()?;
         Ok(LoadedMatrix {
             ctx: device.ctx.clone(),
-            module,
+            modules,
             compiled,
             streams,
         })
@@ -608,10 +615,22 @@ impl LoadedMatrix {
         launches: usize,
     ) -> Result<Slot, GpuError> {
         let name = v.name();
-        let func = self
-            .module
-            .load_function(&name)
-            .map_err(|e| GpuError::Variant(format!("kernel {name} not in the CUBIN: {e}")))?;
+        let mut found = Err(None);
+        for m in &self.modules {
+            match m.load_function(&name) {
+                Ok(f) => {
+                    found = Ok(f);
+                    break;
+                }
+                Err(e) => found = Err(Some(e)),
+            }
+        }
+        let func = found.map_err(|e| {
+            GpuError::Variant(match e {
+                Some(e) => format!("kernel {name} not in the CUBIN: {e}"),
+                None => format!("kernel {name}: no CUBIN was loaded"),
+            })
+        })?;
         let report = self.compiled.reports.get(&name).ok_or_else(|| {
             GpuError::Variant(format!(
                 "the ptxas log has no report for {name} ({} reports, {} log lines)",

@@ -99,7 +99,7 @@ pub fn mutate(sass: &str, function: &str, from: &str, to: &str) -> String {
 pub fn h200_with(sass: &str) -> (Profile, RunResults) {
     let p = load("h200");
     let variants = p.probe.variants();
-    let Sass::Read { kernels, .. } = read_sass(sass.to_string(), "test".into(), &variants) else {
+    let Sass::Read { kernels, .. } = read_sass(sass, "test".into(), &variants) else {
         panic!("SASS")
     };
     let mut r = p.recorded.clone().unwrap();
