@@ -1,8 +1,8 @@
 // accprobe: the accumulator-count probe kernel (docs/study.md, "The probe").
 //
-// One template; the compile stage (src/compile.rs) appends one ACCPROBE_VARIANT(N, K, E)
-// line per variant of the profile, so the whole matrix is one NVRTC program and every
-// variant is an extern "C" kernel named as the study names it: chainN_accK_effectiveE.
+// One template; the compile stage (src/compile/mod.rs) appends one ACCPROBE_VARIANT(N, K, E)
+// line per variant of the profile (to each of the few NVRTC programs the matrix is split
+// into), so every variant is an extern "C" kernel named as the study names it: chainN_accK_effectiveE.
 // The sink-isolation variants (docs/study.md, "The follow-up: sink isolation") come from
 // ACCPROBE_SINK_VARIANT(N, K, E, MODE) and are named chainN_accK_effectiveE_sinkMODE.
 //
