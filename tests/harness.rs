@@ -807,6 +807,16 @@ fn malformed_device_lists_and_flags_are_configuration_errors_before_the_driver_l
         ),
         ("ACCPROBE_LOCK_TIMEOUT", "abc", "is not a number of seconds"),
         ("ACCPROBE_TRACE", "sometimes", "expected 1, true or yes"),
+        (
+            "ACCPROBE_COMPILE_PARTS",
+            "0",
+            "is not a number of NVRTC programs",
+        ),
+        (
+            "ACCPROBE_COMPILE_PARTS",
+            "four",
+            "is not a number of NVRTC programs",
+        ),
     ] {
         let out = run_child(child_command("main", &sb.dir, &[]).env(var, value));
         assert_eq!(out.code, Some(2), "{var}={value}: {}", out.stderr);
@@ -828,6 +838,7 @@ fn malformed_device_lists_and_flags_are_configuration_errors_before_the_driver_l
         "ACCPROBE_TRACE",
         "ACCPROBE_DEVICES",
         "ACCPROBE_DEVICE",
+        "ACCPROBE_COMPILE_PARTS",
     ] {
         use std::os::unix::ffi::OsStrExt;
         let value = std::ffi::OsStr::from_bytes(b"1\xff");

@@ -93,6 +93,7 @@ impl RunOptions {
         // The lock's settings are read when a GPU is first measured; a typo there must not
         // wait until then (or pass unnoticed on a machine without a GPU).
         crate::measure::lock::LockSettings::from_env()?;
+        crate::compile::parts_for(1).map_err(|e| e.to_string())?;
         let run_id = std::env::var("NEXTEST_RUN_ID")
             .ok()
             .filter(|id| !id.is_empty())

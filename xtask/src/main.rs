@@ -376,6 +376,10 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     accprobe::measure::device::prepare_process_environment();
+    if let Err(e) = accprobe::compile::parts_for(1) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     let result = run(&cli);
     match result {

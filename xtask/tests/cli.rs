@@ -108,19 +108,24 @@ fn outside_any_workspace_xtask_says_so() {
 }
 
 #[test]
-fn a_malformed_trace_setting_is_a_configuration_error() {
+fn a_malformed_trace_or_parts_setting_is_a_configuration_error() {
     let results = committed();
     let results = results.to_str().unwrap();
-    for value in ["sometimes", "on"] {
+    for (var, value) in [
+        ("ACCPROBE_TRACE", "sometimes"),
+        ("ACCPROBE_TRACE", "on"),
+        ("ACCPROBE_COMPILE_PARTS", "0"),
+        ("ACCPROBE_COMPILE_PARTS", "-1"),
+    ] {
         let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
             .args(["gate", "--results", results])
             .current_dir(checkout())
-            .env("ACCPROBE_TRACE", value)
+            .env(var, value)
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(2), "{value:?}: {}", text(&o));
+        assert_eq!(o.status.code(), Some(2), "{var}={value:?}: {}", text(&o));
         assert!(
-            String::from_utf8_lossy(&o.stderr).contains("error: ACCPROBE_TRACE="),
+            String::from_utf8_lossy(&o.stderr).contains(&format!("error: {var}=")),
             "{}",
             text(&o)
         );
