@@ -472,20 +472,33 @@ fn finish_session(
         if let Err(e) = write_atomic(&log_path, &c.log) {
             eprintln!("{}", Error::io(&log_path, "write the ptxas log", e));
         }
-        // One CUBIN per NVRTC program: `results.cubin`, then `results.1.cubin`, ...
-        for (k, part) in c.parts.iter().enumerate() {
-            let ext = if k == 0 {
-                "cubin".to_string()
-            } else {
-                format!("{k}.cubin")
-            };
-            let cubin_path = results_path.with_extension(ext);
-            if let Err(e) = write_atomic_bytes(&cubin_path, &part.cubin) {
-                eprintln!("{}", Error::io(&cubin_path, "write the CUBIN", e));
-            }
-        }
+        write_cubins(&results_path, &c.parts);
     }
     info
+}
+
+/// One CUBIN per NVRTC program: `results.cubin`, then `results.1.cubin`, ...; those of an
+/// earlier run with more programs (`results.K.cubin`, K at least the count) are removed, so
+/// that the folder never mixes the CUBINs of two runs.
+fn write_cubins(results_path: &std::path::Path, parts: &[crate::compile::Part]) {
+    for (k, part) in parts.iter().enumerate() {
+        let ext = if k == 0 {
+            "cubin".to_string()
+        } else {
+            format!("{k}.cubin")
+        };
+        let cubin_path = results_path.with_extension(ext);
+        if let Err(e) = write_atomic_bytes(&cubin_path, &part.cubin) {
+            eprintln!("{}", Error::io(&cubin_path, "write the CUBIN", e));
+        }
+    }
+    // Those this function wrote before are consecutive: stop at the first that is absent.
+    for k in parts.len().max(1).. {
+        let stale = results_path.with_extension(format!("{k}.cubin"));
+        if std::fs::remove_file(&stale).is_err() {
+            break;
+        }
+    }
 }
 
 /// Runs the suite with `args` (libtest's flags) on `targets` (or the reason there are
@@ -977,6 +990,34 @@ fn summary(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cubins_of_an_earlier_run_with_more_programs_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let results = dir.path().join("results.json");
+        let part = |b: u8| crate::compile::Part {
+            cubin: vec![b; 4],
+            log: String::new(),
+            sass: None,
+        };
+        write_cubins(&results, &[part(0), part(1), part(2), part(3)]);
+        let other = dir.path().join("results-gpu1.1.cubin");
+        std::fs::write(&other, b"another device's").unwrap();
+        write_cubins(&results, &[part(9)]);
+        assert_eq!(
+            std::fs::read(dir.path().join("results.cubin")).unwrap(),
+            [9; 4]
+        );
+        for k in 1..4 {
+            let stale = dir.path().join(format!("results.{k}.cubin"));
+            assert!(
+                !stale.exists(),
+                "{} left from the run before",
+                stale.display()
+            );
+        }
+        assert!(other.exists());
+    }
 
     #[test]
     fn with_json_on_stdout_everything_else_goes_to_stderr() {
