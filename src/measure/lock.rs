@@ -408,9 +408,11 @@ fn same_process(pid: u32, path: &Path) -> bool {
 /// When process `pid` started, in clock ticks since boot (`/proc/PID/stat`, field 22), as
 /// text; `None` where there is no `/proc`.
 fn start_time(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count after its end.
-    let after = stat.rsplit_once(')')?.1;
+    // Bytes: the command name (field 2) is the executable's, and need not be UTF-8.
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    // It may hold spaces and parentheses too: count after its end.
+    let end = stat.iter().rposition(|&b| b == b')')?;
+    let after = std::str::from_utf8(&stat[end + 1..]).ok()?;
     after.split_whitespace().nth(19).map(str::to_string)
 }
 
@@ -626,5 +628,44 @@ mod tests {
         drop(me);
         assert!(!dir.join(format!("k.pid-{}", std::process::id())).exists());
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A `sleep` started under an executable named `name` (its comm).
+    fn sleeper(dir: &Path, name: &std::ffi::OsStr) -> std::process::Child {
+        let exe = dir.join(name);
+        std::fs::copy("/bin/sleep", &exe).unwrap();
+        // Another test's fork may still hold the copy open for writing: retry ETXTBSY.
+        for _ in 0..50 {
+            match std::process::Command::new(&exe).arg("5").spawn() {
+                Err(e) if e.raw_os_error() == Some(26) => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                other => return other.unwrap(),
+            }
+        }
+        panic!("cannot start {}", exe.display())
+    }
+
+    #[test]
+    fn start_time_reads_field_22_whatever_the_process_is_called() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mut plain = sleeper(dir.path(), std::ffi::OsStr::new("plain"));
+        let mut odd = sleeper(dir.path(), std::ffi::OsStr::new("a) b (c) 1 2"));
+        let mut bytes = sleeper(dir.path(), std::ffi::OsStr::from_bytes(b"x\xff)y z"));
+        let ticks = |c: &std::process::Child| start_time(c.id()).map(|t| t.parse::<u64>().unwrap());
+        let base = ticks(&plain).expect("plain");
+        for c in [&odd, &bytes] {
+            let t = ticks(c);
+            assert!(
+                t.is_some_and(|t| t.abs_diff(base) < 100),
+                "PID {}: {t:?} vs {base}",
+                c.id()
+            );
+        }
+        for c in [&mut plain, &mut odd, &mut bytes] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
