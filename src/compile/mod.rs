@@ -567,6 +567,35 @@ mod tests {
     }
 
     #[test]
+    fn a_cache_entry_that_cannot_be_stored_leaves_no_temporary_folder() {
+        let root = tempfile::tempdir().unwrap();
+        // What stands at the entry's place cannot be removed nor replaced by a folder
+        // (another process's entry, renamed there between our removal and our rename,
+        // does the same: ENOTEMPTY).
+        let dir = root.path().join("key");
+        std::fs::write(&dir, b"not a folder").unwrap();
+        let c = Compiled {
+            parts: vec![Part {
+                cubin: vec![1, 2, 3],
+                log: "log".into(),
+                sass: None,
+            }],
+            log: "log".into(),
+            reports: BTreeMap::new(),
+            options: Vec::new(),
+            sass: Sass::Unavailable("none".into()),
+            nvrtc_seconds: 0.0,
+            sass_seconds: 0.0,
+        };
+        assert!(write_entry(&dir, &c).is_err());
+        let left: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, [std::ffi::OsString::from("key")], "{left:?}");
+    }
+
+    #[test]
     fn options_target_the_real_architecture_with_verbose_ptxas() {
         let o = options(9, 0);
         assert!(o.contains(&"--gpu-architecture=sm_90".to_string()));
@@ -695,7 +724,21 @@ fn write_entry(dir: &Path, c: &Compiled) -> std::io::Result<()> {
             .map_or(String::new(), |n| n.to_string_lossy().into_owned())
     ));
     let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp)?;
+    let stored = fill_entry(&tmp, c).and_then(|()| {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::rename(&tmp, dir)
+    });
+    // A write that failed (a full disk) or a rename that did (another process stored the
+    // entry between the removal and the rename) must not leave a whole entry behind.
+    if stored.is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    stored
+}
+
+/// The files of an entry and its manifest, in the folder `tmp`.
+fn fill_entry(tmp: &Path, c: &Compiled) -> std::io::Result<()> {
+    std::fs::create_dir_all(tmp)?;
     let mut manifest = String::new();
     let mut put = |name: &str, bytes: &[u8]| -> std::io::Result<()> {
         std::fs::write(tmp.join(name), bytes)?;
@@ -709,9 +752,7 @@ fn write_entry(dir: &Path, c: &Compiled) -> std::io::Result<()> {
             put(&part_file("sass", k), text.as_bytes())?;
         }
     }
-    std::fs::write(tmp.join("manifest"), manifest)?;
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::rename(&tmp, dir)
+    std::fs::write(tmp.join("manifest"), manifest)
 }
 
 /// This process's lock for one cache entry.
