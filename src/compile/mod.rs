@@ -596,6 +596,26 @@ mod tests {
     }
 
     #[test]
+    fn cache_entries_with_parts_missing_or_extra_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let mut manifest = String::new();
+        for name in ["cubin", "log", "cubin.2", "log.2"] {
+            std::fs::write(d.join(name), name).unwrap();
+            manifest.push_str(&format!("{name} {}\n", sha256_hex(&[name.as_bytes()])));
+        }
+        std::fs::write(d.join("manifest"), &manifest).unwrap();
+        let e = read_entry(d).unwrap_err();
+        assert!(
+            e.contains("cubin.2") && e.contains("belongs to no part"),
+            "{e}"
+        );
+        // The second part named without the first part's files is not read either.
+        std::fs::write(d.join("manifest"), manifest.replace("cubin ", "cubin.1 ")).unwrap();
+        assert!(read_entry(d).is_err());
+    }
+
+    #[test]
     fn options_target_the_real_architecture_with_verbose_ptxas() {
         let o = options(9, 0);
         assert!(o.contains(&"--gpu-architecture=sm_90".to_string()));
