@@ -765,7 +765,9 @@ fn child_command(mode: &str, dir: &Path, args: &[&str]) -> std::process::Command
         .env("ACCPROBE_JUNIT", &paths.junit)
         .env("ACCPROBE_RESULTS", &paths.results)
         .env("CARGO_TARGET_DIR", dir.join("out/target"))
-        .env("ACCPROBE_CACHE", "off");
+        .env("ACCPROBE_CACHE", "off")
+        // Never the host's lock directory: a stub driver registers its device there.
+        .env("ACCPROBE_LOCK_DIR", dir.join("out/locks"));
     cmd
 }
 

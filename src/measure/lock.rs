@@ -369,8 +369,9 @@ pub fn register_device(key: &DeviceKey) -> Option<Arc<Registration>> {
 }
 
 /// The PIDs of the other live processes registered for the device `stem`. Registrations
-/// of processes that are gone (killed before they could remove theirs), or whose PID now
-/// names a process started at another time, are ignored.
+/// of processes that are gone (killed before they could remove theirs) are ignored and
+/// removed where we may; those whose PID now names a process started at another time, or
+/// run by another user than the file's owner, are ignored.
 pub fn peers(dir: &Path, stem: &str) -> Vec<u32> {
     let prefix = format!("{stem}.pid-");
     let own = std::process::id();
@@ -385,17 +386,39 @@ pub fn peers(dir: &Path, stem: &str) -> Vec<u32> {
                 .to_str()
                 .and_then(|n| n.strip_prefix(&prefix))
                 .and_then(|p| p.parse().ok())?;
-            (pid != own && alive(pid) && same_process(pid, &e.path())).then_some(pid)
+            if pid == own {
+                return None;
+            }
+            if !alive(pid) {
+                // Left by a killed process (or one ended by a signal): not a peer, and not
+                // worth keeping. Best effort: another user's file stays.
+                let _ = std::fs::remove_file(e.path());
+                return None;
+            }
+            same_process(pid, &e.path()).then_some(pid)
         })
         .collect();
     pids.sort_unstable();
     pids
 }
 
-/// Whether the registration at `path` was written by the process that has `pid` now: its
-/// recorded start time is that process's (an empty or unreadable record, from a version
-/// that wrote none or a system without `/proc`, is taken as it is).
+/// Whether the registration at `path` was written by the process that has `pid` now: the
+/// file's owner is the user that process runs as (the directory is shared by every user:
+/// no one may vouch for another's processes), and its recorded start time is that
+/// process's (an empty or unreadable record, from a version that wrote none or a system
+/// without `/proc`, is taken as it is).
 fn same_process(pid: u32, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let owner = std::fs::symlink_metadata(path).map(|m| m.uid());
+        let runs_as = std::fs::metadata(format!("/proc/{pid}")).map(|m| m.uid());
+        if let (Ok(owner), Ok(runs_as)) = (owner, runs_as) {
+            if owner != runs_as {
+                return false;
+            }
+        }
+    }
     let recorded = crate::input::read_text(path, "registration", 64)
         .map(|t| t.trim().to_string())
         .unwrap_or_default();
