@@ -161,11 +161,13 @@ pub fn default_parts(n: usize) -> usize {
     (cores / 4).clamp(1, 4).min(n.max(1))
 }
 
-/// [`default_parts`], unless [`PARTS_ENV`] says otherwise; a value that is not a whole
-/// number of 1 or more is an error naming the variable.
+/// [`default_parts`], unless [`PARTS_ENV`] says otherwise (empty is unset); a value that
+/// is not a whole number of 1 or more is an error naming the variable.
 pub fn parts_for(n: usize) -> Result<usize> {
     match input::env_text(PARTS_ENV).map_err(Error::msg)? {
+        // Empty is unset, as for the suite's other settings.
         None => Ok(default_parts(n)),
+        Some(t) if t.trim().is_empty() => Ok(default_parts(n)),
         Some(t) => t
             .trim()
             .parse::<usize>()
@@ -428,9 +430,15 @@ pub fn compile_as(variants: &[Variant], options: &[String], n: usize) -> Result<
     let built: Vec<Result<(Built, f64)>> = std::thread::scope(|scope| {
         let handles: Vec<_> = groups
             .iter()
-            .map(|group| {
+            .enumerate()
+            .map(|(k, group)| {
+                let of = groups.len();
                 scope.spawn(move || {
-                    let (cubin, log, reports) = compile_program(group, options)?;
+                    let (cubin, log, reports) =
+                        compile_program(group, options).map_err(|e| match of {
+                            1 => e,
+                            _ => Error::msg(format!("program {} of {of}: {e}", k + 1)),
+                        })?;
                     let cubin_at = start.elapsed().as_secs_f64();
                     let (text, sass) = disassemble(&cubin, group);
                     let part = Part {
@@ -605,14 +613,24 @@ mod tests {
             manifest.push_str(&format!("{name} {}\n", sha256_hex(&[name.as_bytes()])));
         }
         std::fs::write(d.join("manifest"), &manifest).unwrap();
-        let e = read_entry(d).unwrap_err();
+        let e = read_entry(d, 24).unwrap_err();
         assert!(
             e.contains("cubin.2") && e.contains("belongs to no part"),
             "{e}"
         );
         // The second part named without the first part's files is not read either.
         std::fs::write(d.join("manifest"), manifest.replace("cubin ", "cubin.1 ")).unwrap();
-        assert!(read_entry(d).is_err());
+        assert!(read_entry(d, 24).is_err());
+        // Two parts of a matrix of one variant: more programs than kernels.
+        let mut two = String::new();
+        for name in ["cubin", "log", "cubin.1", "log.1"] {
+            std::fs::write(d.join(name), name).unwrap();
+            two.push_str(&format!("{name} {}\n", sha256_hex(&[name.as_bytes()])));
+        }
+        std::fs::write(d.join("manifest"), &two).unwrap();
+        assert_eq!(read_entry(d, 2).map(|p| p.len()), Ok(2));
+        let e = read_entry(d, 1).unwrap_err();
+        assert!(e.contains("more parts than the matrix has variants"), "{e}");
     }
 
     #[test]
@@ -681,8 +699,9 @@ fn part_file(name: &str, k: usize) -> String {
 }
 
 /// A cache entry's parts, each file checked against the manifest's digests; every file the
-/// manifest names must be read.
-fn read_entry(dir: &Path) -> std::result::Result<Vec<Part>, String> {
+/// manifest names must be read, and there are never more parts than `max_parts` (the
+/// matrix's variants: each program holds one at least).
+fn read_entry(dir: &Path, max_parts: usize) -> std::result::Result<Vec<Part>, String> {
     let manifest = input::read_text(&dir.join("manifest"), "manifest", input::YAML_LIMIT)
         .map_err(|e| format!("no manifest: {e}"))?;
     let mut want: BTreeMap<&str, &str> = BTreeMap::new();
@@ -713,6 +732,11 @@ fn read_entry(dir: &Path) -> std::result::Result<Vec<Part>, String> {
                 .any(|l| l.split(' ').next() == Some(&cubin_name))
         {
             break;
+        }
+        if k >= max_parts.max(1) {
+            return Err(format!(
+                "more parts than the matrix has variants ({max_parts})"
+            ));
         }
         let cubin = read(&cubin_name)?;
         let log_name = part_file("log", k);
@@ -847,7 +871,7 @@ pub fn compile_cached(
     let _compiling = same_entry.lock().unwrap_or_else(|e| e.into_inner());
     let dir = root.join(&key);
     let status = if dir.exists() {
-        match read_entry(&dir) {
+        match read_entry(&dir, variants.len()) {
             Ok(parts) => match from_cache(parts, variants, options) {
                 Ok(c) => return Ok((c, CacheUse::Hit)),
                 Err(why) => CacheUse::Rebuilt(why),

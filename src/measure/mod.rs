@@ -296,11 +296,18 @@ impl LoadedMatrix {
         let modules = compiled
             .parts
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(k, p)| {
                 device
                     .ctx
                     .load_module(cudarc::nvrtc::Ptx::from_binary(p.cubin.clone()))
-                    .map_err(cuda("loading the CUBIN"))
+                    .map_err(|e| {
+                        let of = compiled.parts.len();
+                        match of {
+                            1 => GpuError::cuda("loading the CUBIN", e),
+                            _ => GpuError::cuda(format!("loading CUBIN {} of {of}", k + 1), e),
+                        }
+                    })
             })
             .collect::<Result<Vec<_>, GpuError>>()?;
         let streams = (0..=compiled.reports.len().max(1))
