@@ -71,6 +71,30 @@ impl std::error::Error for Error {}
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// `work(index, item)` for each of `items`, each on a scoped thread of its own, results in
+/// order; a thread that panics gives `panicked` of what the panic said.
+pub fn each_on_a_thread<T: Sync, R: Send>(
+    items: &[T],
+    work: impl Fn(usize, &T) -> R + Sync,
+    panicked: impl Fn(String) -> R,
+) -> Vec<R> {
+    std::thread::scope(|scope| {
+        let work = &work;
+        let handles: Vec<_> = items
+            .iter()
+            .enumerate()
+            .map(|(k, item)| scope.spawn(move || work(k, item)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|payload| panicked(panic_text(payload.as_ref())))
+            })
+            .collect()
+    })
+}
+
 /// What a panic said, when it said it with a string.
 pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     payload
@@ -189,5 +213,47 @@ impl GpuError {
             what: what.into(),
             message: e.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_is_told_with_its_message() {
+        let text = std::thread::spawn(|| panic!("nvrtcVersion not found"))
+            .join()
+            .map_err(|p| panic_text(p.as_ref()))
+            .unwrap_err();
+        assert_eq!(text, "nvrtcVersion not found");
+        let owned = std::thread::spawn(|| std::panic::panic_any(format!("symbol {}", 7)))
+            .join()
+            .map_err(|p| panic_text(p.as_ref()))
+            .unwrap_err();
+        assert_eq!(owned, "symbol 7");
+        let other = std::thread::spawn(|| std::panic::panic_any(7u8))
+            .join()
+            .map_err(|p| panic_text(p.as_ref()))
+            .unwrap_err();
+        assert_eq!(other, "no message");
+    }
+
+    #[test]
+    fn threads_give_their_results_in_order_and_a_panic_as_a_value() {
+        let got = each_on_a_thread(
+            &[1, 2, 3, 4],
+            |k, &x| {
+                if x == 3 {
+                    panic!("item {k} refused");
+                }
+                Ok(x * 10)
+            },
+            Err,
+        );
+        assert_eq!(
+            got,
+            vec![Ok(10), Ok(20), Err("item 2 refused".to_string()), Ok(40)]
+        );
     }
 }

@@ -427,48 +427,32 @@ pub fn compile(variants: &[Variant], options: &[String]) -> Result<Compiled> {
 pub fn compile_as(variants: &[Variant], options: &[String], n: usize) -> Result<Compiled> {
     let start = std::time::Instant::now();
     let groups = parts(variants, n);
-    let built: Vec<Result<(Built, f64)>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = groups
-            .iter()
-            .enumerate()
-            .map(|(k, group)| {
-                let of = groups.len();
-                scope.spawn(move || {
-                    let (cubin, log, reports) =
-                        compile_program(group, options).map_err(|e| match of {
-                            1 => e,
-                            _ => Error::msg(format!("program {} of {of}: {e}", k + 1)),
-                        })?;
-                    let cubin_at = start.elapsed().as_secs_f64();
-                    let (text, sass) = disassemble(&cubin, group);
-                    let part = Part {
-                        cubin,
-                        log,
-                        sass: text,
-                    };
-                    Ok((
-                        Built {
-                            part,
-                            reports,
-                            sass,
-                        },
-                        cubin_at,
-                    ))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|payload| {
-                    Err(Error::msg(format!(
-                        "a compile thread panicked: {}",
-                        crate::error::panic_text(payload.as_ref())
-                    )))
-                })
-            })
-            .collect()
-    });
+    let of = groups.len();
+    let built: Vec<Result<(Built, f64)>> = crate::error::each_on_a_thread(
+        &groups,
+        |k, group| {
+            let (cubin, log, reports) = compile_program(group, options).map_err(|e| match of {
+                1 => e,
+                _ => Error::msg(format!("program {} of {of}: {e}", k + 1)),
+            })?;
+            let cubin_at = start.elapsed().as_secs_f64();
+            let (text, sass) = disassemble(&cubin, group);
+            let part = Part {
+                cubin,
+                log,
+                sass: text,
+            };
+            Ok((
+                Built {
+                    part,
+                    reports,
+                    sass,
+                },
+                cubin_at,
+            ))
+        },
+        |why| Err(Error::msg(format!("a compile thread panicked: {why}"))),
+    );
     let built = built.into_iter().collect::<Result<Vec<_>>>()?;
     let nvrtc_seconds = built.iter().map(|(_, t)| *t).fold(0.0, f64::max);
     let sass_seconds = (start.elapsed().as_secs_f64() - nvrtc_seconds).max(0.0);

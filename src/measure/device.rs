@@ -87,23 +87,15 @@ fn start(
     let count = driver_ready()?;
     crate::trace::mark(format!("CUDA driver initialised ({count} device(s))"));
     let ordinals = choose(count)?;
-    let opened: Vec<Result<Device, GpuError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = ordinals
-            .iter()
-            .map(|&o| scope.spawn(move || open(o)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|payload| {
-                    Err(GpuError::Init(format!(
-                        "a thread opening a device panicked: {}",
-                        panic_text(payload.as_ref())
-                    )))
-                })
-            })
-            .collect()
-    });
+    let opened: Vec<Result<Device, GpuError>> = crate::error::each_on_a_thread(
+        &ordinals,
+        |_, &o| open(o),
+        |why| {
+            Err(GpuError::Init(format!(
+                "a thread opening a device panicked: {why}"
+            )))
+        },
+    );
     // A device that cannot be used says more than NVRTC's state: its error comes first.
     let mut devices = opened
         .into_iter()
@@ -316,25 +308,6 @@ impl Device {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_panic_is_told_with_its_message() {
-        let text = std::thread::spawn(|| panic!("nvrtcVersion not found"))
-            .join()
-            .map_err(|p| panic_text(p.as_ref()))
-            .unwrap_err();
-        assert_eq!(text, "nvrtcVersion not found");
-        let owned = std::thread::spawn(|| std::panic::panic_any(format!("symbol {}", 7)))
-            .join()
-            .map_err(|p| panic_text(p.as_ref()))
-            .unwrap_err();
-        assert_eq!(owned, "symbol 7");
-        let other = std::thread::spawn(|| std::panic::panic_any(7u8))
-            .join()
-            .map_err(|p| panic_text(p.as_ref()))
-            .unwrap_err();
-        assert_eq!(other, "no message");
-    }
 
     #[test]
     fn driver_version_is_read_from_the_nvrm_line() {
