@@ -108,8 +108,40 @@ fn cache_hits_rebuilds_and_keys() -> Result<Completion, Failed> {
         return Err("the cached CUBIN or report differs from the compiled one".into());
     }
     // A corrupt entry is detected and rebuilt, never trusted.
-    let version = compile::nvrtc_version().map_err(|e| e.to_string())?;
+    // The key names the NVRTC library this process loaded and the disassembler, not only
+    // NVRTC's major.minor (13.0.48 and 13.0.88 must not share entries).
+    let version = compile::fingerprint().map_err(|e| e.to_string())?;
+    let loaded = compile::loaded_nvrtc();
+    if cfg!(target_os = "linux")
+        && (loaded.is_empty()
+            || !loaded
+                .iter()
+                .all(|l| version.contains(&l.display().to_string())))
+    {
+        return Err(format!(
+            "the fingerprint {version:?} does not name the NVRTC loaded: {loaded:?}"
+        )
+        .into());
+    }
+    if let Some(tool) = compile::find_disassembler() {
+        if !version.contains(&tool.display().to_string()) {
+            return Err(format!(
+                "the fingerprint {version:?} does not name {}",
+                tool.display()
+            )
+            .into());
+        }
+    }
     let key = cache_key(variants, &options, &version);
+    if key
+        == cache_key(
+            variants,
+            &options,
+            &compile::nvrtc_version().map_err(|e| e.to_string())?,
+        )
+    {
+        return Err("the key is NVRTC's major.minor only".into());
+    }
     if !dir.join(&key).join("cubin.1").is_file()
         || !dir.join(&key).join("sass.1").is_file()
             && matches!(first.sass, compile::Sass::Read { .. })

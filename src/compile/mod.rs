@@ -618,6 +618,23 @@ mod tests {
     }
 
     #[test]
+    fn a_file_is_known_by_path_size_and_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("libnvrtc.so.13");
+        std::fs::write(&lib, b"release one").unwrap();
+        let one = file_identity(&lib);
+        assert!(
+            one.contains("libnvrtc.so.13") && one.contains(" 11 "),
+            "{one}"
+        );
+        // Another release of the same size, written later: another identity.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&lib, b"release two").unwrap();
+        assert_ne!(file_identity(&lib), one);
+        assert!(file_identity(&dir.path().join("gone")).ends_with("(unreadable)"));
+    }
+
+    #[test]
     fn options_target_the_real_architecture_with_verbose_ptxas() {
         let o = options(9, 0);
         assert!(o.contains(&"--gpu-architecture=sm_90".to_string()));
@@ -665,11 +682,63 @@ pub fn sha256_hex_of(bytes: &[u8]) -> String {
 }
 
 /// The cache key of a compilation: source, options (the architecture among them) and the
-/// NVRTC version.
-pub fn cache_key(variants: &[Variant], options: &[String], nvrtc_version: &str) -> String {
+/// toolchain's [`fingerprint`].
+pub fn cache_key(variants: &[Variant], options: &[String], fingerprint: &str) -> String {
     let src = source(variants);
     let opts = options.join("\0");
-    sha256_hex(&[src.as_bytes(), opts.as_bytes(), nvrtc_version.as_bytes()])
+    sha256_hex(&[src.as_bytes(), opts.as_bytes(), fingerprint.as_bytes()])
+}
+
+/// The libnvrtc files mapped into this process (`/proc/self/maps`; none where there is no
+/// `/proc`).
+pub fn loaded_nvrtc() -> Vec<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let mut v: Vec<PathBuf> = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter(|p| {
+            Path::new(p)
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libnvrtc.so"))
+        })
+        .map(PathBuf::from)
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// A file as it is now: path, size and modification time (a reinstall or another release
+/// changes them).
+fn file_identity(path: &Path) -> String {
+    match std::fs::metadata(path) {
+        Ok(m) => {
+            let modified = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            format!("{} {} {modified}", path.display(), m.len())
+        }
+        Err(_) => format!("{} (unreadable)", path.display()),
+    }
+}
+
+/// What made a cache entry's files: NVRTC's version, the libnvrtc this process loaded and
+/// the disassembler, each by [`file_identity`]. `nvrtcVersion` says only major.minor, so
+/// without the library NVRTC 13.0.48 and 13.0.88, or a compiler engineer's own build,
+/// would share entries, and a gate meant to catch the new compiler would judge the old
+/// one's code; the SASS is the disassembler's text. Call only after checking that libnvrtc
+/// is present.
+pub fn fingerprint() -> Result<String> {
+    let version = nvrtc_version()?;
+    let libraries: Vec<String> = loaded_nvrtc().iter().map(|p| file_identity(p)).collect();
+    let disassembler =
+        find_disassembler().map_or("no disassembler".to_string(), |p| file_identity(&p));
+    Ok(format!(
+        "NVRTC {version} | {} | {disassembler}",
+        libraries.join(", ")
+    ))
 }
 
 /// The file names of part `k` of a cache entry: `cubin`, `log`, `sass` for the first (as
@@ -848,7 +917,7 @@ pub fn compile_cached(
     let Some(root) = cache else {
         return Ok((compile(variants, options)?, CacheUse::Off));
     };
-    let key = cache_key(variants, options, &nvrtc_version()?);
+    let key = cache_key(variants, options, &fingerprint()?);
     // Two devices of one architecture ask for the same entry at once: the second waits
     // for the first and reads what it wrote, instead of compiling it a second time.
     let same_entry = entry_lock(&key);

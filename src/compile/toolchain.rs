@@ -348,24 +348,6 @@ pub fn worker_main() -> Option<ExitCode> {
     })
 }
 
-/// The libnvrtc files mapped into this process (`/proc/self/maps`).
-fn mapped_nvrtc() -> Vec<PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
-    let mut v: Vec<PathBuf> = maps
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .filter(|p| {
-            Path::new(p)
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("libnvrtc.so"))
-        })
-        .map(PathBuf::from)
-        .collect();
-    v.sort();
-    v.dedup();
-    v
-}
-
 /// Loads the toolchain's NVRTC in this process and checks it is the one its folder holds.
 fn load(t: &Toolchain) -> Result<ToolchainIdentity, String> {
     let lib = nvrtc_files(&t.lib_dir)
@@ -392,7 +374,7 @@ fn load(t: &Toolchain) -> Result<ToolchainIdentity, String> {
     }
     let nvrtc_version = compile::nvrtc_version().map_err(|e| e.to_string())?;
     let want = t.lib_dir.canonicalize().unwrap_or(t.lib_dir.clone());
-    let mapped = mapped_nvrtc();
+    let mapped = compile::loaded_nvrtc();
     if let Some(other) = mapped.iter().find(|p| p.parent() != Some(want.as_path())) {
         return Err(format!(
             "another NVRTC was loaded ({}) instead of the one in {}: check LD_LIBRARY_PATH",
@@ -448,21 +430,8 @@ fn work(req: &Request) -> Report {
         }
         None => "none".to_string(),
     };
-    // One cache folder per toolchain release and disassembler: nvrtcVersion says only
-    // major.minor, and the cached SASS is the disassembler's.
-    let cache = req.cache.as_ref().map(|c| {
-        let id = format!(
-            "{}|{}|{}",
-            identity.release.clone().unwrap_or_default(),
-            identity.library,
-            disassembler
-        );
-        c.join(format!(
-            "nvrtc-{}-{}",
-            identity.nvrtc_version,
-            &compile::sha256_hex_of(id.as_bytes())[..12]
-        ))
-    });
+    // The entries' keys name the library and the disassembler (`compile::fingerprint`).
+    let cache = req.cache.clone();
     let supported: Vec<u32> = identity
         .supported
         .iter()
@@ -640,7 +609,7 @@ pub fn process_origin() -> Option<String> {
     let what = t
         .and_then(|t| t.release)
         .unwrap_or_else(|| dir.display().to_string());
-    let mapped = mapped_nvrtc();
+    let mapped = compile::loaded_nvrtc();
     Some(
         match mapped.iter().find(|p| p.parent() != Some(dir.as_path())) {
             Some(other) => format!(
