@@ -297,6 +297,9 @@ impl Device {
             cuda_driver_api: self.cuda_driver_api.clone(),
             nvrtc_version: self.nvrtc_version.clone(),
             nvrtc_origin: crate::compile::toolchain::process_origin(),
+            nvrtc_library: crate::compile::loaded_nvrtc()
+                .first()
+                .map(|p| p.display().to_string()),
             sm_clock_rated_mhz: self.sm_clock_rated_mhz,
             sm_clock_measured_mhz: measured_clock_mhz,
             date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),

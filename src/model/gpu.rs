@@ -26,6 +26,11 @@ pub struct Environment {
     /// nvidia-cuda-nvrtc-cu12==12.8.93`); absent for the one the dynamic linker found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvrtc_origin: Option<String>,
+    /// The libnvrtc file the process loaded (`.../libnvrtc.so.13.0.88`): the release, which
+    /// `nvrtc_version` (major.minor) does not tell; absent where it cannot be read (no
+    /// `/proc`) and in files written before 2026-11-30.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvrtc_library: Option<String>,
     /// The device's rated SM clock (CU_DEVICE_ATTRIBUTE_CLOCK_RATE), MHz.
     pub sm_clock_rated_mhz: Option<f64>,
     /// The SM clock seen during the probe: clock64 budget over %globaltimer time, MHz.
@@ -85,6 +90,11 @@ impl Environment {
                 .clone()
                 .map(|o| ("nvrtc_origin".to_string(), o)),
         )
+        .chain(
+            self.nvrtc_library
+                .clone()
+                .map(|l| ("nvrtc_library".to_string(), l)),
+        )
         .collect()
     }
 
@@ -94,5 +104,29 @@ impl Environment {
             name: self.gpu_name.clone(),
             compute_capability: self.compute_capability.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nvrtc_library_is_recorded_when_known_and_older_files_read_without_it() {
+        // The environment of the H200 run the profile replays, written before the field.
+        let text = include_str!("../../expectations/recorded/h200-2026-11-30-wave.json");
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        let mut e: Environment = serde_json::from_value(v["environment"].clone()).unwrap();
+        assert_eq!(e.nvrtc_library, None);
+        assert!(!e.properties().iter().any(|(k, _)| k == "nvrtc_library"));
+        let lib = "/usr/local/cuda-13.0/targets/x86_64-linux/lib/libnvrtc.so.13.0.88";
+        e.nvrtc_library = Some(lib.into());
+        assert!(e
+            .properties()
+            .contains(&("nvrtc_library".into(), lib.into())));
+        let again: Environment = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+        assert_eq!(again, e);
+        // Not part of the fingerprint: baselines blessed before it still match.
+        assert!(!e.fingerprint().contains("libnvrtc"));
     }
 }
