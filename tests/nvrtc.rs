@@ -314,6 +314,66 @@ fn installed_toolchains_compile_in_their_own_workers() -> Result<Completion, Fai
     Ok(Completion::Completed)
 }
 
+/// The 13.0 toolchain installed, copied into two folders whose paths hold spaces: each
+/// copy is a toolchain of its own for the cache (the key names the library by its whole
+/// path), and the worker names the library it loaded. `/proc/self/maps` pads its fields
+/// with spaces; a path read as its first word named no library, and both copies shared
+/// the entries of a key that said only NVRTC 13.0.
+fn a_toolchain_in_a_folder_with_spaces_is_named_whole() -> Result<Completion, Failed> {
+    use accprobe::compile::toolchain::{default_root, installed, resolve, spawn_worker};
+    use accprobe::model::compiled::ArchOutcome;
+    let root = default_root();
+    let Some((version, _)) = installed(&root)
+        .into_iter()
+        .find(|(v, _)| v.starts_with("13.0."))
+    else {
+        return Ok(Completion::ignored_with(format!(
+            "NVRTC 13.0 is not installed in {} (ci/toolchains.sh installs it)",
+            root.display()
+        )));
+    };
+    let from = resolve(&version, &root).map_err(|e| e.to_string())?.lib_dir;
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let copy = |name: &str| -> Result<std::path::PathBuf, String> {
+        let lib = tmp.path().join(name).join("lib");
+        std::fs::create_dir_all(&lib).map_err(|e| e.to_string())?;
+        for e in std::fs::read_dir(&from).map_err(|e| e.to_string())? {
+            let e = e.map_err(|e| e.to_string())?;
+            let to = lib.join(e.file_name());
+            match std::fs::read_link(e.path()) {
+                Ok(target) => std::os::unix::fs::symlink(target, &to),
+                Err(_) => std::fs::hard_link(e.path(), &to)
+                    .or_else(|_| std::fs::copy(e.path(), &to).map(|_| ())),
+            }
+            .map_err(|e| e.to_string())?;
+        }
+        Ok(lib)
+    };
+    let cache = tmp.path().join("cache");
+    let variants = &documented_variants()[..1];
+    let mut uses = Vec::new();
+    for name in ["nvrtc copy one", "nvrtc copy one", "nvrtc copy two"] {
+        let lib = match tmp.path().join(name).join("lib") {
+            l if l.is_dir() => l,
+            _ => copy(name)?,
+        };
+        let t = resolve(lib.to_str().unwrap(), &root).map_err(|e| e.to_string())?;
+        let r = spawn_worker(&t, &["sm_90".into()], variants, Some(&cache), None)?;
+        let id = r.toolchain.map_err(|e| format!("{name}: {e}"))?;
+        if !id.library.contains(name) {
+            return Err(format!("{name}: the worker names {}", id.library).into());
+        }
+        match &r.architectures[..] {
+            [(_, ArchOutcome::Compiled(m))] => uses.push(m.cache.clone()),
+            other => return Err(format!("{name}: {other:?}").into()),
+        }
+    }
+    if uses != ["miss", "hit", "miss"] {
+        return Err(format!("cache uses {uses:?}, expected miss, hit, miss").into());
+    }
+    Ok(Completion::Completed)
+}
+
 fn main() -> std::process::ExitCode {
     if let Some(code) = compile::toolchain::worker_main() {
         return code;
@@ -346,6 +406,10 @@ fn main() -> std::process::ExitCode {
         Trial::ignorable_test(
             "toolchain::installed_toolchains_compile_in_their_own_workers",
             installed_toolchains_compile_in_their_own_workers,
+        ),
+        Trial::ignorable_test(
+            "toolchain::a_toolchain_in_a_folder_with_spaces_is_named_whole",
+            a_toolchain_in_a_folder_with_spaces_is_named_whole,
         ),
     ];
     libtest_mimic::run(&args, trials).exit_code()

@@ -618,6 +618,42 @@ mod tests {
     }
 
     #[test]
+    fn mapped_libraries_are_read_whole_with_spaces_and_when_deleted() {
+        let line = |path: &str| {
+            format!(
+                "7f0a80a00000-7f0a80ea5000 r--p 00000000 fe:00 10076455                   {path}"
+            )
+        };
+        assert_eq!(
+            mapped_path(&line("/opt/my nvrtc/lib/libnvrtc.so.13")),
+            Some("/opt/my nvrtc/lib/libnvrtc.so.13")
+        );
+        assert_eq!(
+            mapped_path(&line("/tmp/re/lib/libnvrtc.so.13 (deleted)")),
+            Some("/tmp/re/lib/libnvrtc.so.13 (deleted)")
+        );
+        assert_eq!(
+            mapped_path("7ffd1000-7ffd2000 rw-p 00000000 00:00 0 "),
+            None
+        );
+        assert_eq!(mapped_path("7ffd1000-7ffd2000 rw-p 00000000 00:00 0"), None);
+        assert_eq!(
+            mapped_path("7ffd1000-7ffd2000 rw-p 00000000 00:00 0                  [stack]"),
+            Some("[stack]")
+        );
+        // No library, a library replaced since it was loaded: the compiler is unknown.
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("my nvrtc").join("libnvrtc.so.13");
+        std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+        std::fs::write(&lib, b"13.0.88").unwrap();
+        assert!(unknown_library(&[]).is_some_and(|w| w.contains("/proc/self/maps")));
+        assert_eq!(unknown_library(std::slice::from_ref(&lib)), None);
+        let gone = PathBuf::from(format!("{}{DELETED}", lib.display()));
+        assert!(unknown_library(&[lib.clone(), gone])
+            .is_some_and(|w| w.contains("removed or replaced")));
+    }
+
+    #[test]
     fn a_file_is_known_by_path_size_and_time() {
         let dir = tempfile::tempdir().unwrap();
         let lib = dir.path().join("libnvrtc.so.13");
@@ -653,6 +689,8 @@ pub enum CacheUse {
     Miss,
     /// In the cache but corrupt or unreadable: compiled again and replaced.
     Rebuilt(String),
+    /// Not looked up, and nothing stored: the toolchain could not be named for the key.
+    Unused(String),
 }
 
 impl std::fmt::Display for CacheUse {
@@ -662,6 +700,7 @@ impl std::fmt::Display for CacheUse {
             CacheUse::Hit => f.write_str("hit"),
             CacheUse::Miss => f.write_str("miss"),
             CacheUse::Rebuilt(why) => write!(f, "rebuilt ({why})"),
+            CacheUse::Unused(why) => write!(f, "not used ({why})"),
         }
     }
 }
@@ -690,14 +729,15 @@ pub fn cache_key(variants: &[Variant], options: &[String], fingerprint: &str) ->
 }
 
 /// The libnvrtc files mapped into this process (`/proc/self/maps`; none where there is no
-/// `/proc`).
+/// `/proc`). A file removed or replaced since it was loaded keeps the kernel's ` (deleted)`
+/// after its path.
 pub fn loaded_nvrtc() -> Vec<PathBuf> {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
     let mut v: Vec<PathBuf> = maps
         .lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter_map(mapped_path)
         .filter(|p| {
-            Path::new(p)
+            Path::new(p.strip_suffix(DELETED).unwrap_or(p))
                 .file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with("libnvrtc.so"))
         })
@@ -706,6 +746,41 @@ pub fn loaded_nvrtc() -> Vec<PathBuf> {
     v.sort();
     v.dedup();
     v
+}
+
+/// What `/proc/self/maps` puts after the path of a mapped file that is gone.
+const DELETED: &str = " (deleted)";
+
+/// The path of a `/proc/self/maps` line: everything after its five first fields, spaces
+/// included (`/opt/my nvrtc/lib/libnvrtc.so.13`); `None` for an anonymous mapping.
+fn mapped_path(line: &str) -> Option<&str> {
+    let mut rest = line;
+    for _ in 0..5 {
+        rest = rest.trim_start_matches(' ');
+        rest = &rest[rest.find(' ')?..];
+    }
+    Some(rest.trim_start_matches(' ')).filter(|p| !p.is_empty())
+}
+
+/// Why the libnvrtc files `loaded` do not say which compiler this process runs: none
+/// found (no `/proc`), or one removed or replaced since it was loaded (its path now names
+/// another file). The compile cache is then not used: a key without the library would
+/// let another build of the same major.minor serve its CUBIN and SASS.
+fn unknown_library(loaded: &[PathBuf]) -> Option<String> {
+    if loaded.is_empty() {
+        return Some(
+            "cannot tell which libnvrtc this process loaded (/proc/self/maps names none)".into(),
+        );
+    }
+    loaded
+        .iter()
+        .find(|p| p.to_string_lossy().ends_with(DELETED) || !p.is_file())
+        .map(|p| {
+            format!(
+                "the libnvrtc this process loaded, {}, was removed or replaced since",
+                p.display()
+            )
+        })
 }
 
 /// A file as it is now: path, size and modification time (a reinstall or another release
@@ -728,17 +803,27 @@ fn file_identity(path: &Path) -> String {
 /// the disassembler, each by [`file_identity`]. `nvrtcVersion` says only major.minor, so
 /// without the library NVRTC 13.0.48 and 13.0.88, or a compiler engineer's own build,
 /// would share entries, and a gate meant to catch the new compiler would judge the old
-/// one's code; the SASS is the disassembler's text. Call only after checking that libnvrtc
-/// is present.
+/// one's code; the SASS is the disassembler's text. An error where the library cannot be
+/// named ([`unknown_library`]). Call only after checking that libnvrtc is present.
 pub fn fingerprint() -> Result<String> {
+    toolchain_fingerprint()?.map_err(Error::msg)
+}
+
+/// [`fingerprint`], with why there is none inside.
+fn toolchain_fingerprint() -> Result<std::result::Result<String, String>> {
+    // First: it loads libnvrtc, if nothing has yet.
     let version = nvrtc_version()?;
-    let libraries: Vec<String> = loaded_nvrtc().iter().map(|p| file_identity(p)).collect();
+    let loaded = loaded_nvrtc();
+    if let Some(why) = unknown_library(&loaded) {
+        return Ok(Err(why));
+    }
+    let libraries: Vec<String> = loaded.iter().map(|p| file_identity(p)).collect();
     let disassembler =
         find_disassembler().map_or("no disassembler".to_string(), |p| file_identity(&p));
-    Ok(format!(
+    Ok(Ok(format!(
         "NVRTC {version} | {} | {disassembler}",
         libraries.join(", ")
-    ))
+    )))
 }
 
 /// The file names of part `k` of a cache entry: `cubin`, `log`, `sass` for the first (as
@@ -917,7 +1002,16 @@ pub fn compile_cached(
     let Some(root) = cache else {
         return Ok((compile(variants, options)?, CacheUse::Off));
     };
-    let key = cache_key(variants, options, &fingerprint()?);
+    let fingerprint = match toolchain_fingerprint()? {
+        Ok(f) => f,
+        Err(why) => {
+            return Ok((
+                compile(variants, options)?,
+                CacheUse::Unused(format!("{why}: compiled, not cached")),
+            ))
+        }
+    };
+    let key = cache_key(variants, options, &fingerprint);
     // Two devices of one architecture ask for the same entry at once: the second waits
     // for the first and reads what it wrote, instead of compiling it a second time.
     let same_entry = entry_lock(&key);
