@@ -668,6 +668,24 @@ mod tests {
         std::fs::write(&lib, b"release two").unwrap();
         assert_ne!(file_identity(&lib), one);
         assert!(file_identity(&dir.path().join("gone")).ends_with("(unreadable)"));
+        // ACCPROBE_DISASSEMBLER a link moved from one release to another of the same size
+        // and time (`cp -p`, a tar): the file it leads to tells them apart.
+        let (a, b) = (dir.path().join("13.0"), dir.path().join("13.2"));
+        std::fs::write(&a, b"nvdisasm A").unwrap();
+        std::fs::write(&b, b"nvdisasm B").unwrap();
+        let t = std::fs::metadata(&a).unwrap().modified().unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&b)
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+        let link = dir.path().join("nvdisasm");
+        std::os::unix::fs::symlink(&a, &link).unwrap();
+        let before = file_identity(&link);
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(&b, &link).unwrap();
+        assert_ne!(file_identity(&link), before);
     }
 
     #[test]
@@ -783,17 +801,19 @@ fn unknown_library(loaded: &[PathBuf]) -> Option<String> {
         })
 }
 
-/// A file as it is now: path, size and modification time (a reinstall or another release
-/// changes them).
+/// A file as it is now: the file a path leads to (links followed, so that a link moved to
+/// another release, or a relative path from another folder, names what it now runs), its
+/// size and modification time (a reinstall or another release changes them).
 fn file_identity(path: &Path) -> String {
-    match std::fs::metadata(path) {
+    let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    match std::fs::metadata(&real) {
         Ok(m) => {
             let modified = m
                 .modified()
                 .ok()
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map_or(0, |d| d.as_nanos());
-            format!("{} {} {modified}", path.display(), m.len())
+            format!("{} {} {modified}", real.display(), m.len())
         }
         Err(_) => format!("{} (unreadable)", path.display()),
     }
