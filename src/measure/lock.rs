@@ -354,7 +354,8 @@ pub fn register(dir: &Path, stem: &str) -> Result<Arc<Registration>, String> {
         open_shared_dir(dir)?;
         let path = dir.join(format!("{stem}.pid-{}", std::process::id()));
         let started = start_time(std::process::id()).unwrap_or_default();
-        std::fs::write(&path, started.as_bytes())
+        let record = format!("{started} {}", pid_namespace().unwrap_or_default());
+        std::fs::write(&path, record.trim_end().as_bytes())
             .map_err(|e| format!("cannot register in {}: {e}", dir.display()))?;
         Ok(Registration { path })
     })
@@ -389,13 +390,19 @@ pub fn peers(dir: &Path, stem: &str) -> Vec<u32> {
             if pid == own {
                 return None;
             }
+            let (started, namespace) = record(&e.path());
+            if namespace.is_some_and(|ns| Some(ns) != pid_namespace()) {
+                // Written in another PID namespace (a container sharing the folder): its
+                // PID means nothing here, so it is neither a peer nor ours to remove.
+                return None;
+            }
             if !alive(pid) {
                 // Left by a killed process (or one ended by a signal): not a peer, and not
                 // worth keeping. Best effort: another user's file stays.
                 let _ = std::fs::remove_file(e.path());
                 return None;
             }
-            same_process(pid, &e.path()).then_some(pid)
+            same_process(pid, &e.path(), started.as_deref()).then_some(pid)
         })
         .collect();
     pids.sort_unstable();
@@ -407,7 +414,7 @@ pub fn peers(dir: &Path, stem: &str) -> Vec<u32> {
 /// no one may vouch for another's processes), and its recorded start time is that
 /// process's (an empty or unreadable record, from a version that wrote none or a system
 /// without `/proc`, is taken as it is).
-fn same_process(pid: u32, path: &Path) -> bool {
+fn same_process(pid: u32, path: &Path, recorded: Option<&str>) -> bool {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
@@ -419,13 +426,25 @@ fn same_process(pid: u32, path: &Path) -> bool {
             }
         }
     }
-    let recorded = crate::input::read_text(path, "registration", 64)
-        .map(|t| t.trim().to_string())
-        .unwrap_or_default();
-    match start_time(pid) {
-        Some(now) if !recorded.is_empty() => recorded == now,
+    match (start_time(pid), recorded) {
+        (Some(now), Some(recorded)) => recorded == now,
         _ => true,
     }
+}
+
+/// A registration's record: the start time and the PID namespace of the process that wrote
+/// it, each when there (files of the first builds of 2026-11-30 hold the time alone).
+fn record(path: &Path) -> (Option<String>, Option<String>) {
+    let text = crate::input::read_text(path, "registration", 256).unwrap_or_default();
+    let mut words = text.split_whitespace().map(str::to_string);
+    (words.next(), words.next())
+}
+
+/// This process's PID namespace (`pid:[4026531836]`), where `/proc` tells it.
+fn pid_namespace() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .map(|p| p.display().to_string())
 }
 
 /// When process `pid` started, in clock ticks since boot (`/proc/PID/stat`, field 22), as
@@ -633,8 +652,8 @@ mod tests {
         assert_eq!(peers(&dir, "k"), vec![parent]);
         // What we wrote is our start time; the parent's PID with another start time is a
         // registration left by a process that is gone, whose PID was given again.
-        let written = std::fs::read_to_string(dir.join(format!("k.pid-{}", std::process::id())));
-        assert_eq!(written.ok(), start_time(std::process::id()));
+        let written = record(&dir.join(format!("k.pid-{}", std::process::id())));
+        assert_eq!(written, (start_time(std::process::id()), pid_namespace()));
         let parent_started = start_time(parent).unwrap();
         std::fs::write(
             dir.join(format!("k.pid-{parent}")),
@@ -648,6 +667,28 @@ mod tests {
             Vec::<u32>::new(),
             "a reused PID is no peer"
         );
+        // A dead process's registration is removed by whoever looks.
+        assert!(!dir.join("k.pid-4294967294").exists());
+        // Written in another PID namespace: its PID means nothing here; neither a peer nor
+        // removed, even where that PID is not alive here.
+        let elsewhere = format!("{parent_started} pid:[1]");
+        std::fs::write(dir.join(format!("k.pid-{parent}")), &elsewhere).unwrap();
+        std::fs::write(dir.join("k.pid-4294967293"), &elsewhere).unwrap();
+        assert_eq!(peers(&dir, "k"), Vec::<u32>::new());
+        assert!(dir.join("k.pid-4294967293").exists());
+        // Written by another user than the process runs as: it vouches for nothing (only
+        // root can give a file away, so only then is this checked).
+        {
+            use std::os::unix::fs::MetadataExt;
+            let path = dir.join(format!("k.pid-{parent}"));
+            let ours = format!("{parent_started} {}", pid_namespace().unwrap_or_default());
+            std::fs::write(&path, ours.trim_end()).unwrap();
+            assert_eq!(peers(&dir, "k"), vec![parent]);
+            let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+            if root && std::os::unix::fs::chown(&path, Some(65534), Some(65534)).is_ok() {
+                assert_eq!(peers(&dir, "k"), Vec::<u32>::new(), "another user's file");
+            }
+        }
         drop(me);
         assert!(!dir.join(format!("k.pid-{}", std::process::id())).exists());
         std::fs::remove_dir_all(dir).unwrap();
