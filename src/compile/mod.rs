@@ -654,6 +654,30 @@ mod tests {
     }
 
     #[test]
+    fn the_builtins_beside_a_libnvrtc_are_part_of_its_toolchain() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("libnvrtc.so.13");
+        for name in [
+            "libnvrtc.so.13",
+            "libnvrtc-builtins.so.13.0",
+            "libnvrtc-builtins.so.13.0.88",
+            "libnvrtc-builtins.alt.so.13.0",
+            "other.so",
+        ] {
+            std::fs::write(dir.path().join(name), name).unwrap();
+        }
+        let names: Vec<String> = builtins_beside(&lib)
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            ["libnvrtc-builtins.so.13.0", "libnvrtc-builtins.so.13.0.88"]
+        );
+        assert!(builtins_beside(Path::new("/")).is_empty());
+    }
+
+    #[test]
     fn a_file_is_known_by_path_size_and_time() {
         let dir = tempfile::tempdir().unwrap();
         let lib = dir.path().join("libnvrtc.so.13");
@@ -801,6 +825,28 @@ fn unknown_library(loaded: &[PathBuf]) -> Option<String> {
         })
 }
 
+/// The `libnvrtc-builtins.so*` files in the folder of `libnvrtc` (where every NVRTC release
+/// puts them): libnvrtc finds its builtins by the library search at its first compile, so
+/// they are not yet mapped when the key is made, and another build's builtins would compile
+/// the same way under the same libnvrtc name.
+fn builtins_beside(libnvrtc: &Path) -> Vec<PathBuf> {
+    let Some(dir) = libnvrtc.parent() else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libnvrtc-builtins.so"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 /// A file as it is now: the file a path leads to (links followed, so that a link moved to
 /// another release, or a relative path from another folder, names what it now runs), its
 /// size and modification time (a reinstall or another release changes them).
@@ -837,7 +883,11 @@ fn toolchain_fingerprint() -> Result<std::result::Result<String, String>> {
     if let Some(why) = unknown_library(&loaded) {
         return Ok(Err(why));
     }
-    let libraries: Vec<String> = loaded.iter().map(|p| file_identity(p)).collect();
+    let mut files: Vec<PathBuf> = loaded.clone();
+    files.extend(loaded.iter().flat_map(|p| builtins_beside(p)));
+    files.sort();
+    files.dedup();
+    let libraries: Vec<String> = files.iter().map(|p| file_identity(p)).collect();
     let disassembler =
         find_disassembler().map_or("no disassembler".to_string(), |p| file_identity(&p));
     Ok(Ok(format!(
