@@ -73,6 +73,14 @@ def github(path):
                 ),
                 f"{path}: {name}: the compile cache (target/accprobe/cache) is not kept",
             )
+            need(
+                any(
+                    "actions/cache" in s.get("uses", "")
+                    and "github.run_id" in str(s.get("with", {}).get("key", ""))
+                    for s in steps
+                ),
+                f"{path}: {name}: the compile cache's key does not change per run, so a new toolchain's entries are never saved",
+            )
         if name in ("host", "gpu"):
             need(
                 any("action-junit-report" in s.get("uses", "") for s in steps),
