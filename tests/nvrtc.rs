@@ -174,6 +174,17 @@ fn cache_hits_rebuilds_and_keys() -> Result<Completion, Failed> {
             .map_err(|e| e.to_string())?
             .1,
     )?;
+    // A cache that cannot be written: compiled, said as a miss that was not stored (not as
+    // a rebuilt entry, which would say the cache held something wrong).
+    let blocked = dir.join("blocked");
+    std::fs::write(&blocked, b"a file where the cache folder should be")
+        .map_err(|e| e.to_string())?;
+    check(
+        "miss (could not store the entry",
+        &compile_cached(variants, &options, Some(&blocked))
+            .map_err(|e| e.to_string())?
+            .1,
+    )?;
     // Another option is another key.
     let mut other = options.clone();
     other.push("--maxrregcount=32".into());

@@ -733,6 +733,9 @@ pub enum CacheUse {
     Rebuilt(String),
     /// Not looked up, and nothing stored: the toolchain could not be named for the key.
     Unused(String),
+    /// Not in the cache: compiled, but could not be stored (a full disk, another process
+    /// storing the same entry at that moment).
+    Unstored(String),
 }
 
 impl std::fmt::Display for CacheUse {
@@ -743,6 +746,7 @@ impl std::fmt::Display for CacheUse {
             CacheUse::Miss => f.write_str("miss"),
             CacheUse::Rebuilt(why) => write!(f, "rebuilt ({why})"),
             CacheUse::Unused(why) => write!(f, "not used ({why})"),
+            CacheUse::Unstored(why) => write!(f, "miss ({why})"),
         }
     }
 }
@@ -1100,10 +1104,12 @@ pub fn compile_cached(
     };
     let c = compile(variants, options)?;
     if let Err(e) = write_entry(&dir, &c) {
-        return Ok((
-            c,
-            CacheUse::Rebuilt(format!("could not store the entry: {e}")),
-        ));
+        let why = format!("could not store the entry: {e}");
+        let status = match status {
+            CacheUse::Rebuilt(found) => CacheUse::Rebuilt(format!("{found}; {why}")),
+            _ => CacheUse::Unstored(why),
+        };
+        return Ok((c, status));
     }
     Ok((c, status))
 }
