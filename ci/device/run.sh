@@ -33,7 +33,9 @@ for i in $(seq 1 "$runs"); do
   echo "$label $i: exit $rc wall $(python3 -c "import time; print(round(time.time() - $start, 3))") s $(grep -h '^test result' "$out/all/$label-$i.log")" \
     | tee -a "$out/all/env.txt"
 done
-cubin="$out/all/$label-1.cubin"
-if [ -f "$cubin" ] && [ ! -f "$out/all/$label.sass.txt" ]; then
-  cuobjdump -sass "$cubin" > "$out/all/$label.sass.txt" 2>&1
+# The first run's CUBINs (one per NVRTC program: LABEL-1.cubin, LABEL-1.1.cubin, ...).
+if [ -f "$out/all/$label-1.cubin" ] && [ ! -f "$out/all/$label.sass.txt" ]; then
+  for cubin in "$out/all/$label-1.cubin" "$out/all/$label-1".[0-9]*.cubin; do
+    [ -f "$cubin" ] && cuobjdump -sass "$cubin"
+  done > "$out/all/$label.sass.txt" 2>&1
 fi
