@@ -923,6 +923,8 @@ fn read_entry(dir: &Path, max_parts: usize) -> std::result::Result<Vec<Part>, St
             .ok_or_else(|| format!("bad manifest line {line:?}"))?;
         want.insert(name, digest);
     }
+    // What the manifest names, for the parts' optional files; `want` loses each as it is read.
+    let named: std::collections::BTreeSet<&str> = want.keys().copied().collect();
     let mut read = |name: &str| -> std::result::Result<Vec<u8>, String> {
         let bytes = input::read_bytes(&dir.join(name), name, input::TOOL_OUTPUT_LIMIT)
             .map_err(|e| format!("{name}: {e}"))?;
@@ -938,11 +940,7 @@ fn read_entry(dir: &Path, max_parts: usize) -> std::result::Result<Vec<Part>, St
     let mut parts = Vec::new();
     for k in 0.. {
         let cubin_name = part_file("cubin", k);
-        if k > 0
-            && !manifest
-                .lines()
-                .any(|l| l.split(' ').next() == Some(&cubin_name))
-        {
+        if k > 0 && !named.contains(cubin_name.as_str()) {
             break;
         }
         if k >= max_parts.max(1) {
@@ -954,10 +952,7 @@ fn read_entry(dir: &Path, max_parts: usize) -> std::result::Result<Vec<Part>, St
         let log_name = part_file("log", k);
         let log = text(&log_name, read(&log_name)?)?;
         let sass_name = part_file("sass", k);
-        let has_sass = manifest
-            .lines()
-            .any(|l| l.split(' ').next() == Some(&sass_name));
-        let sass = if has_sass {
+        let sass = if named.contains(sass_name.as_str()) {
             Some(text(&sass_name, read(&sass_name)?)?)
         } else {
             None
