@@ -1080,6 +1080,8 @@ int cuDeviceGetCount(int *n) { *n = is("no_devices") ? 0 : 1; return 0; }
 int cuDeviceGet(int *d, int ordinal) { *d = ordinal; return 0; }
 int cuDeviceGetPCIBusId(char *b, int len, int dev) { (void)dev; if (len < 13) return 1; strcpy(b, "0000:ab:00.0"); return 0; }
 int cuDeviceGetUuid_v2(unsigned char *u, int dev) { (void)dev; memset(u, 0xab, 16); return 0; }
+int cuDeviceGetName(char *name, int len, int dev) { (void)dev; if (len < 9) return 1; strcpy(name, "Stub GPU"); return 0; }
+int cuDeviceGetAttribute(int *v, int attribute, int dev) { (void)attribute; (void)dev; *v = 9; return 0; }
 int cuDevicePrimaryCtxRetain(void **ctx, int dev) { (void)ctx; (void)dev; return 2; }
 int cuGetErrorString(int e, const char **s) { (void)e; *s = "stub error"; return 0; }
 int cuGetErrorName(int e, const char **s) { (void)e; *s = "STUB"; return 0; }

@@ -385,6 +385,72 @@ fn a_toolchain_in_a_folder_with_spaces_is_named_whole() -> Result<Completion, Fa
     Ok(Completion::Completed)
 }
 
+/// A compile started before the device's context (`Ahead`) is taken by the device's first
+/// use only when it is for the same variants and options; one not taken, or dropped, still
+/// finishes storing its cache entry (the process must not end halfway through a store).
+fn ahead_compile_is_taken_only_for_its_own_matrix() -> Result<Completion, Failed> {
+    use accprobe::measure::target::{matrix_options, Ahead};
+    if let Some(reason) = nvrtc_reason() {
+        return Ok(Completion::ignored_with(reason));
+    }
+    compile::disable_compute_cache();
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let cache = tmp.path().join("cache");
+    let all = documented_variants();
+    let (one, two) = (&all[..1], &all[..2]);
+    let options = matrix_options((9, 0));
+    let taken = Ahead::start(0, (9, 0), two.to_vec(), Some(cache.clone()))
+        .take_for(two, &options)
+        .ok_or("the compile of the same matrix was not taken")?
+        .map_err(|e| e.to_string())?;
+    if taken.0.options != options || taken.0.reports.len() != 2 || taken.1.cache != "miss" {
+        return Err(format!(
+            "taken: options {:?}, {} reports, cache {}",
+            taken.0.options,
+            taken.0.reports.len(),
+            taken.1.cache
+        )
+        .into());
+    }
+    let other = Ahead::start(0, (9, 0), one.to_vec(), Some(cache.clone()));
+    if other.take_for(two, &options).is_some() {
+        return Err("a compile of another variant set was taken".into());
+    }
+    let sm80 = Ahead::start(0, (8, 0), two.to_vec(), Some(cache.clone()));
+    if sm80.take_for(two, &options).is_some() {
+        return Err("a compile for sm_80 was taken for sm_90".into());
+    }
+    drop(Ahead::start(0, (8, 6), one.to_vec(), Some(cache.clone())));
+    // Each compile not taken finished its entry before the `Ahead` was gone: four entries,
+    // each with its manifest, and no temporary folder.
+    let mut entries = Vec::new();
+    for e in std::fs::read_dir(&cache).map_err(|e| e.to_string())? {
+        let e = e.map_err(|e| e.to_string())?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || !e.path().join("manifest").is_file() {
+            return Err(format!("{name} in the cache is not a finished entry").into());
+        }
+        entries.push(name);
+    }
+    if entries.len() != 4 {
+        return Err(format!("{} cache entries, expected 4: {entries:?}", entries.len()).into());
+    }
+    // And they are the matrices compiled: compiling them now hits.
+    for (variants, capability) in [(one, (9, 0)), (two, (8, 0)), (one, (8, 6))] {
+        let (_, used) =
+            compile::compile_cached(variants, &matrix_options(capability), Some(&cache))
+                .map_err(|e| e.to_string())?;
+        if used.to_string() != "hit" {
+            return Err(format!(
+                "{} variant(s) for {capability:?} after a compile not taken: cache {used}",
+                variants.len()
+            )
+            .into());
+        }
+    }
+    Ok(Completion::Completed)
+}
+
 fn main() -> std::process::ExitCode {
     if let Some(code) = compile::toolchain::worker_main() {
         return code;
@@ -406,6 +472,10 @@ fn main() -> std::process::ExitCode {
         ),
         Trial::ignorable_test("compile::default_matrix_sm_90", compile_matrix),
         Trial::ignorable_test("compile::bad_option_is_reported", compile_error_is_reported),
+        Trial::ignorable_test(
+            "compile::ahead_compile_is_taken_only_for_its_own_matrix",
+            ahead_compile_is_taken_only_for_its_own_matrix,
+        ),
         Trial::ignorable_test(
             "compile::cache_hits_rebuilds_and_keys",
             cache_hits_rebuilds_and_keys,

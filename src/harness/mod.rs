@@ -35,7 +35,7 @@ use crate::error::{Error, GpuError, GpuErrorKind};
 use crate::expectations::profile::Profile;
 use crate::measure::device;
 use crate::measure::session::GpuSession;
-use crate::measure::target::{CudaTarget, Target};
+use crate::measure::target::{Ahead, CudaTarget, Target};
 use crate::model::results::RunResults;
 use crate::model::variant::Variant;
 use crate::report::junit::{self, CaseRecord, Ended, Status, SuiteInfo};
@@ -346,17 +346,48 @@ pub fn main_with(args: Arguments) -> u8 {
     let paths = Paths::from_env();
     let share = open_share(&args, &paths, &options);
     let start = Instant::now();
+    // The profiles load while the driver starts, so that each device's matrix compiles from
+    // the moment the driver names the device, while its context is made.
+    let mut loading = Some(std::thread::spawn({
+        let dir = paths.expectations.clone();
+        move || catalog::load_dir(&dir)
+    }));
+    let mut loaded: Option<Loaded> = None;
+    let mut ahead: BTreeMap<usize, Ahead> = BTreeMap::new();
     let targets: Result<Vec<Arc<dyn Target>>, GpuError> =
         match share.as_ref().and_then(|s| s.published.as_ref()) {
             // An earlier process of this nextest run measured: no CUDA here at all.
             Some(p) => Ok(p.targets()),
-            None => device::detect_all().map(|devices| {
+            None => device::detect_all_with(|found| {
+                if args.list {
+                    return;
+                }
+                let (profiles, _) =
+                    loaded.get_or_insert_with(|| joined(loading.take().expect("joined once")));
+                if let Ok(sel) =
+                    catalog::select(profiles, Some(&found.identity), options.profile.as_deref())
+                {
+                    let a = Ahead::start(
+                        found.ordinal,
+                        found.capability,
+                        sel.profile.probe.variants(),
+                        paths.cache.clone(),
+                    );
+                    ahead.insert(found.ordinal, a);
+                }
+            })
+            .map(|devices| {
                 devices
                     .into_iter()
-                    .map(|d| Arc::new(CudaTarget::new(d, paths.cache.clone())) as Arc<dyn Target>)
+                    .map(|d| {
+                        let a = ahead.remove(&d.ordinal);
+                        Arc::new(CudaTarget::with_ahead(d, paths.cache.clone(), a))
+                            as Arc<dyn Target>
+                    })
                     .collect()
             }),
         };
+    let loaded = loaded.or_else(|| loading.map(joined));
     if let Err(e) = &targets {
         if e.kind() == GpuErrorKind::Config {
             eprintln!("error: {e}");
@@ -372,9 +403,25 @@ pub fn main_with(args: Arguments) -> u8 {
             );
         }
     }
-    let code = run_with(&args, &paths, targets, &options, share);
+    let code = run_with(&args, &paths, targets, &options, share, loaded);
     mark(&args, "devices released");
     code
+}
+
+/// The profiles of the expectations folder, and what could not be loaded.
+type Loaded = (Vec<Profile>, Vec<Error>);
+
+/// What the thread loading the profiles gave (its panic as a load error).
+fn joined(loading: std::thread::JoinHandle<Loaded>) -> Loaded {
+    loading.join().unwrap_or_else(|payload| {
+        let why = crate::error::panic_text(payload.as_ref());
+        (
+            Vec::new(),
+            vec![Error::msg(format!(
+                "the thread loading the profiles panicked: {why}"
+            ))],
+        )
+    })
 }
 
 /// Under nextest (and not listing): the run's shared folder, its measuring lock taken
@@ -522,7 +569,7 @@ pub fn run_code(
     options: &RunOptions,
 ) -> u8 {
     let share = open_share(args, paths, options);
-    run_with(args, paths, targets, options, share)
+    run_with(args, paths, targets, options, share, None)
 }
 
 /// What one device measured, for the run's later processes; `whole` is how measuring its
@@ -567,6 +614,7 @@ fn run_with(
     targets: Result<Vec<Arc<dyn Target>>, GpuError>,
     options: &RunOptions,
     share: Option<RunShare>,
+    loaded: Option<Loaded>,
 ) -> u8 {
     if let Err(e) = check_arguments(args) {
         eprintln!("error: {e}");
@@ -587,7 +635,7 @@ fn run_with(
     let mut trials: Vec<Planned> = Vec::new();
     let mut suites = Vec::new();
 
-    let (profiles, load_errors) = catalog::load_dir(&paths.expectations);
+    let (profiles, load_errors) = loaded.unwrap_or_else(|| catalog::load_dir(&paths.expectations));
     crate::trace::mark(format!("{} profile(s) loaded", profiles.len()));
     if !load_errors.is_empty() {
         suites.push(SuiteInfo {

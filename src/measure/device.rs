@@ -47,10 +47,13 @@ pub struct Device {
 /// Finds the GPU, or says why there is none: the reason GPU cases are ignored with.
 pub fn detect() -> Result<Device, GpuError> {
     let named = selection_from_env()?;
-    let devices = start(|count| match &named {
-        Some(o) => Ok(check_range(o, count)?.into_iter().take(1).collect()),
-        None => Ok(vec![0]),
-    })?;
+    let devices = start(
+        |count| match &named {
+            Some(o) => Ok(check_range(o, count)?.into_iter().take(1).collect()),
+            None => Ok(vec![0]),
+        },
+        |_| {},
+    )?;
     devices.into_iter().next().ok_or(GpuError::NoDevice)
 }
 
@@ -62,19 +65,70 @@ pub const DEVICES_ENV: &str = "ACCPROBE_DEVICES";
 /// a malformed list is a [`GpuError::Config`] before the driver is loaded, an ordinal out
 /// of range one as soon as the device count is known.
 pub fn detect_all() -> Result<Vec<Device>, GpuError> {
+    detect_all_with(|_| {})
+}
+
+/// [`detect_all`], calling `found` for each device as soon as the driver names it, before
+/// its context is created (0.1 s and more on an H200): what depends only on the device's
+/// identity, compiling its matrix say, can start then.
+pub fn detect_all_with(found: impl FnMut(&Found)) -> Result<Vec<Device>, GpuError> {
     let named = selection_from_env()?;
-    start(|count| match &named {
-        Some(o) => check_range(o, count),
-        None => Ok((0..count).collect()),
+    start(
+        |count| match &named {
+            Some(o) => check_range(o, count),
+            None => Ok((0..count).collect()),
+        },
+        found,
+    )
+}
+
+/// A device as the driver names it before any context exists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    pub ordinal: usize,
+    pub identity: GpuIdentity,
+    pub capability: (i32, i32),
+}
+
+/// The name and compute capability of device `ordinal`, read without a context.
+fn identify(ordinal: usize) -> Result<Found, GpuError> {
+    use cudarc::driver::result::device;
+    let err = |what: &str, e: cudarc::driver::DriverError| {
+        GpuError::Device(format!("cannot read {what} of device {ordinal}: {e}"))
+    };
+    let dev = device::get(ordinal as i32).map_err(|e| err("the handle", e))?;
+    let name = device::get_name(dev).map_err(|e| err("the name", e))?;
+    let attribute = |a, what: &str| {
+        // SAFETY: `dev` is a device handle the driver gave for this ordinal.
+        unsafe { device::get_attribute(dev, a) }.map_err(|e| err(what, e))
+    };
+    let capability = (
+        attribute(
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+            "the compute capability",
+        )?,
+        attribute(
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+            "the compute capability",
+        )?,
+    );
+    Ok(Found {
+        ordinal,
+        identity: GpuIdentity {
+            name,
+            compute_capability: format!("{}.{}", capability.0, capability.1),
+        },
+        capability,
     })
 }
 
 /// Starts CUDA on the devices `choose` picks from the device count, doing in parallel
 /// what does not depend on each other: loading NVRTC (and reading its version) and NVML
 /// (for the contention checks) while the driver initialises, and one context per device,
-/// each on a thread of its own.
+/// each on a thread of its own. `found` hears of each device before its context is made.
 fn start(
     choose: impl FnOnce(usize) -> Result<Vec<usize>, GpuError>,
+    mut found: impl FnMut(&Found),
 ) -> Result<Vec<Device>, GpuError> {
     libraries_present()?;
     let nvrtc = std::thread::spawn(|| {
@@ -86,10 +140,14 @@ fn start(
     crate::measure::contention::start_nvml();
     let count = driver_ready()?;
     crate::trace::mark(format!("CUDA driver initialised ({count} device(s))"));
-    let ordinals = choose(count)?;
+    let identified: Vec<Result<Found, GpuError>> =
+        choose(count)?.into_iter().map(identify).collect();
+    for f in identified.iter().flatten() {
+        found(f);
+    }
     let opened: Vec<Result<Device, GpuError>> = crate::error::each_on_a_thread(
-        &ordinals,
-        |_, &o| open(o),
+        &identified,
+        |_, f| f.clone().and_then(open),
         |why| {
             Err(GpuError::Init(format!(
                 "a thread opening a device panicked: {why}"
@@ -210,12 +268,17 @@ fn device_key(ordinal: usize) -> DeviceKey {
     }
 }
 
-/// A context on device `ordinal` and what identifies it. The process registers as a user
+/// A context on the device `found` names, and what else identifies it. The process registers as a user
 /// of the device before the context exists, so that another accprobe measuring on it
 /// never sees our context unannounced (2026-11-30: two suites started together, one
 /// checked the GPU in the 30 ms between the other's context and its registration, and
 /// waited 10 s to measure again).
-fn open(ordinal: usize) -> Result<Device, GpuError> {
+fn open(found: Found) -> Result<Device, GpuError> {
+    let Found {
+        ordinal,
+        identity,
+        capability,
+    } = found;
     let key = device_key(ordinal);
     let registration = register_device(&key);
     let ctx = CudaContext::new(ordinal).map_err(|e| {
@@ -224,10 +287,6 @@ fn open(ordinal: usize) -> Result<Device, GpuError> {
     let err = |what: &str, e: cudarc::driver::DriverError| {
         GpuError::Device(format!("cannot read {what} of device {ordinal}: {e}"))
     };
-    let name = ctx.name().map_err(|e| err("the name", e))?;
-    let capability = ctx
-        .compute_capability()
-        .map_err(|e| err("the compute capability", e))?;
     let sm_count = ctx
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(|e| err("the SM count", e))? as u32;
@@ -243,10 +302,7 @@ fn open(ordinal: usize) -> Result<Device, GpuError> {
     crate::trace::mark(format!("context on device {ordinal} ready"));
     Ok(Device {
         ordinal,
-        identity: GpuIdentity {
-            name,
-            compute_capability: format!("{}.{}", capability.0, capability.1),
-        },
+        identity,
         ctx,
         key,
         capability,

@@ -14,8 +14,9 @@ use crate::model::results::{Contention, RunResults, VariantResult};
 use crate::model::settings::Mode;
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::Variant;
-use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 /// How compiling went, for the results' timings.
@@ -83,9 +84,101 @@ pub trait Target: Send + Sync {
     }
 }
 
-/// A real CUDA device: compiles through the cache at first use, then measures.
+/// The compile options of the matrix for a device of compute capability `capability`.
+pub fn matrix_options(capability: (i32, i32)) -> Vec<String> {
+    let mut options = compile::options(capability.0, capability.1);
+    options.extend(compile::extra_options());
+    options
+}
+
+/// Compiles `all` with `options` through the cache, timed; for device `ordinal`.
+fn compile_matrix(
+    ordinal: usize,
+    all: &[Variant],
+    options: &[String],
+    cache: Option<&Path>,
+) -> Result<(Compiled, CompileInfo), GpuError> {
+    let start = Instant::now();
+    let (compiled, cache) = compile::compile_cached(all, options, cache)
+        .map_err(|e| GpuError::Compile(e.to_string()))?;
+    let info = CompileInfo {
+        seconds: start.elapsed().as_secs_f64(),
+        nvrtc_seconds: compiled.nvrtc_seconds,
+        sass_seconds: compiled.sass_seconds,
+        cache: cache.to_string(),
+    };
+    crate::trace::mark(format!(
+        "device {ordinal}: compiled (cache {cache}: NVRTC {:.3} s, SASS {:.3} s)",
+        compiled.nvrtc_seconds, compiled.sass_seconds
+    ));
+    Ok((compiled, info))
+}
+
+type Compiling = JoinHandle<Result<(Compiled, CompileInfo), GpuError>>;
+
+/// A device's matrix compiling on a thread of its own from the moment the driver named the
+/// device, while its context is created (`crate::measure::device::detect_all_with`): the
+/// target's first use takes it when it is for the same variants and options. One not taken
+/// is waited for when dropped, so that the process never ends in the middle of storing a
+/// cache entry.
+pub struct Ahead {
+    variants: Vec<Variant>,
+    options: Vec<String>,
+    handle: Option<Compiling>,
+}
+
+impl Ahead {
+    /// Starts compiling `variants` for device `ordinal` of compute capability `capability`.
+    pub fn start(
+        ordinal: usize,
+        capability: (i32, i32),
+        variants: Vec<Variant>,
+        cache: Option<PathBuf>,
+    ) -> Ahead {
+        let options = matrix_options(capability);
+        let (v, o) = (variants.clone(), options.clone());
+        crate::trace::mark(format!("device {ordinal}: compiling before its context"));
+        let handle = std::thread::spawn(move || compile_matrix(ordinal, &v, &o, cache.as_deref()));
+        Ahead {
+            variants,
+            options,
+            handle: Some(handle),
+        }
+    }
+
+    /// The compile's outcome when it is for `variants` compiled with `options`; `None` (and
+    /// the compile left to finish when dropped) when it is for something else.
+    pub fn take_for(
+        mut self,
+        variants: &[Variant],
+        options: &[String],
+    ) -> Option<Result<(Compiled, CompileInfo), GpuError>> {
+        if self.variants != variants || self.options != options {
+            return None;
+        }
+        let handle = self.handle.take()?;
+        Some(handle.join().unwrap_or_else(|payload| {
+            Err(GpuError::Compile(format!(
+                "the thread compiling the matrix panicked: {}",
+                crate::error::panic_text(payload.as_ref())
+            )))
+        }))
+    }
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A real CUDA device: compiles through the cache at first use (or takes the compile
+/// started before its context), then measures.
 pub struct CudaTarget {
     cache: Option<PathBuf>,
+    ahead: Mutex<Option<Ahead>>,
     probe: OnceLock<Result<LoadedMatrix, GpuError>>,
     info: OnceLock<CompileInfo>,
     env: OnceLock<Environment>,
@@ -96,9 +189,15 @@ pub struct CudaTarget {
 
 impl CudaTarget {
     pub fn new(device: Device, cache: Option<PathBuf>) -> CudaTarget {
+        CudaTarget::with_ahead(device, cache, None)
+    }
+
+    /// A target whose first use takes `ahead`'s compile when it is for the same matrix.
+    pub fn with_ahead(device: Device, cache: Option<PathBuf>, ahead: Option<Ahead>) -> CudaTarget {
         CudaTarget {
             device,
             cache,
+            ahead: Mutex::new(ahead),
             probe: OnceLock::new(),
             info: OnceLock::new(),
             env: OnceLock::new(),
@@ -107,22 +206,18 @@ impl CudaTarget {
 
     fn probe(&self, all: &[Variant]) -> Result<&LoadedMatrix, GpuError> {
         let p = self.probe.get_or_init(|| {
-            let (major, minor) = self.device.capability;
-            let mut options = compile::options(major, minor);
-            options.extend(compile::extra_options());
-            let start = Instant::now();
-            let (compiled, cache) = compile::compile_cached(all, &options, self.cache.as_deref())
-                .map_err(|e| GpuError::Compile(e.to_string()))?;
-            let _ = self.info.set(CompileInfo {
-                seconds: start.elapsed().as_secs_f64(),
-                nvrtc_seconds: compiled.nvrtc_seconds,
-                sass_seconds: compiled.sass_seconds,
-                cache: cache.to_string(),
-            });
-            crate::trace::mark(format!(
-                "device {}: compiled (cache {cache}: NVRTC {:.3} s, SASS {:.3} s)",
-                self.device.ordinal, compiled.nvrtc_seconds, compiled.sass_seconds
-            ));
+            let options = matrix_options(self.device.capability);
+            let ahead = self
+                .ahead
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+                .and_then(|a| a.take_for(all, &options));
+            let (compiled, info) = match ahead {
+                Some(outcome) => outcome?,
+                None => compile_matrix(self.device.ordinal, all, &options, self.cache.as_deref())?,
+            };
+            let _ = self.info.set(info);
             let loaded = LoadedMatrix::load(&self.device, compiled);
             crate::trace::mark(format!("device {}: CUBIN loaded", self.device.ordinal));
             loaded
