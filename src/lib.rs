@@ -17,6 +17,7 @@ pub mod error;
 pub mod expectations;
 pub mod harness;
 pub mod input;
+pub mod interrupt;
 pub mod measure;
 pub mod model;
 pub mod report;

@@ -14,7 +14,7 @@ use crate::report::write_atomic;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
 /// Why a case was ignored, for the closing summary.
@@ -323,30 +323,21 @@ fn merged(parts: Vec<Part>) -> (Vec<SuiteInfo>, Vec<CaseRecord>) {
 }
 
 /// On SIGINT or SIGTERM: write the JUnit file with what finished and what did not, then
-/// exit 128 + the signal (130, 143). Installed once per process.
+/// exit 128 + the signal (130, 143) at once (see [`crate::interrupt`]). Call it before the
+/// process starts any thread.
 pub fn install_interrupt_handler() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        use signal_hook::consts::{SIGINT, SIGTERM};
-        let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
-            eprintln!("accprobe: cannot handle SIGINT/SIGTERM: an interrupted run leaves the JUnit file of the cases that finished");
-            return;
-        };
-        std::thread::spawn(move || {
-            if let Some(signal) = signals.forever().next() {
-                let name = if signal == SIGTERM { "SIGTERM" } else { "SIGINT" };
-                let current = CURRENT.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                if let Some(r) = current {
-                    match r.interrupt(name) {
-                        Ok(()) => eprintln!(
-                            "accprobe: interrupted by {name}; the JUnit file marks the cases that did not finish"
-                        ),
-                        Err(e) => eprintln!("accprobe: interrupted by {name}; cannot write the JUnit file: {e}"),
-                    }
+    crate::interrupt::install(|name| {
+        let current = CURRENT.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(r) = current {
+            match r.interrupt(name) {
+                Ok(()) => eprintln!(
+                    "accprobe: interrupted by {name}; the JUnit file marks the cases that did not finish"
+                ),
+                Err(e) => {
+                    eprintln!("accprobe: interrupted by {name}; cannot write the JUnit file: {e}")
                 }
-                std::process::exit(128 + signal);
             }
-        });
+        }
     });
 }
 
