@@ -385,9 +385,127 @@ fn a_toolchain_in_a_folder_with_spaces_is_named_whole() -> Result<Completion, Fa
     Ok(Completion::Completed)
 }
 
+/// Set for a child of this binary: compile one variant through the cache folder it names,
+/// print how the cache served it and the builtins then mapped, and exit.
+const BUILTINS_CHILD: &str = "ACCPROBE_TEST_BUILTINS_CHILD";
+
+fn builtins_child(cache: &str) -> std::process::ExitCode {
+    compile::disable_compute_cache();
+    let variants = &documented_variants()[..1];
+    match compile::compile_cached(variants, &compile::options(9, 0), Some(Path::new(cache))) {
+        Ok((_, u)) => {
+            let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+            let mut builtins: Vec<&str> = maps
+                .lines()
+                .filter_map(|l| l.find('/').map(|i| &l[i..]))
+                .filter(|p| p.contains("libnvrtc-builtins.so"))
+                .collect();
+            builtins.dedup();
+            println!("{u}\n{}", builtins.join("\n"));
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// libnvrtc opens its builtins by soname, so the dynamic linker may find them in a folder of
+/// `LD_LIBRARY_PATH` ahead of libnvrtc's own (a CUDA runtime install without the
+/// `libnvrtc.so` link, ahead of the one cudarc loads): those builtins compile, and another
+/// build of them must not meet the entries the first one made.
+fn the_key_names_the_builtins_nvrtc_loads() -> Result<Completion, Failed> {
+    if let Some(reason) = nvrtc_reason() {
+        return Ok(Completion::ignored_with(reason));
+    }
+    let Some(lib) = compile::loaded_nvrtc().into_iter().next() else {
+        return Ok(Completion::ignored_with("no /proc/self/maps"));
+    };
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let ahead = tmp.path().join("runtime only");
+    std::fs::create_dir_all(&ahead).map_err(|e| e.to_string())?;
+    let mut copied = Vec::new();
+    for e in std::fs::read_dir(lib.parent().unwrap()).map_err(|e| e.to_string())? {
+        let e = e.map_err(|e| e.to_string())?;
+        if e.file_name()
+            .to_string_lossy()
+            .starts_with("libnvrtc-builtins.so")
+        {
+            let to = ahead.join(e.file_name());
+            std::fs::copy(e.path(), &to).map_err(|e| e.to_string())?;
+            copied.push(to);
+        }
+    }
+    if copied.is_empty() {
+        return Ok(Completion::ignored_with(format!(
+            "no libnvrtc-builtins.so* beside {}",
+            lib.display()
+        )));
+    }
+    let cache = tmp.path().join("cache");
+    let mut path = ahead.clone().into_os_string();
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(old);
+    } else {
+        path.push(":");
+        path.push(lib.parent().unwrap());
+    }
+    let child = || -> Result<Vec<String>, Failed> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let out = std::process::Command::new(exe)
+            .env(BUILTINS_CHILD, &cache)
+            .env("LD_LIBRARY_PATH", &path)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!("child: {}", String::from_utf8_lossy(&out.stderr)).into());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect())
+    };
+    let first = child()?;
+    if first.first().map(String::as_str) != Some("miss")
+        || !first[1..]
+            .iter()
+            .any(|b| b.starts_with(&*ahead.to_string_lossy()))
+    {
+        return Err(format!(
+            "expected a miss compiled with the builtins of {}: {first:?}",
+            ahead.display()
+        )
+        .into());
+    }
+    // Another build of the builtins there (same size, another time): not the entry's.
+    for f in &copied {
+        std::fs::File::options()
+            .write(true)
+            .open(f)
+            .and_then(|h| {
+                h.set_modified(
+                    std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1 << 30),
+                )
+            })
+            .map_err(|e| e.to_string())?;
+    }
+    let second = child()?;
+    if second.first().map(String::as_str) != Some("miss") {
+        return Err(
+            format!("other builtins were served the entry of the first ones: {second:?}").into(),
+        );
+    }
+    Ok(Completion::Completed)
+}
+
 fn main() -> std::process::ExitCode {
     if let Some(code) = compile::toolchain::worker_main() {
         return code;
+    }
+    if let Some(cache) = std::env::var_os(BUILTINS_CHILD) {
+        return builtins_child(&cache.to_string_lossy());
     }
     let args = Arguments::from_args();
     // Before any thread: every matrix of this binary is compiled as PARTS programs, and the
@@ -409,6 +527,10 @@ fn main() -> std::process::ExitCode {
         Trial::ignorable_test(
             "compile::cache_hits_rebuilds_and_keys",
             cache_hits_rebuilds_and_keys,
+        ),
+        Trial::ignorable_test(
+            "compile::the_key_names_the_builtins_nvrtc_loads",
+            the_key_names_the_builtins_nvrtc_loads,
         ),
         Trial::ignorable_test(
             "toolchain::not_an_nvrtc_is_refused_by_the_worker",

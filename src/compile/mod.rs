@@ -778,6 +778,11 @@ pub fn cache_key(variants: &[Variant], options: &[String], fingerprint: &str) ->
 /// `/proc`). A file removed or replaced since it was loaded keeps the kernel's ` (deleted)`
 /// after its path.
 pub fn loaded_nvrtc() -> Vec<PathBuf> {
+    mapped_files("libnvrtc.so")
+}
+
+/// The files mapped into this process whose names start with `prefix`.
+fn mapped_files(prefix: &str) -> Vec<PathBuf> {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
     let mut v: Vec<PathBuf> = maps
         .lines()
@@ -785,13 +790,26 @@ pub fn loaded_nvrtc() -> Vec<PathBuf> {
         .filter(|p| {
             Path::new(p.strip_suffix(DELETED).unwrap_or(p))
                 .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("libnvrtc.so"))
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
         })
         .map(PathBuf::from)
         .collect();
     v.sort();
     v.dedup();
     v
+}
+
+/// Loads the builtins of NVRTC `version` (`13.0`) as libnvrtc does at its first compile:
+/// by soname, through the dynamic linker's search, in which a folder of `LD_LIBRARY_PATH`
+/// comes before libnvrtc's own (libnvrtc has no run path). libnvrtc's own open then finds
+/// this one, so `/proc/self/maps` names the builtins that compile before anything has.
+/// Nothing happens where they do not load: NVRTC then fails to compile and says why.
+fn load_builtins(version: &str) {
+    let soname = format!("libnvrtc-builtins.so.{version}");
+    if let Ok(lib) = unsafe { libloading::Library::new(&soname) } {
+        // Kept for the process, as libnvrtc keeps it.
+        std::mem::forget(lib);
+    }
 }
 
 /// What `/proc/self/maps` puts after the path of a mapped file that is gone.
@@ -818,15 +836,17 @@ fn unknown_library(loaded: &[PathBuf]) -> Option<String> {
             "cannot tell which libnvrtc this process loaded (/proc/self/maps names none)".into(),
         );
     }
-    loaded
-        .iter()
-        .find(|p| p.to_string_lossy().ends_with(DELETED) || !p.is_file())
-        .map(|p| {
-            format!(
-                "the libnvrtc this process loaded, {}, was removed or replaced since",
-                p.display()
-            )
-        })
+    loaded.iter().find(|p| replaced(p)).map(|p| {
+        format!(
+            "the libnvrtc this process loaded, {}, was removed or replaced since",
+            p.display()
+        )
+    })
+}
+
+/// Whether a mapped file is gone or another file now has its path.
+fn replaced(mapped: &Path) -> bool {
+    mapped.to_string_lossy().ends_with(DELETED) || !mapped.is_file()
 }
 
 /// The `libnvrtc-builtins.so*` files in the folder of `libnvrtc` (where every NVRTC release
@@ -883,15 +903,27 @@ pub fn fingerprint() -> Result<String> {
 fn toolchain_fingerprint() -> Result<std::result::Result<String, String>> {
     // First: it loads libnvrtc, if nothing has yet.
     let version = nvrtc_version()?;
+    load_builtins(&version);
     let loaded = loaded_nvrtc();
     if let Some(why) = unknown_library(&loaded) {
         return Ok(Err(why));
     }
+    // The builtins that compile may be another folder's than libnvrtc's (see
+    // `load_builtins`): those mapped are named beside those in libnvrtc's folder.
+    let builtins = mapped_files("libnvrtc-builtins.so");
+    if let Some(p) = builtins.iter().find(|p| replaced(p)) {
+        return Ok(Err(format!(
+            "the NVRTC builtins this process loaded, {}, were removed or replaced since",
+            p.display()
+        )));
+    }
     let mut files: Vec<PathBuf> = loaded.clone();
     files.extend(loaded.iter().flat_map(|p| builtins_beside(p)));
-    files.sort();
-    files.dedup();
-    let libraries: Vec<String> = files.iter().map(|p| file_identity(p)).collect();
+    files.extend(builtins);
+    // One file under two names (a link beside the library, its target mapped) once.
+    let mut libraries: Vec<String> = files.iter().map(|p| file_identity(p)).collect();
+    libraries.sort();
+    libraries.dedup();
     let disassembler =
         find_disassembler().map_or("no disassembler".to_string(), |p| file_identity(&p));
     Ok(Ok(format!(
