@@ -500,6 +500,29 @@ fn the_key_names_the_builtins_nvrtc_loads() -> Result<Completion, Failed> {
     Ok(Completion::Completed)
 }
 
+/// Options that make NVRTC read a file (`--pre-include`, an include path) compile what the
+/// file holds now; the key cannot see it, so such a compile is not served from the cache.
+fn options_that_read_files_are_not_served_from_the_cache() -> Result<Completion, Failed> {
+    if let Some(reason) = nvrtc_reason() {
+        return Ok(Completion::ignored_with(reason));
+    }
+    compile::disable_compute_cache();
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let header = tmp.path().join("experiment.h");
+    std::fs::write(&header, "#define ACCPROBE_EXPERIMENT 1\n").map_err(|e| e.to_string())?;
+    let cache = tmp.path().join("cache");
+    let variants = &documented_variants()[..1];
+    let mut options = compile::options(9, 0);
+    options.push(format!("--pre-include={}", header.display()));
+    compile::compile_cached(variants, &options, Some(&cache)).map_err(|e| e.to_string())?;
+    std::fs::write(&header, "#error the experiment changed\n").map_err(|e| e.to_string())?;
+    match compile::compile_cached(variants, &options, Some(&cache)) {
+        Err(e) if e.to_string().contains("the experiment changed") => Ok(Completion::Completed),
+        Err(e) => Err(format!("unexpected error: {e}").into()),
+        Ok((_, u)) => Err(format!("the header's new text was not compiled (cache {u})").into()),
+    }
+}
+
 fn main() -> std::process::ExitCode {
     if let Some(code) = compile::toolchain::worker_main() {
         return code;
@@ -531,6 +554,10 @@ fn main() -> std::process::ExitCode {
         Trial::ignorable_test(
             "compile::the_key_names_the_builtins_nvrtc_loads",
             the_key_names_the_builtins_nvrtc_loads,
+        ),
+        Trial::ignorable_test(
+            "compile::options_that_read_files_are_not_served_from_the_cache",
+            options_that_read_files_are_not_served_from_the_cache,
         ),
         Trial::ignorable_test(
             "toolchain::not_an_nvrtc_is_refused_by_the_worker",

@@ -62,7 +62,8 @@ pub fn options(major: i32, minor: i32) -> Vec<String> {
 }
 
 /// Environment variable with extra NVRTC options, whitespace-separated (e.g.
-/// `--maxrregcount=16`): for experiments; they are recorded with the results.
+/// `--maxrregcount=16`): for experiments; they are recorded with the results. With one
+/// that reads a file (`--pre-include=FILE`, `-I`), the compile cache is not used.
 pub const EXTRA_OPTIONS_ENV: &str = "ACCPROBE_EXTRA_OPTIONS";
 
 /// The extra NVRTC options from [`EXTRA_OPTIONS_ENV`].
@@ -717,6 +718,20 @@ mod tests {
         let o = options(9, 0);
         assert!(o.contains(&"--gpu-architecture=sm_90".to_string()));
         assert!(o.contains(&"--ptxas-options=--verbose".to_string()));
+        // None of them reads a file: the cache serves them.
+        assert!(!o.iter().any(|o| reads_a_file(o)));
+        for file in [
+            "--pre-include=a.h",
+            "-include=a.h",
+            "-include",
+            "-I/x",
+            "--include-path=/x",
+        ] {
+            assert!(reads_a_file(file), "{file}");
+        }
+        for not in ["--maxrregcount=16", "-DX=1", "--pre-includes", "-lineinfo"] {
+            assert!(!reads_a_file(not), "{not}");
+        }
     }
 }
 
@@ -764,6 +779,31 @@ fn sha256_hex(parts: &[&[u8]]) -> String {
 /// SHA-256 of `bytes`, in hex.
 pub fn sha256_hex_of(bytes: &[u8]) -> String {
     sha256_hex(&[bytes])
+}
+
+/// NVRTC options that read files (a header included before the source, the folders
+/// includes search, a precompiled header): what NVRTC compiles then depends on files the
+/// cache key does not hold.
+const FILE_OPTIONS: [&str; 10] = [
+    "--pre-include",
+    "-include",
+    "--include-path",
+    "-I",
+    "--use-pch",
+    "-use-pch",
+    "--pch-dir",
+    "-pch-dir",
+    "--pch",
+    "-pch",
+];
+
+/// Whether `option` makes NVRTC read a file ([`FILE_OPTIONS`], as `--opt`, `--opt=VALUE` or,
+/// for `-I`, `-IFOLDER`).
+fn reads_a_file(option: &str) -> bool {
+    option.starts_with("-I")
+        || FILE_OPTIONS
+            .iter()
+            .any(|f| option == *f || option.strip_prefix(f).is_some_and(|r| r.starts_with('=')))
 }
 
 /// The cache key of a compilation: source, options (the architecture among them) and the
@@ -1103,6 +1143,14 @@ pub fn compile_cached(
     let Some(root) = cache else {
         return Ok((compile(variants, options)?, CacheUse::Off));
     };
+    if let Some(o) = options.iter().find(|o| reads_a_file(o)) {
+        return Ok((
+            compile(variants, options)?,
+            CacheUse::Unused(format!(
+                "{o} makes NVRTC read a file the key cannot name: compiled, not cached"
+            )),
+        ));
+    }
     let fingerprint = match toolchain_fingerprint()? {
         Ok(f) => f,
         Err(why) => {
