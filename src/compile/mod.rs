@@ -124,7 +124,8 @@ impl Sass {
     }
 
     /// The SASS of a matrix from its parts': every kernel when every part was read, else
-    /// the first part's failure (a failure says more than a missing disassembler).
+    /// the first part's failure (a failure says more than a missing disassembler). A kernel
+    /// in two parts fails: which part's code the GPU runs is not the SASS's to say.
     fn merge(parts: Vec<Sass>) -> Sass {
         let mut all = BTreeMap::new();
         let mut tool = String::new();
@@ -133,7 +134,12 @@ impl Sass {
             match p {
                 Sass::Read { tool: t, kernels } => {
                     tool = t;
-                    all.extend(kernels);
+                    for (name, summary) in kernels {
+                        if all.contains_key(&name) {
+                            return Sass::Failed(format!("{name} is in the SASS of two programs"));
+                        }
+                        all.insert(name, summary);
+                    }
                 }
                 Sass::Failed(why) => return Sass::Failed(why),
                 Sass::Unavailable(why) => unavailable = unavailable.or(Some(why)),
@@ -426,6 +432,12 @@ pub fn compile(variants: &[Variant], options: &[String]) -> Result<Compiled> {
 /// disassembled there as soon as its CUBIN is there; the first program that fails fails
 /// the whole.
 pub fn compile_as(variants: &[Variant], options: &[String], n: usize) -> Result<Compiled> {
+    // As one program NVRTC refuses a kernel defined twice; as several, two programs
+    // could each hold it, and the matrix would compile or not by the number of cores.
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(v) = variants.iter().find(|v| !seen.insert(v.name())) {
+        return Err(Error::msg(format!("the matrix lists {v} twice")));
+    }
     let start = std::time::Instant::now();
     let groups = parts(variants, n);
     let of = groups.len();
@@ -557,6 +569,54 @@ mod tests {
         assert!(matches!(merged, Sass::Failed(w) if w == "part 3"));
         let merged = Sass::merge(vec![read("a"), Sass::Unavailable("none".into())]);
         assert!(matches!(merged, Sass::Unavailable(w) if w == "none"));
+    }
+
+    #[test]
+    fn a_kernel_in_two_programs_is_refused_wherever_it_is_found() {
+        // The SASS of two parts that both hold a kernel: which is the module's?
+        let read = |names: &[&str], digest: &str| Sass::Read {
+            tool: "nvdisasm".into(),
+            kernels: names
+                .iter()
+                .map(|n| {
+                    let summary = SassSummary {
+                        digest: digest.to_string(),
+                        local_memory_instructions: Vec::new(),
+                        loop_body: Vec::new(),
+                        loop_ffma: 0,
+                        loop_ffma_destinations: Vec::new(),
+                        ffma_accumulates_in_place: true,
+                        loop_partials: Vec::new(),
+                    };
+                    (n.to_string(), summary)
+                })
+                .collect(),
+        };
+        let merged = Sass::merge(vec![read(&["a", "b"], "one"), read(&["b"], "two")]);
+        assert!(
+            matches!(&merged, Sass::Failed(w) if w.contains("b") && w.contains("two programs")),
+            "{merged:?}"
+        );
+        // A matrix that lists a variant twice: as one program NVRTC refuses the second
+        // definition, as two each program would hold one; refused before compiling.
+        let v = Variant::new(7, 2);
+        let e = compile_as(&[v, Variant::new(7, 1), v], &[], 2).unwrap_err();
+        assert!(e.to_string().contains("twice"), "{e}");
+        // A cache entry whose parts' ptxas reports both name a kernel.
+        let log = format!(
+            "ptxas info    : Compiling entry function '{0}' for 'sm_90'\n\
+             ptxas info    : Function properties for {0}\n\
+             \x20   0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+             ptxas info    : Used 10 registers, used 0 barriers, 392 bytes cmem[0]\n",
+            v.name()
+        );
+        let part = Part {
+            cubin: vec![1, 2, 3],
+            log,
+            sass: Some(String::new()),
+        };
+        let e = from_cache(vec![part.clone(), part], &[v], &[]).unwrap_err();
+        assert!(e.contains(&v.name()) && e.contains("two"), "{e}");
     }
 
     #[test]
@@ -1102,6 +1162,12 @@ fn from_cache(
     let mut built: Vec<Built> = Vec::new();
     for mut part in parts {
         let reports = ptxas::parse(&part.log).map_err(|e| format!("its ptxas log: {e}"))?;
+        if let Some(k) = reports
+            .keys()
+            .find(|k| built.iter().any(|b| b.reports.contains_key(*k)))
+        {
+            return Err(format!("{k} is in two of its parts"));
+        }
         let mine: Vec<Variant> = variants
             .iter()
             .filter(|v| reports.contains_key(&v.name()))
