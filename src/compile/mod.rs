@@ -263,11 +263,8 @@ fn disassemble_with(tool: &Path, cubin: &[u8]) -> std::result::Result<String, St
         })?;
     std::fs::write(file.path(), cubin)
         .map_err(|e| format!("cannot write {}: {e}", file.path().display()))?;
-    let is_nvdisasm = tool
-        .file_name()
-        .is_some_and(|n| n.to_string_lossy().contains("nvdisasm"));
     let mut cmd = std::process::Command::new(tool);
-    cmd.arg(if is_nvdisasm { "-ndf" } else { "-sass" });
+    cmd.arg(disassembler_flag(tool));
     let out = cmd.arg(file.path()).output();
     drop(file);
     match out {
@@ -279,6 +276,19 @@ fn disassemble_with(tool: &Path, cubin: &[u8]) -> std::result::Result<String, St
             String::from_utf8_lossy(&o.stderr)
         )),
         Err(e) => Err(format!("cannot run {}: {e}", tool.display())),
+    }
+}
+
+/// How `tool` is asked for the SASS: `-ndf` when its name says nvdisasm, else `-sass`
+/// (cuobjdump). Part of the cache key ([`disassembler_key`]).
+fn disassembler_flag(tool: &Path) -> &'static str {
+    let is_nvdisasm = tool
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().contains("nvdisasm"));
+    if is_nvdisasm {
+        "-ndf"
+    } else {
+        "-sass"
     }
 }
 
@@ -738,6 +748,25 @@ mod tests {
         assert!(builtins_beside(Path::new("/")).is_empty());
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn the_key_names_how_the_disassembler_is_run() {
+        // One program under two names: run as nvdisasm (`-ndf`) and as cuobjdump (`-sass`)
+        // it prints other text, so the two must not share entries.
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("disassembler");
+        std::fs::write(&real, "#!/bin/sh\necho \"$1\"\n").unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        std::os::unix::fs::symlink(&real, a.join("nvdisasm")).unwrap();
+        std::os::unix::fs::symlink(&real, b.join("cuobjdump")).unwrap();
+        assert_ne!(
+            disassembler_key(&a.join("nvdisasm")),
+            disassembler_key(&b.join("cuobjdump"))
+        );
+    }
+
     #[test]
     fn a_file_is_known_by_path_size_and_time() {
         let dir = tempfile::tempdir().unwrap();
@@ -989,6 +1018,17 @@ fn file_identity(path: &Path) -> String {
     }
 }
 
+/// The disassembler as the cache key names it: the file it runs and how it is run (the
+/// flag goes by the name it is called by, which a link may give another file).
+fn disassembler_key(tool: &Path) -> String {
+    format!(
+        "{} {} ({})",
+        tool.display(),
+        disassembler_flag(tool),
+        file_identity(tool)
+    )
+}
+
 /// What made a cache entry's files: NVRTC's version, the libnvrtc this process loaded and
 /// the disassembler, each by [`file_identity`]. `nvrtcVersion` says only major.minor, so
 /// without the library NVRTC 13.0.48 and 13.0.88, or a compiler engineer's own build,
@@ -1025,7 +1065,7 @@ fn toolchain_fingerprint() -> Result<std::result::Result<String, String>> {
     libraries.sort();
     libraries.dedup();
     let disassembler =
-        find_disassembler().map_or("no disassembler".to_string(), |p| file_identity(&p));
+        find_disassembler().map_or("no disassembler".to_string(), |p| disassembler_key(&p));
     Ok(Ok(format!(
         "NVRTC {version} | {} | {disassembler}",
         libraries.join(", ")
