@@ -284,6 +284,47 @@ fn not_an_nvrtc_is_refused_by_the_worker() -> Result<Completion, Failed> {
     }
 }
 
+/// The folder a worker's request and report go through is the worker's own: a folder or a
+/// link already at a name the parent could predict (its process id and the toolchain's
+/// folder) is neither written into nor read from.
+fn a_worker_folder_is_never_one_that_was_there() -> Result<Completion, Failed> {
+    use accprobe::compile::toolchain::{resolve, spawn_worker};
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let dir = tmp.path().join("fake nvrtc");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("libnvrtc.so.12"), "not a library").map_err(|e| e.to_string())?;
+    let t = resolve(dir.to_str().unwrap(), &dir).map_err(|e| e.to_string())?;
+    let elsewhere = tmp.path().join("somebody else's");
+    std::fs::create_dir_all(&elsewhere).map_err(|e| e.to_string())?;
+    let predicted = std::env::temp_dir().join(format!(
+        "accprobe-worker-{}-{}",
+        std::process::id(),
+        &compile::sha256_hex_of(t.lib_dir.to_string_lossy().as_bytes())[..12]
+    ));
+    let _ = std::fs::remove_file(&predicted);
+    std::os::unix::fs::symlink(&elsewhere, &predicted).map_err(|e| e.to_string())?;
+    let report = spawn_worker(
+        &t,
+        &["sm_90".into()],
+        &documented_variants()[..1],
+        None,
+        None,
+    );
+    let _ = std::fs::remove_file(&predicted);
+    let written: Vec<String> = std::fs::read_dir(&elsewhere)
+        .map_err(|e| e.to_string())?
+        .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    if !written.is_empty() {
+        return Err(format!("the worker wrote {written:?} through a link it found").into());
+    }
+    match report {
+        Ok(r) if r.toolchain.is_err() => Ok(Completion::Completed),
+        other => Err(format!("expected the worker's refusal, got {other:?}").into()),
+    }
+}
+
 /// Every toolchain installed by ci/toolchains.sh, each in its own worker process: sm_90
 /// compiles with that NVRTC's own library, an architecture beyond it is unsupported, one
 /// within its range that does not exist is refused.
@@ -558,6 +599,10 @@ fn main() -> std::process::ExitCode {
         Trial::ignorable_test(
             "compile::options_that_read_files_are_not_served_from_the_cache",
             options_that_read_files_are_not_served_from_the_cache,
+        ),
+        Trial::ignorable_test(
+            "toolchain::a_worker_folder_is_never_one_that_was_there",
+            a_worker_folder_is_never_one_that_was_there,
         ),
         Trial::ignorable_test(
             "toolchain::not_an_nvrtc_is_refused_by_the_worker",

@@ -509,12 +509,19 @@ pub fn spawn_worker(
 ) -> Result<Report, String> {
     can_spawn_workers()?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    let tmp = std::env::temp_dir().join(format!(
-        "accprobe-worker-{}-{}",
-        std::process::id(),
-        &compile::sha256_hex_of(t.lib_dir.to_string_lossy().as_bytes())[..12]
-    ));
-    std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
+    // A folder of its own, made here (never one already there: a name made of the process
+    // id and the toolchain could be a link to another folder, or another user's, whose
+    // report the parent would then read).
+    let folder = tempfile::Builder::new()
+        .prefix("accprobe-worker-")
+        .tempdir()
+        .map_err(|e| {
+            format!(
+                "cannot create a folder for the compile worker in {}: {e}",
+                std::env::temp_dir().display()
+            )
+        })?;
+    let tmp = folder.path();
     let req = Request {
         toolchain: t.clone(),
         architectures: architectures.to_vec(),
@@ -529,7 +536,6 @@ pub fn spawn_worker(
         serde_json::to_string(&req).map_err(|e| e.to_string())?,
     )
     .map_err(|e| format!("cannot write {}: {e}", req_file.display()))?;
-    let _ = std::fs::remove_file(&req.out);
     let path = match std::env::var_os("LD_LIBRARY_PATH") {
         Some(old) if !old.is_empty() => {
             let mut p = t.lib_dir.clone().into_os_string();
@@ -549,7 +555,7 @@ pub fn spawn_worker(
         .output()
         .map_err(|e| format!("cannot start the compile worker {}: {e}", exe.display()))?;
     let report = std::fs::read_to_string(&req.out);
-    let _ = std::fs::remove_dir_all(&tmp);
+    drop(folder);
     match report {
         Ok(text) if out.status.success() => serde_json::from_str(&text)
             .map_err(|e| format!("unreadable compile worker report: {e}")),
