@@ -156,6 +156,9 @@ pub fn resolve(spec: &str, root: &Path) -> Result<Toolchain, ToolchainError> {
     )))
 }
 
+/// The most an `INSTALLED` file (one line naming a distribution) may hold.
+const INSTALLED_LIMIT: u64 = 64 << 10;
+
 fn from_folder(path: &Path, key: &str) -> Result<Toolchain, ToolchainError> {
     if !path.is_dir() {
         return Err(ToolchainError::Invalid(format!(
@@ -173,9 +176,10 @@ fn from_folder(path: &Path, key: &str) -> Result<Toolchain, ToolchainError> {
             ))
         })?;
     let lib_dir = lib_dir.canonicalize().unwrap_or(lib_dir);
+    // Through `input`: a FIFO or a device there is passed over, not read forever.
     let release = [lib_dir.join("INSTALLED"), lib_dir.join("../INSTALLED")]
         .iter()
-        .find_map(|f| std::fs::read_to_string(f).ok())
+        .find_map(|f| crate::input::read_text(f, "INSTALLED", INSTALLED_LIMIT).ok())
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
     Ok(Toolchain {
@@ -691,6 +695,23 @@ mod tests {
         let t = resolve(root.join("nvrtc-13.0.48").to_str().unwrap(), &root).unwrap();
         assert!(t.lib_dir.ends_with("nvrtc-13.0.48/lib"));
         std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_installed_file_that_is_no_regular_file_is_not_read() {
+        // A FIFO named INSTALLED (or a link to /dev/zero) would hold the read forever.
+        let root = tempfile::tempdir().unwrap();
+        let lib = root.path().join("nvrtc-12.8.93/lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::write(lib.join("libnvrtc.so.12"), b"").unwrap();
+        let fifo = root.path().join("nvrtc-12.8.93/INSTALLED");
+        match std::process::Command::new("mkfifo").arg(&fifo).status() {
+            Ok(s) if s.success() => {}
+            _ => return eprintln!("mkfifo unavailable: skipped"),
+        }
+        let t = resolve("12.8", root.path()).unwrap();
+        assert_eq!(t.release.as_deref(), Some("12.8.93"));
     }
 
     #[test]
