@@ -284,6 +284,47 @@ fn not_an_nvrtc_is_refused_by_the_worker() -> Result<Completion, Failed> {
     }
 }
 
+/// The folder a worker's request and report go through is the worker's own: a folder or a
+/// link already at a name the parent could predict (its process id and the toolchain's
+/// folder) is neither written into nor read from.
+fn a_worker_folder_is_never_one_that_was_there() -> Result<Completion, Failed> {
+    use accprobe::compile::toolchain::{resolve, spawn_worker};
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let dir = tmp.path().join("fake nvrtc");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("libnvrtc.so.12"), "not a library").map_err(|e| e.to_string())?;
+    let t = resolve(dir.to_str().unwrap(), &dir).map_err(|e| e.to_string())?;
+    let elsewhere = tmp.path().join("somebody else's");
+    std::fs::create_dir_all(&elsewhere).map_err(|e| e.to_string())?;
+    let predicted = std::env::temp_dir().join(format!(
+        "accprobe-worker-{}-{}",
+        std::process::id(),
+        &compile::sha256_hex_of(t.lib_dir.to_string_lossy().as_bytes())[..12]
+    ));
+    let _ = std::fs::remove_file(&predicted);
+    std::os::unix::fs::symlink(&elsewhere, &predicted).map_err(|e| e.to_string())?;
+    let report = spawn_worker(
+        &t,
+        &["sm_90".into()],
+        &documented_variants()[..1],
+        None,
+        None,
+    );
+    let _ = std::fs::remove_file(&predicted);
+    let written: Vec<String> = std::fs::read_dir(&elsewhere)
+        .map_err(|e| e.to_string())?
+        .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    if !written.is_empty() {
+        return Err(format!("the worker wrote {written:?} through a link it found").into());
+    }
+    match report {
+        Ok(r) if r.toolchain.is_err() => Ok(Completion::Completed),
+        other => Err(format!("expected the worker's refusal, got {other:?}").into()),
+    }
+}
+
 /// Every toolchain installed by ci/toolchains.sh, each in its own worker process: sm_90
 /// compiles with that NVRTC's own library, an architecture beyond it is unsupported, one
 /// within its range that does not exist is refused.
@@ -385,6 +426,144 @@ fn a_toolchain_in_a_folder_with_spaces_is_named_whole() -> Result<Completion, Fa
     Ok(Completion::Completed)
 }
 
+/// Set for a child of this binary: compile one variant through the cache folder it names,
+/// print how the cache served it and the builtins then mapped, and exit.
+const BUILTINS_CHILD: &str = "ACCPROBE_TEST_BUILTINS_CHILD";
+
+fn builtins_child(cache: &str) -> std::process::ExitCode {
+    compile::disable_compute_cache();
+    let variants = &documented_variants()[..1];
+    match compile::compile_cached(variants, &compile::options(9, 0), Some(Path::new(cache))) {
+        Ok((_, u)) => {
+            let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+            let mut builtins: Vec<&str> = maps
+                .lines()
+                .filter_map(|l| l.find('/').map(|i| &l[i..]))
+                .filter(|p| p.contains("libnvrtc-builtins.so"))
+                .collect();
+            builtins.dedup();
+            println!("{u}\n{}", builtins.join("\n"));
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// libnvrtc opens its builtins by soname, so the dynamic linker may find them in a folder of
+/// `LD_LIBRARY_PATH` ahead of libnvrtc's own (a CUDA runtime install without the
+/// `libnvrtc.so` link, ahead of the one cudarc loads): those builtins compile, and another
+/// build of them must not meet the entries the first one made.
+fn the_key_names_the_builtins_nvrtc_loads() -> Result<Completion, Failed> {
+    if let Some(reason) = nvrtc_reason() {
+        return Ok(Completion::ignored_with(reason));
+    }
+    let Some(lib) = compile::loaded_nvrtc().into_iter().next() else {
+        return Ok(Completion::ignored_with("no /proc/self/maps"));
+    };
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let ahead = tmp.path().join("runtime only");
+    std::fs::create_dir_all(&ahead).map_err(|e| e.to_string())?;
+    let mut copied = Vec::new();
+    for e in std::fs::read_dir(lib.parent().unwrap()).map_err(|e| e.to_string())? {
+        let e = e.map_err(|e| e.to_string())?;
+        if e.file_name()
+            .to_string_lossy()
+            .starts_with("libnvrtc-builtins.so")
+        {
+            let to = ahead.join(e.file_name());
+            std::fs::copy(e.path(), &to).map_err(|e| e.to_string())?;
+            copied.push(to);
+        }
+    }
+    if copied.is_empty() {
+        return Ok(Completion::ignored_with(format!(
+            "no libnvrtc-builtins.so* beside {}",
+            lib.display()
+        )));
+    }
+    let cache = tmp.path().join("cache");
+    let mut path = ahead.clone().into_os_string();
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(old);
+    } else {
+        path.push(":");
+        path.push(lib.parent().unwrap());
+    }
+    let child = || -> Result<Vec<String>, Failed> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let out = std::process::Command::new(exe)
+            .env(BUILTINS_CHILD, &cache)
+            .env("LD_LIBRARY_PATH", &path)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!("child: {}", String::from_utf8_lossy(&out.stderr)).into());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect())
+    };
+    let first = child()?;
+    if first.first().map(String::as_str) != Some("miss")
+        || !first[1..]
+            .iter()
+            .any(|b| b.starts_with(&*ahead.to_string_lossy()))
+    {
+        return Err(format!(
+            "expected a miss compiled with the builtins of {}: {first:?}",
+            ahead.display()
+        )
+        .into());
+    }
+    // Another build of the builtins there (same size, another time): not the entry's.
+    for f in &copied {
+        std::fs::File::options()
+            .write(true)
+            .open(f)
+            .and_then(|h| {
+                h.set_modified(
+                    std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1 << 30),
+                )
+            })
+            .map_err(|e| e.to_string())?;
+    }
+    let second = child()?;
+    if second.first().map(String::as_str) != Some("miss") {
+        return Err(
+            format!("other builtins were served the entry of the first ones: {second:?}").into(),
+        );
+    }
+    Ok(Completion::Completed)
+}
+
+/// Options that make NVRTC read a file (`--pre-include`, an include path) compile what the
+/// file holds now; the key cannot see it, so such a compile is not served from the cache.
+fn options_that_read_files_are_not_served_from_the_cache() -> Result<Completion, Failed> {
+    if let Some(reason) = nvrtc_reason() {
+        return Ok(Completion::ignored_with(reason));
+    }
+    compile::disable_compute_cache();
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let header = tmp.path().join("experiment.h");
+    std::fs::write(&header, "#define ACCPROBE_EXPERIMENT 1\n").map_err(|e| e.to_string())?;
+    let cache = tmp.path().join("cache");
+    let variants = &documented_variants()[..1];
+    let mut options = compile::options(9, 0);
+    options.push(format!("--pre-include={}", header.display()));
+    compile::compile_cached(variants, &options, Some(&cache)).map_err(|e| e.to_string())?;
+    std::fs::write(&header, "#error the experiment changed\n").map_err(|e| e.to_string())?;
+    match compile::compile_cached(variants, &options, Some(&cache)) {
+        Err(e) if e.to_string().contains("the experiment changed") => Ok(Completion::Completed),
+        Err(e) => Err(format!("unexpected error: {e}").into()),
+        Ok((_, u)) => Err(format!("the header's new text was not compiled (cache {u})").into()),
+    }
+}
+
 /// A compile started before the device's context (`Ahead`) is taken by the device's first
 /// use only when it is for the same variants and options; one not taken, or dropped, still
 /// finishes storing its cache entry (the process must not end halfway through a store).
@@ -455,6 +634,9 @@ fn main() -> std::process::ExitCode {
     if let Some(code) = compile::toolchain::worker_main() {
         return code;
     }
+    if let Some(cache) = std::env::var_os(BUILTINS_CHILD) {
+        return builtins_child(&cache.to_string_lossy());
+    }
     let args = Arguments::from_args();
     // Before any thread: every matrix of this binary is compiled as PARTS programs, and the
     // disassembler ci/toolchains.sh installed is used where none other is named.
@@ -479,6 +661,18 @@ fn main() -> std::process::ExitCode {
         Trial::ignorable_test(
             "compile::cache_hits_rebuilds_and_keys",
             cache_hits_rebuilds_and_keys,
+        ),
+        Trial::ignorable_test(
+            "compile::the_key_names_the_builtins_nvrtc_loads",
+            the_key_names_the_builtins_nvrtc_loads,
+        ),
+        Trial::ignorable_test(
+            "compile::options_that_read_files_are_not_served_from_the_cache",
+            options_that_read_files_are_not_served_from_the_cache,
+        ),
+        Trial::ignorable_test(
+            "toolchain::a_worker_folder_is_never_one_that_was_there",
+            a_worker_folder_is_never_one_that_was_there,
         ),
         Trial::ignorable_test(
             "toolchain::not_an_nvrtc_is_refused_by_the_worker",

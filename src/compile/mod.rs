@@ -62,7 +62,8 @@ pub fn options(major: i32, minor: i32) -> Vec<String> {
 }
 
 /// Environment variable with extra NVRTC options, whitespace-separated (e.g.
-/// `--maxrregcount=16`): for experiments; they are recorded with the results.
+/// `--maxrregcount=16`): for experiments; they are recorded with the results. With one
+/// that reads a file (`--pre-include=FILE`, `-I`), the compile cache is not used.
 pub const EXTRA_OPTIONS_ENV: &str = "ACCPROBE_EXTRA_OPTIONS";
 
 /// The extra NVRTC options from [`EXTRA_OPTIONS_ENV`].
@@ -123,7 +124,8 @@ impl Sass {
     }
 
     /// The SASS of a matrix from its parts': every kernel when every part was read, else
-    /// the first part's failure (a failure says more than a missing disassembler).
+    /// the first part's failure (a failure says more than a missing disassembler). A kernel
+    /// in two parts fails: which part's code the GPU runs is not the SASS's to say.
     fn merge(parts: Vec<Sass>) -> Sass {
         let mut all = BTreeMap::new();
         let mut tool = String::new();
@@ -132,7 +134,12 @@ impl Sass {
             match p {
                 Sass::Read { tool: t, kernels } => {
                     tool = t;
-                    all.extend(kernels);
+                    for (name, summary) in kernels {
+                        if all.contains_key(&name) {
+                            return Sass::Failed(format!("{name} is in the SASS of two programs"));
+                        }
+                        all.insert(name, summary);
+                    }
                 }
                 Sass::Failed(why) => return Sass::Failed(why),
                 Sass::Unavailable(why) => unavailable = unavailable.or(Some(why)),
@@ -256,11 +263,8 @@ fn disassemble_with(tool: &Path, cubin: &[u8]) -> std::result::Result<String, St
         })?;
     std::fs::write(file.path(), cubin)
         .map_err(|e| format!("cannot write {}: {e}", file.path().display()))?;
-    let is_nvdisasm = tool
-        .file_name()
-        .is_some_and(|n| n.to_string_lossy().contains("nvdisasm"));
     let mut cmd = std::process::Command::new(tool);
-    cmd.arg(if is_nvdisasm { "-ndf" } else { "-sass" });
+    cmd.arg(disassembler_flag(tool));
     let out = cmd.arg(file.path()).output();
     drop(file);
     match out {
@@ -272,6 +276,19 @@ fn disassemble_with(tool: &Path, cubin: &[u8]) -> std::result::Result<String, St
             String::from_utf8_lossy(&o.stderr)
         )),
         Err(e) => Err(format!("cannot run {}: {e}", tool.display())),
+    }
+}
+
+/// How `tool` is asked for the SASS: `-ndf` when its name says nvdisasm, else `-sass`
+/// (cuobjdump). Part of the cache key ([`disassembler_key`]).
+fn disassembler_flag(tool: &Path) -> &'static str {
+    let is_nvdisasm = tool
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().contains("nvdisasm"));
+    if is_nvdisasm {
+        "-ndf"
+    } else {
+        "-sass"
     }
 }
 
@@ -425,6 +442,12 @@ pub fn compile(variants: &[Variant], options: &[String]) -> Result<Compiled> {
 /// disassembled there as soon as its CUBIN is there; the first program that fails fails
 /// the whole.
 pub fn compile_as(variants: &[Variant], options: &[String], n: usize) -> Result<Compiled> {
+    // As one program NVRTC refuses a kernel defined twice; as several, two programs
+    // could each hold it, and the matrix would compile or not by the number of cores.
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(v) = variants.iter().find(|v| !seen.insert(v.name())) {
+        return Err(Error::msg(format!("the matrix lists {v} twice")));
+    }
     let start = std::time::Instant::now();
     let groups = parts(variants, n);
     let of = groups.len();
@@ -559,6 +582,54 @@ mod tests {
     }
 
     #[test]
+    fn a_kernel_in_two_programs_is_refused_wherever_it_is_found() {
+        // The SASS of two parts that both hold a kernel: which is the module's?
+        let read = |names: &[&str], digest: &str| Sass::Read {
+            tool: "nvdisasm".into(),
+            kernels: names
+                .iter()
+                .map(|n| {
+                    let summary = SassSummary {
+                        digest: digest.to_string(),
+                        local_memory_instructions: Vec::new(),
+                        loop_body: Vec::new(),
+                        loop_ffma: 0,
+                        loop_ffma_destinations: Vec::new(),
+                        ffma_accumulates_in_place: true,
+                        loop_partials: Vec::new(),
+                    };
+                    (n.to_string(), summary)
+                })
+                .collect(),
+        };
+        let merged = Sass::merge(vec![read(&["a", "b"], "one"), read(&["b"], "two")]);
+        assert!(
+            matches!(&merged, Sass::Failed(w) if w.contains("b") && w.contains("two programs")),
+            "{merged:?}"
+        );
+        // A matrix that lists a variant twice: as one program NVRTC refuses the second
+        // definition, as two each program would hold one; refused before compiling.
+        let v = Variant::new(7, 2);
+        let e = compile_as(&[v, Variant::new(7, 1), v], &[], 2).unwrap_err();
+        assert!(e.to_string().contains("twice"), "{e}");
+        // A cache entry whose parts' ptxas reports both name a kernel.
+        let log = format!(
+            "ptxas info    : Compiling entry function '{0}' for 'sm_90'\n\
+             ptxas info    : Function properties for {0}\n\
+             \x20   0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+             ptxas info    : Used 10 registers, used 0 barriers, 392 bytes cmem[0]\n",
+            v.name()
+        );
+        let part = Part {
+            cubin: vec![1, 2, 3],
+            log,
+            sass: Some(String::new()),
+        };
+        let e = from_cache(vec![part.clone(), part], &[v], &[]).unwrap_err();
+        assert!(e.contains(&v.name()) && e.contains("two"), "{e}");
+    }
+
+    #[test]
     fn a_cache_entry_that_cannot_be_stored_leaves_no_temporary_folder() {
         let root = tempfile::tempdir().unwrap();
         // What stands at the entry's place cannot be removed nor replaced by a folder
@@ -677,6 +748,25 @@ mod tests {
         assert!(builtins_beside(Path::new("/")).is_empty());
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn the_key_names_how_the_disassembler_is_run() {
+        // One program under two names: run as nvdisasm (`-ndf`) and as cuobjdump (`-sass`)
+        // it prints other text, so the two must not share entries.
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("disassembler");
+        std::fs::write(&real, "#!/bin/sh\necho \"$1\"\n").unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        std::os::unix::fs::symlink(&real, a.join("nvdisasm")).unwrap();
+        std::os::unix::fs::symlink(&real, b.join("cuobjdump")).unwrap();
+        assert_ne!(
+            disassembler_key(&a.join("nvdisasm")),
+            disassembler_key(&b.join("cuobjdump"))
+        );
+    }
+
     #[test]
     fn a_file_is_known_by_path_size_and_time() {
         let dir = tempfile::tempdir().unwrap();
@@ -717,6 +807,20 @@ mod tests {
         let o = options(9, 0);
         assert!(o.contains(&"--gpu-architecture=sm_90".to_string()));
         assert!(o.contains(&"--ptxas-options=--verbose".to_string()));
+        // None of them reads a file: the cache serves them.
+        assert!(!o.iter().any(|o| reads_a_file(o)));
+        for file in [
+            "--pre-include=a.h",
+            "-include=a.h",
+            "-include",
+            "-I/x",
+            "--include-path=/x",
+        ] {
+            assert!(reads_a_file(file), "{file}");
+        }
+        for not in ["--maxrregcount=16", "-DX=1", "--pre-includes", "-lineinfo"] {
+            assert!(!reads_a_file(not), "{not}");
+        }
     }
 }
 
@@ -766,6 +870,31 @@ pub fn sha256_hex_of(bytes: &[u8]) -> String {
     sha256_hex(&[bytes])
 }
 
+/// NVRTC options that read files (a header included before the source, the folders
+/// includes search, a precompiled header): what NVRTC compiles then depends on files the
+/// cache key does not hold.
+const FILE_OPTIONS: [&str; 10] = [
+    "--pre-include",
+    "-include",
+    "--include-path",
+    "-I",
+    "--use-pch",
+    "-use-pch",
+    "--pch-dir",
+    "-pch-dir",
+    "--pch",
+    "-pch",
+];
+
+/// Whether `option` makes NVRTC read a file ([`FILE_OPTIONS`], as `--opt`, `--opt=VALUE` or,
+/// for `-I`, `-IFOLDER`).
+fn reads_a_file(option: &str) -> bool {
+    option.starts_with("-I")
+        || FILE_OPTIONS
+            .iter()
+            .any(|f| option == *f || option.strip_prefix(f).is_some_and(|r| r.starts_with('=')))
+}
+
 /// The cache key of a compilation: source, options (the architecture among them) and the
 /// toolchain's [`fingerprint`].
 pub fn cache_key(variants: &[Variant], options: &[String], fingerprint: &str) -> String {
@@ -778,6 +907,11 @@ pub fn cache_key(variants: &[Variant], options: &[String], fingerprint: &str) ->
 /// `/proc`). A file removed or replaced since it was loaded keeps the kernel's ` (deleted)`
 /// after its path.
 pub fn loaded_nvrtc() -> Vec<PathBuf> {
+    mapped_files("libnvrtc.so")
+}
+
+/// The files mapped into this process whose names start with `prefix`.
+fn mapped_files(prefix: &str) -> Vec<PathBuf> {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
     let mut v: Vec<PathBuf> = maps
         .lines()
@@ -785,13 +919,26 @@ pub fn loaded_nvrtc() -> Vec<PathBuf> {
         .filter(|p| {
             Path::new(p.strip_suffix(DELETED).unwrap_or(p))
                 .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("libnvrtc.so"))
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
         })
         .map(PathBuf::from)
         .collect();
     v.sort();
     v.dedup();
     v
+}
+
+/// Loads the builtins of NVRTC `version` (`13.0`) as libnvrtc does at its first compile:
+/// by soname, through the dynamic linker's search, in which a folder of `LD_LIBRARY_PATH`
+/// comes before libnvrtc's own (libnvrtc has no run path). libnvrtc's own open then finds
+/// this one, so `/proc/self/maps` names the builtins that compile before anything has.
+/// Nothing happens where they do not load: NVRTC then fails to compile and says why.
+fn load_builtins(version: &str) {
+    let soname = format!("libnvrtc-builtins.so.{version}");
+    if let Ok(lib) = unsafe { libloading::Library::new(&soname) } {
+        // Kept for the process, as libnvrtc keeps it.
+        std::mem::forget(lib);
+    }
 }
 
 /// What `/proc/self/maps` puts after the path of a mapped file that is gone.
@@ -818,15 +965,17 @@ fn unknown_library(loaded: &[PathBuf]) -> Option<String> {
             "cannot tell which libnvrtc this process loaded (/proc/self/maps names none)".into(),
         );
     }
-    loaded
-        .iter()
-        .find(|p| p.to_string_lossy().ends_with(DELETED) || !p.is_file())
-        .map(|p| {
-            format!(
-                "the libnvrtc this process loaded, {}, was removed or replaced since",
-                p.display()
-            )
-        })
+    loaded.iter().find(|p| replaced(p)).map(|p| {
+        format!(
+            "the libnvrtc this process loaded, {}, was removed or replaced since",
+            p.display()
+        )
+    })
+}
+
+/// Whether a mapped file is gone or another file now has its path.
+fn replaced(mapped: &Path) -> bool {
+    mapped.to_string_lossy().ends_with(DELETED) || !mapped.is_file()
 }
 
 /// The `libnvrtc-builtins.so*` files in the folder of `libnvrtc` (where every NVRTC release
@@ -869,6 +1018,17 @@ fn file_identity(path: &Path) -> String {
     }
 }
 
+/// The disassembler as the cache key names it: the file it runs and how it is run (the
+/// flag goes by the name it is called by, which a link may give another file).
+fn disassembler_key(tool: &Path) -> String {
+    format!(
+        "{} {} ({})",
+        tool.display(),
+        disassembler_flag(tool),
+        file_identity(tool)
+    )
+}
+
 /// What made a cache entry's files: NVRTC's version, the libnvrtc this process loaded and
 /// the disassembler, each by [`file_identity`]. `nvrtcVersion` says only major.minor, so
 /// without the library NVRTC 13.0.48 and 13.0.88, or a compiler engineer's own build,
@@ -883,17 +1043,29 @@ pub fn fingerprint() -> Result<String> {
 fn toolchain_fingerprint() -> Result<std::result::Result<String, String>> {
     // First: it loads libnvrtc, if nothing has yet.
     let version = nvrtc_version()?;
+    load_builtins(&version);
     let loaded = loaded_nvrtc();
     if let Some(why) = unknown_library(&loaded) {
         return Ok(Err(why));
     }
+    // The builtins that compile may be another folder's than libnvrtc's (see
+    // `load_builtins`): those mapped are named beside those in libnvrtc's folder.
+    let builtins = mapped_files("libnvrtc-builtins.so");
+    if let Some(p) = builtins.iter().find(|p| replaced(p)) {
+        return Ok(Err(format!(
+            "the NVRTC builtins this process loaded, {}, were removed or replaced since",
+            p.display()
+        )));
+    }
     let mut files: Vec<PathBuf> = loaded.clone();
     files.extend(loaded.iter().flat_map(|p| builtins_beside(p)));
-    files.sort();
-    files.dedup();
-    let libraries: Vec<String> = files.iter().map(|p| file_identity(p)).collect();
+    files.extend(builtins);
+    // One file under two names (a link beside the library, its target mapped) once.
+    let mut libraries: Vec<String> = files.iter().map(|p| file_identity(p)).collect();
+    libraries.sort();
+    libraries.dedup();
     let disassembler =
-        find_disassembler().map_or("no disassembler".to_string(), |p| file_identity(&p));
+        find_disassembler().map_or("no disassembler".to_string(), |p| disassembler_key(&p));
     Ok(Ok(format!(
         "NVRTC {version} | {} | {disassembler}",
         libraries.join(", ")
@@ -1030,6 +1202,12 @@ fn from_cache(
     let mut built: Vec<Built> = Vec::new();
     for mut part in parts {
         let reports = ptxas::parse(&part.log).map_err(|e| format!("its ptxas log: {e}"))?;
+        if let Some(k) = reports
+            .keys()
+            .find(|k| built.iter().any(|b| b.reports.contains_key(*k)))
+        {
+            return Err(format!("{k} is in two of its parts"));
+        }
         let mine: Vec<Variant> = variants
             .iter()
             .filter(|v| reports.contains_key(&v.name()))
@@ -1071,6 +1249,14 @@ pub fn compile_cached(
     let Some(root) = cache else {
         return Ok((compile(variants, options)?, CacheUse::Off));
     };
+    if let Some(o) = options.iter().find(|o| reads_a_file(o)) {
+        return Ok((
+            compile(variants, options)?,
+            CacheUse::Unused(format!(
+                "{o} makes NVRTC read a file the key cannot name: compiled, not cached"
+            )),
+        ));
+    }
     let fingerprint = match toolchain_fingerprint()? {
         Ok(f) => f,
         Err(why) => {

@@ -156,6 +156,9 @@ pub fn resolve(spec: &str, root: &Path) -> Result<Toolchain, ToolchainError> {
     )))
 }
 
+/// The most an `INSTALLED` file (one line naming a distribution) may hold.
+const INSTALLED_LIMIT: u64 = 64 << 10;
+
 fn from_folder(path: &Path, key: &str) -> Result<Toolchain, ToolchainError> {
     if !path.is_dir() {
         return Err(ToolchainError::Invalid(format!(
@@ -173,9 +176,10 @@ fn from_folder(path: &Path, key: &str) -> Result<Toolchain, ToolchainError> {
             ))
         })?;
     let lib_dir = lib_dir.canonicalize().unwrap_or(lib_dir);
+    // Through `input`: a FIFO or a device there is passed over, not read forever.
     let release = [lib_dir.join("INSTALLED"), lib_dir.join("../INSTALLED")]
         .iter()
-        .find_map(|f| std::fs::read_to_string(f).ok())
+        .find_map(|f| crate::input::read_text(f, "INSTALLED", INSTALLED_LIMIT).ok())
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
     Ok(Toolchain {
@@ -509,12 +513,19 @@ pub fn spawn_worker(
 ) -> Result<Report, String> {
     can_spawn_workers()?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    let tmp = std::env::temp_dir().join(format!(
-        "accprobe-worker-{}-{}",
-        std::process::id(),
-        &compile::sha256_hex_of(t.lib_dir.to_string_lossy().as_bytes())[..12]
-    ));
-    std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
+    // A folder of its own, made here (never one already there: a name made of the process
+    // id and the toolchain could be a link to another folder, or another user's, whose
+    // report the parent would then read).
+    let folder = tempfile::Builder::new()
+        .prefix("accprobe-worker-")
+        .tempdir()
+        .map_err(|e| {
+            format!(
+                "cannot create a folder for the compile worker in {}: {e}",
+                std::env::temp_dir().display()
+            )
+        })?;
+    let tmp = folder.path();
     let req = Request {
         toolchain: t.clone(),
         architectures: architectures.to_vec(),
@@ -529,7 +540,6 @@ pub fn spawn_worker(
         serde_json::to_string(&req).map_err(|e| e.to_string())?,
     )
     .map_err(|e| format!("cannot write {}: {e}", req_file.display()))?;
-    let _ = std::fs::remove_file(&req.out);
     let path = match std::env::var_os("LD_LIBRARY_PATH") {
         Some(old) if !old.is_empty() => {
             let mut p = t.lib_dir.clone().into_os_string();
@@ -549,7 +559,7 @@ pub fn spawn_worker(
         .output()
         .map_err(|e| format!("cannot start the compile worker {}: {e}", exe.display()))?;
     let report = std::fs::read_to_string(&req.out);
-    let _ = std::fs::remove_dir_all(&tmp);
+    drop(folder);
     match report {
         Ok(text) if out.status.success() => serde_json::from_str(&text)
             .map_err(|e| format!("unreadable compile worker report: {e}")),
@@ -685,6 +695,23 @@ mod tests {
         let t = resolve(root.join("nvrtc-13.0.48").to_str().unwrap(), &root).unwrap();
         assert!(t.lib_dir.ends_with("nvrtc-13.0.48/lib"));
         std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_installed_file_that_is_no_regular_file_is_not_read() {
+        // A FIFO named INSTALLED (or a link to /dev/zero) would hold the read forever.
+        let root = tempfile::tempdir().unwrap();
+        let lib = root.path().join("nvrtc-12.8.93/lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::write(lib.join("libnvrtc.so.12"), b"").unwrap();
+        let fifo = root.path().join("nvrtc-12.8.93/INSTALLED");
+        match std::process::Command::new("mkfifo").arg(&fifo).status() {
+            Ok(s) if s.success() => {}
+            _ => return eprintln!("mkfifo unavailable: skipped"),
+        }
+        let t = resolve("12.8", root.path()).unwrap();
+        assert_eq!(t.release.as_deref(), Some("12.8.93"));
     }
 
     #[test]
