@@ -1384,3 +1384,47 @@ fn sigterm_leaves_a_complete_junit_file_and_exits_143() {
 fn sigint_leaves_a_complete_junit_file_and_exits_130() {
     interrupted_run_keeps_its_report("INT", 130);
 }
+
+#[test]
+fn a_signal_ends_the_run_even_when_the_junit_file_cannot_be_written() {
+    // ACCPROBE_JUNIT names a FIFO nobody reads: opening it for writing blocks, in the run
+    // and in the interrupt handler alike. A CI cancel must still end the process.
+    let sb = Sandbox::new("signal-fifo", &["documented"]);
+    std::fs::create_dir_all(sb.dir.join("out")).unwrap();
+    let fifo = sb.dir.join("out/junit.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: mkfifo unavailable");
+        return;
+    }
+    let mut child = child_command("main", &sb.dir, &["--skip", "compile::"])
+        .env("ACCPROBE_JUNIT", &fifo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Whether the signal comes before or after the run blocks on the FIFO, the handler
+    // meets the same FIFO.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("SIGTERM did not end a run whose JUnit file blocks");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(143), "{status}");
+    let m = std::fs::symlink_metadata(&fifo).unwrap();
+    use std::os::unix::fs::FileTypeExt;
+    assert!(m.file_type().is_fifo(), "the FIFO was replaced");
+}

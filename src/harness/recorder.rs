@@ -322,8 +322,14 @@ fn merged(parts: Vec<Part>) -> (Vec<SuiteInfo>, Vec<CaseRecord>) {
     (suites, cases)
 }
 
+/// How long an interrupted run waits for its JUnit file before it exits anyway: a JUnit path
+/// that blocks (a FIFO nobody reads, a hung network file system) must not keep a cancelled
+/// CI job alive until it is killed.
+pub const INTERRUPT_WRITE_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// On SIGINT or SIGTERM: write the JUnit file with what finished and what did not, then
-/// exit 128 + the signal (130, 143). Installed once per process.
+/// exit 128 + the signal (130, 143), within [`INTERRUPT_WRITE_LIMIT`] even when the file
+/// cannot be written; a second signal exits at once. Installed once per process.
 pub fn install_interrupt_handler() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -333,8 +339,14 @@ pub fn install_interrupt_handler() {
             return;
         };
         std::thread::spawn(move || {
-            if let Some(signal) = signals.forever().next() {
-                let name = if signal == SIGTERM { "SIGTERM" } else { "SIGINT" };
+            let Some(signal) = signals.forever().next() else {
+                return;
+            };
+            let name = if signal == SIGTERM { "SIGTERM" } else { "SIGINT" };
+            // The write happens on a thread of its own: the run may hold the writer (or
+            // be blocked in it), and the process must end whatever the file does.
+            let (done, written) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
                 let current = CURRENT.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 if let Some(r) = current {
                     match r.interrupt(name) {
@@ -344,8 +356,27 @@ pub fn install_interrupt_handler() {
                         Err(e) => eprintln!("accprobe: interrupted by {name}; cannot write the JUnit file: {e}"),
                     }
                 }
-                std::process::exit(128 + signal);
+                let _ = done.send(());
+            });
+            let deadline = Instant::now() + INTERRUPT_WRITE_LIMIT;
+            loop {
+                match written.recv_timeout(std::time::Duration::from_millis(50)) {
+                    Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                }
+                if signals.pending().next().is_some() {
+                    eprintln!("accprobe: interrupted again; exiting without the JUnit file");
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    eprintln!(
+                        "accprobe: interrupted by {name}; the JUnit file could not be written within {} s; exiting without it",
+                        INTERRUPT_WRITE_LIMIT.as_secs()
+                    );
+                    break;
+                }
             }
+            std::process::exit(128 + signal);
         });
     });
 }
