@@ -1428,3 +1428,64 @@ fn a_signal_ends_the_run_even_when_the_junit_file_cannot_be_written() {
     use std::os::unix::fs::FileTypeExt;
     assert!(m.file_type().is_fifo(), "the FIFO was replaced");
 }
+
+#[test]
+fn compile_only_cases_of_a_toolchain_not_installed_are_ignored_at_list_time() {
+    // nextest only learns of an ignored case from `--list --ignored`: a case that is
+    // ignored only when it runs shows PASS there, although nothing was compiled.
+    let sb = Sandbox::new("toolchain-missing", &["h200"]);
+    let none_installed = sb.dir.join("out/toolchains");
+    std::fs::create_dir_all(&none_installed).unwrap();
+    let listed = || -> Vec<String> {
+        let o = run_child(
+            child_command(
+                "main",
+                &sb.dir,
+                &["--list", "--format", "terse", "--ignored", "compile::"],
+            )
+            .env("ACCPROBE_TOOLCHAINS", &none_installed),
+        );
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        o.stdout
+            .lines()
+            .filter_map(|l| l.strip_suffix(": test"))
+            .map(String::from)
+            .collect()
+    };
+    let ignored = listed();
+    let compile_cases = accprobe::verdict::compile_only::cases(
+        &accprobe::catalog::load(&sb.dir.join("expectations/h200.yaml")).unwrap(),
+    )
+    .len();
+    assert_eq!(ignored.len(), compile_cases);
+
+    // A run says why, in JUnit and in the closing summary.
+    let run = run_child(
+        child_command("main", &sb.dir, &["compile::h200::sm_90::nvrtc13.0::"])
+            .env("ACCPROBE_TOOLCHAINS", &none_installed),
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.stdout.contains(
+            "accprobe summary:   ignored: no NVRTC toolchain (NVRTC 13.0 is not installed"
+        ),
+        "{}",
+        run.stdout
+    );
+    let r =
+        Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap();
+    let suite = r
+        .test_suites
+        .iter()
+        .find(|s| s.name.as_str() == "compile-only h200")
+        .unwrap();
+    assert!(!suite.test_cases.is_empty());
+    for c in &suite.test_cases {
+        match &c.status {
+            TestCaseStatus::Skipped { ty, .. } => {
+                assert_eq!(ty.as_deref(), Some("no-toolchain"), "{}", c.name.as_str())
+            }
+            other => panic!("{}: {other:?}", c.name.as_str()),
+        }
+    }
+}

@@ -217,7 +217,9 @@ fn unrunnable(session: &GpuSession, case: &Case) -> Option<Skip> {
 
 fn skip_reason(skip: &Skip) -> String {
     match skip {
-        Skip::NoGpu(r) | Skip::NoDisassembler(r) | Skip::NotJudged(r) => r.clone(),
+        Skip::NoGpu(r) | Skip::NoDisassembler(r) | Skip::NoToolchain(r) | Skip::NotJudged(r) => {
+            r.clone()
+        }
         Skip::KnownDeviation => "known deviation".into(),
         Skip::Interrupted(s) => format!("interrupted by {s}"),
     }
@@ -940,6 +942,7 @@ fn summary(
         let key = match &r.skip {
             Some(Skip::NoGpu(why)) => (0, format!("no GPU ({why})")),
             Some(Skip::NoDisassembler(why)) => (1, format!("no SASS disassembler ({why})")),
+            Some(Skip::NoToolchain(why)) => (2, format!("no NVRTC toolchain ({why})")),
             Some(Skip::KnownDeviation) => (2, "known deviation".to_string()),
             Some(Skip::NotJudged(why)) => (3, format!("the results cannot judge it ({why})")),
             Some(Skip::Interrupted(sig)) => (4, format!("not finished: interrupted by {sig}")),

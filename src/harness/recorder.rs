@@ -24,6 +24,8 @@ pub enum Skip {
     NoGpu(String),
     /// No SASS disassembler here, for a case that needs SASS: the reason.
     NoDisassembler(String),
+    /// The NVRTC toolchain a compile-only case needs is not on this machine: the reason.
+    NoToolchain(String),
     /// A known deviation (decided after measuring).
     KnownDeviation,
     /// The results cannot judge this case (no SASS, no launch timings or settings in
@@ -39,6 +41,7 @@ impl Skip {
         match self {
             Skip::NoGpu(_) => "no-gpu",
             Skip::NoDisassembler(_) => "no-disassembler",
+            Skip::NoToolchain(_) => "no-toolchain",
             Skip::KnownDeviation => "known-deviation",
             Skip::NotJudged(_) => "cannot-judge",
             Skip::Interrupted(_) => "interrupted",
