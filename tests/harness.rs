@@ -429,6 +429,29 @@ fn zero_test_threads_is_refused_with_exit_code_2_instead_of_hanging() {
 }
 
 #[test]
+fn a_logfile_that_cannot_be_written_is_refused_with_exit_code_2_instead_of_a_panic() {
+    // libtest-mimic panics when it cannot create the log file; that read as "stdout
+    // failed" (141) with a backtrace, and marked every case unfinished.
+    let sb = Sandbox::new("logfile", &["documented"]);
+    let folder = sb.dir.join("out/a-folder");
+    std::fs::create_dir_all(&folder).unwrap();
+    for bad in [folder.clone(), sb.dir.join("out/no/such/folder/log")] {
+        let code = harness::run(
+            &Arguments::from_iter(["probe", "--logfile", &bad.display().to_string()]),
+            &sb.paths(),
+            Err(GpuError::NoDriver),
+            &RunOptions::default(),
+        );
+        assert_eq!(code, ExitCode::from(2), "{}", bad.display());
+        assert!(
+            !sb.paths().junit.exists(),
+            "nothing ran, nothing was written"
+        );
+    }
+    assert!(folder.is_dir());
+}
+
+#[test]
 fn an_unreadable_profile_fails_its_own_case_instead_of_vanishing() {
     use std::os::unix::fs::symlink;
     let sb = Sandbox::new("unreadable", &["documented"]);
