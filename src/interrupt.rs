@@ -14,41 +14,93 @@
 //! inside a test) are covered by a handler instead (signal-hook), which NVRTC can replace
 //! while it compiles.
 
-use std::sync::{Mutex, Once};
+use std::sync::mpsc::{channel, RecvTimeoutError};
+use std::sync::Once;
+use std::time::{Duration, Instant};
 
-/// Runs `act` with the signal's name ("SIGINT", "SIGTERM") on the first SIGINT or SIGTERM,
-/// then ends the process at once with 128 + the signal (130, 143) through `_exit`: no
-/// exit-time handler runs, so none of another thread's libraries can crash or hang it.
-/// Installed once per process; a second call does nothing.
-pub fn install(act: impl Fn(&'static str) + Send + Sync + 'static) {
+/// How long the process waits for what it does on a signal (writing the JUnit file) before
+/// it exits anyway: a path that blocks (a FIFO nobody reads, a hung network file system)
+/// must not keep a cancelled CI job alive until it is killed.
+pub const ACT_LIMIT: Duration = Duration::from_secs(5);
+
+/// On the first SIGINT or SIGTERM, runs `act` with the signal's name ("SIGINT",
+/// "SIGTERM") on a thread of its own, then ends the process with 128 + the signal (130,
+/// 143) through `_exit`, so that no exit-time handler runs under another thread's library.
+/// It ends without waiting further for `act` after [`ACT_LIMIT`] or at a second signal.
+/// `who` names the program in what it says then. Installed once per process; later calls
+/// do nothing.
+pub fn install(who: &'static str, act: impl Fn(&'static str) + Send + Sync + 'static) {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let act: &'static (dyn Fn(&'static str) + Send + Sync) = Box::leak(Box::new(act));
+        let (signalled, signals_in) = channel::<i32>();
         let set = signals();
         // SAFETY: `set` is an initialised signal set; this changes this thread's mask only.
-        let blocked = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        let blocked =
+            unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
         if blocked == 0 {
+            let signalled = signalled.clone();
             std::thread::spawn(move || loop {
                 let mut signal = 0;
                 // SAFETY: both pointers are to live values of the right types.
-                if unsafe { libc::sigwait(&set, &mut signal) } == 0 {
-                    finish(act, signal);
+                if unsafe { libc::sigwait(&set, &mut signal) } == 0
+                    && signalled.send(signal).is_err()
+                {
+                    return;
                 }
             });
         }
         match signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM]) {
             Ok(mut signals) => {
                 std::thread::spawn(move || {
-                    if let Some(signal) = signals.forever().next() {
-                        finish(act, signal);
+                    for signal in signals.forever() {
+                        if signalled.send(signal).is_err() {
+                            return;
+                        }
                     }
                 });
             }
             Err(e) if blocked != 0 => eprintln!(
-                "accprobe: cannot handle SIGINT/SIGTERM ({e}); an interrupted run ends without its report"
+                "{who}: cannot handle SIGINT/SIGTERM ({e}); an interrupted run ends without its report"
             ),
             Err(_) => {}
         }
+        std::thread::spawn(move || {
+            let Ok(signal) = signals_in.recv() else {
+                return;
+            };
+            let name = if signal == libc::SIGTERM {
+                "SIGTERM"
+            } else {
+                "SIGINT"
+            };
+            let (done, acted) = channel();
+            std::thread::spawn(move || {
+                act(name);
+                let _ = done.send(());
+            });
+            let deadline = Instant::now() + ACT_LIMIT;
+            loop {
+                match acted.recv_timeout(Duration::from_millis(50)) {
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+                    Err(RecvTimeoutError::Timeout) => {}
+                }
+                if signals_in.try_recv().is_ok() {
+                    eprintln!("{who}: interrupted again; ending at once");
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    eprintln!(
+                        "{who}: interrupted by {name}; what it does then did not end within {} s; ending without it",
+                        ACT_LIMIT.as_secs()
+                    );
+                    break;
+                }
+            }
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            let _ = std::io::stderr().flush();
+            signal_hook::low_level::exit(128 + signal)
+        });
     });
 }
 
@@ -62,19 +114,4 @@ fn signals() -> libc::sigset_t {
         libc::sigaddset(&mut set, libc::SIGTERM);
         set
     }
-}
-
-/// `act`, then `_exit(128 + signal)`; a second signal meanwhile waits here until the end.
-fn finish(act: &(dyn Fn(&'static str) + Send + Sync), signal: i32) -> ! {
-    static ONE: Mutex<()> = Mutex::new(());
-    let _only = ONE.lock().unwrap_or_else(|e| e.into_inner());
-    act(if signal == libc::SIGTERM {
-        "SIGTERM"
-    } else {
-        "SIGINT"
-    });
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    let _ = std::io::stderr().flush();
-    signal_hook::low_level::exit(128 + signal)
 }

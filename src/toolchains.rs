@@ -71,6 +71,19 @@ impl CompileOnlySession {
         self.runs.keys().cloned().collect()
     }
 
+    /// Why toolchain `tc`'s cases cannot run on this machine, known before anything
+    /// compiles (so that they are ignored at list time, as nextest needs): it is not
+    /// installed (unless required), or this executable runs no compile workers. `None`
+    /// when they can run.
+    pub fn unavailable(&self, tc: &str) -> Option<String> {
+        if let Err(ToolchainError::NotInstalled(m)) = toolchain::resolve(tc, &self.root) {
+            if !self.require {
+                return Some(m);
+            }
+        }
+        toolchain::can_spawn_workers().err()
+    }
+
     /// The run of toolchain `tc` (a key of the profile's list), compiled at first call.
     pub fn run(&self, tc: &str) -> &ToolchainRun {
         let cell = self

@@ -429,6 +429,29 @@ fn zero_test_threads_is_refused_with_exit_code_2_instead_of_hanging() {
 }
 
 #[test]
+fn a_logfile_that_cannot_be_written_is_refused_with_exit_code_2_instead_of_a_panic() {
+    // libtest-mimic panics when it cannot create the log file; that read as "stdout
+    // failed" (141) with a backtrace, and marked every case unfinished.
+    let sb = Sandbox::new("logfile", &["documented"]);
+    let folder = sb.dir.join("out/a-folder");
+    std::fs::create_dir_all(&folder).unwrap();
+    for bad in [folder.clone(), sb.dir.join("out/no/such/folder/log")] {
+        let code = harness::run(
+            &Arguments::from_iter(["probe", "--logfile", &bad.display().to_string()]),
+            &sb.paths(),
+            Err(GpuError::NoDriver),
+            &RunOptions::default(),
+        );
+        assert_eq!(code, ExitCode::from(2), "{}", bad.display());
+        assert!(
+            !sb.paths().junit.exists(),
+            "nothing ran, nothing was written"
+        );
+    }
+    assert!(folder.is_dir());
+}
+
+#[test]
 fn an_unreadable_profile_fails_its_own_case_instead_of_vanishing() {
     use std::os::unix::fs::symlink;
     let sb = Sandbox::new("unreadable", &["documented"]);
@@ -1473,4 +1496,109 @@ fn sigterm_leaves_a_complete_junit_file_and_exits_143() {
 #[test]
 fn sigint_leaves_a_complete_junit_file_and_exits_130() {
     interrupted_run_keeps_its_report("INT", 130);
+}
+
+#[test]
+fn a_signal_ends_the_run_even_when_the_junit_file_cannot_be_written() {
+    // ACCPROBE_JUNIT names a FIFO nobody reads: opening it for writing blocks, in the run
+    // and in the interrupt handler alike. A CI cancel must still end the process.
+    let sb = Sandbox::new("signal-fifo", &["documented"]);
+    std::fs::create_dir_all(sb.dir.join("out")).unwrap();
+    let fifo = sb.dir.join("out/junit.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: mkfifo unavailable");
+        return;
+    }
+    let mut child = child_command("main", &sb.dir, &["--skip", "compile::"])
+        .env("ACCPROBE_JUNIT", &fifo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Whether the signal comes before or after the run blocks on the FIFO, the handler
+    // meets the same FIFO.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("SIGTERM did not end a run whose JUnit file blocks");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(143), "{status}");
+    let m = std::fs::symlink_metadata(&fifo).unwrap();
+    use std::os::unix::fs::FileTypeExt;
+    assert!(m.file_type().is_fifo(), "the FIFO was replaced");
+}
+
+#[test]
+fn compile_only_cases_of_a_toolchain_not_installed_are_ignored_at_list_time() {
+    // nextest only learns of an ignored case from `--list --ignored`: a case that is
+    // ignored only when it runs shows PASS there, although nothing was compiled.
+    let sb = Sandbox::new("toolchain-missing", &["h200"]);
+    let none_installed = sb.dir.join("out/toolchains");
+    std::fs::create_dir_all(&none_installed).unwrap();
+    let listed = || -> Vec<String> {
+        let o = run_child(
+            child_command(
+                "main",
+                &sb.dir,
+                &["--list", "--format", "terse", "--ignored", "compile::"],
+            )
+            .env("ACCPROBE_TOOLCHAINS", &none_installed),
+        );
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        o.stdout
+            .lines()
+            .filter_map(|l| l.strip_suffix(": test"))
+            .map(String::from)
+            .collect()
+    };
+    let ignored = listed();
+    let compile_cases = accprobe::verdict::compile_only::cases(
+        &accprobe::catalog::load(&sb.dir.join("expectations/h200.yaml")).unwrap(),
+    )
+    .len();
+    assert_eq!(ignored.len(), compile_cases);
+
+    // A run says why, in JUnit and in the closing summary.
+    let run = run_child(
+        child_command("main", &sb.dir, &["compile::h200::sm_90::nvrtc13.0::"])
+            .env("ACCPROBE_TOOLCHAINS", &none_installed),
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.stdout.contains(
+            "accprobe summary:   ignored: no NVRTC toolchain (NVRTC 13.0 is not installed"
+        ),
+        "{}",
+        run.stdout
+    );
+    let r =
+        Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap();
+    let suite = r
+        .test_suites
+        .iter()
+        .find(|s| s.name.as_str() == "compile-only h200")
+        .unwrap();
+    assert!(!suite.test_cases.is_empty());
+    for c in &suite.test_cases {
+        match &c.status {
+            TestCaseStatus::Skipped { ty, .. } => {
+                assert_eq!(ty.as_deref(), Some("no-toolchain"), "{}", c.name.as_str())
+            }
+            other => panic!("{}: {other:?}", c.name.as_str()),
+        }
+    }
 }

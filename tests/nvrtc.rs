@@ -630,9 +630,97 @@ fn ahead_compile_is_taken_only_for_its_own_matrix() -> Result<Completion, Failed
     Ok(Completion::Completed)
 }
 
+/// Set in the child process of [`a_worker_does_not_outlive_its_parent`]: it starts a compile
+/// worker that never finishes and waits for it.
+const PARENT_MODE: &str = "ACCPROBE_TEST_WORKER_PARENT";
+
+/// The processes whose parent is `pid`, from /proc.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/status")).is_ok_and(|s| {
+                s.lines()
+                    .any(|l| l.split_whitespace().eq(["PPid:", &pid.to_string()]))
+            })
+        })
+        .collect()
+}
+
+/// Whether process `pid` still runs (a zombie has ended).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+/// A run that is killed (a CI cancel, nextest's timeout) while a toolchain compiles must
+/// not leave its compile worker running on, unwatched, for the rest of its compile.
+fn a_worker_does_not_outlive_its_parent() -> Result<Completion, Failed> {
+    use accprobe::compile::toolchain::{default_root, installed};
+    let root = default_root();
+    let Some((version, _)) = installed(&root).into_iter().last() else {
+        return Ok(Completion::ignored_with(format!(
+            "no toolchain installed in {} (ci/toolchains.sh installs them)",
+            root.display()
+        )));
+    };
+    let mut parent = std::process::Command::new(std::env::current_exe().unwrap())
+        .env(PARENT_MODE, &version)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let worker = loop {
+        if let Some(w) = children_of(parent.id()).first() {
+            break *w;
+        }
+        if std::time::Instant::now() > deadline || parent.try_wait().ok().flatten().is_some() {
+            let _ = parent.kill();
+            return Err("the parent never started a worker".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    parent.kill().map_err(|e| e.to_string())?;
+    let _ = parent.wait();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while running(worker) {
+        if std::time::Instant::now() > deadline {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &worker.to_string()])
+                .status();
+            return Err(format!("worker {worker} still runs after its parent was killed").into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(Completion::Completed)
+}
+
 fn main() -> std::process::ExitCode {
     if let Some(code) = compile::toolchain::worker_main() {
         return code;
+    }
+    if let Ok(version) = std::env::var(PARENT_MODE) {
+        // The whole matrix, uncached: a worker that takes a while.
+        let root = compile::toolchain::default_root();
+        let t = compile::toolchain::resolve(&version, &root).unwrap();
+        // A disassembler that never answers: the worker waits on it for as long as it lives.
+        let dir = tempfile::tempdir().unwrap();
+        let tool = dir.path().join("nvdisasm");
+        std::fs::write(&tool, "#!/bin/sh\nexec sleep 30\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let variants = &documented_variants()[..1];
+        let _ =
+            compile::toolchain::spawn_worker(&t, &["sm_90".into()], variants, None, Some(&tool));
+        return std::process::ExitCode::SUCCESS;
     }
     if let Some(cache) = std::env::var_os(BUILTINS_CHILD) {
         return builtins_child(&cache.to_string_lossy());
@@ -685,6 +773,10 @@ fn main() -> std::process::ExitCode {
         Trial::ignorable_test(
             "toolchain::a_toolchain_in_a_folder_with_spaces_is_named_whole",
             a_toolchain_in_a_folder_with_spaces_is_named_whole,
+        ),
+        Trial::ignorable_test(
+            "toolchain::a_worker_does_not_outlive_its_parent",
+            a_worker_does_not_outlive_its_parent,
         ),
     ];
     libtest_mimic::run(&args, trials).exit_code()

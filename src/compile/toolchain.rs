@@ -549,7 +549,26 @@ pub fn spawn_worker(
         }
         _ => t.lib_dir.clone().into_os_string(),
     };
-    let out = Command::new(&exe)
+    let mut cmd = Command::new(&exe);
+    // The worker ends with this process: a run that is cancelled or killed (SIGTERM from a
+    // CI, nextest's timeout, SIGKILL) leaves no compiler running on, unwatched. The signal
+    // follows the thread that spawns it, which waits here until the worker ends.
+    let parent = std::process::id();
+    // SAFETY: prctl and getppid are async-signal-safe, as pre_exec requires.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before the call above.
+            if libc::getppid() as u32 != parent {
+                return Err(std::io::Error::other("the parent process has ended"));
+            }
+            Ok(())
+        });
+    }
+    let out = cmd
         .env(WORKER_ENV, &req_file)
         .env("LD_LIBRARY_PATH", path)
         .env(compile::CACHE_ENV, "1")

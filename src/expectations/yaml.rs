@@ -152,6 +152,20 @@ mod tests {
     }
 
     #[test]
+    fn a_fraction_where_a_whole_number_belongs_is_shown_as_written() {
+        #[derive(serde::Deserialize, Debug)]
+        struct P {
+            #[serde(deserialize_with = "number::plain")]
+            #[allow(dead_code)]
+            blocks: u32,
+        }
+        let e = parse_yaml::<P>("blocks: 1.0\n", Path::new("p.yaml")).unwrap_err();
+        let m = e.to_string();
+        // Not "expected a whole number ..., found 1", which contradicts itself.
+        assert!(m.contains("found 1.0"), "{m}");
+    }
+
+    #[test]
     fn profile_paths_stay_in_the_profile_folder() {
         let s =
             |v: &str| -> Spanned<String> { serde_saphyr::from_str(&format!("{:?}", v)).unwrap() };
@@ -253,9 +267,10 @@ pub mod number {
         }
 
         fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            // `{:?}` keeps the fraction: `1.0`, never `1` (which a whole number field takes).
             T::from_f64(v)
                 .map(Unquoted)
-                .ok_or_else(|| Self::out_of_range(v))
+                .ok_or_else(|| Self::out_of_range(format!("{v:?}")))
         }
 
         // A sequence or mapping is refused as such, but read to its end first, so that a

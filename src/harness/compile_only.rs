@@ -3,12 +3,13 @@
 //! in its own worker process, when the first of its cases runs (or in the background at
 //! the start of a run, so that toolchains compile in parallel).
 
-use super::{trial, Planned, Recorder};
+use super::{skip_reason, trial, Ending, Planned, Recorder, Skip};
 use crate::compile::toolchain;
 use crate::expectations::profile::Profile;
 use crate::report::junit::{self, SuiteInfo};
 use crate::toolchains::{cache_under, required_by_env, CompileOnlySession};
 use crate::verdict::compile_only;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -44,20 +45,44 @@ pub fn trials(
         };
         let s = Arc::new(s);
         let suite = suite_name(p);
+        // Decided before anything runs, like a missing GPU: nextest then shows these
+        // cases skipped instead of running them to a "pass" that compiled nothing.
+        let unavailable: BTreeMap<String, Option<String>> = s
+            .toolchains()
+            .into_iter()
+            .map(|tc| {
+                let why = s.unavailable(&tc);
+                (tc, why)
+            })
+            .collect();
         for case in compile_only::cases(p) {
             let s2 = s.clone();
-            trials.push(Planned::runs(
-                trial(
-                    recorder,
-                    suite.clone(),
-                    trial_name(p, &case.name),
-                    move || {
-                        let outcome = s2.outcome(&case.toolchain, &case.architecture);
-                        junit::status(compile_only::evaluate(&case, &s2.profile, &outcome))
-                    },
-                ),
-                &suite,
-            ));
+            let why = unavailable.get(&case.toolchain).cloned().flatten();
+            let skip = why.clone().map(Skip::NoToolchain);
+            let t = trial(
+                recorder,
+                suite.clone(),
+                trial_name(p, &case.name),
+                move || -> Ending {
+                    if let Some(why) = why {
+                        return Ending::skipped(
+                            why.clone(),
+                            "no-toolchain",
+                            Skip::NoToolchain(why),
+                        );
+                    }
+                    let outcome = s2.outcome(&case.toolchain, &case.architecture);
+                    junit::status(compile_only::evaluate(&case, &s2.profile, &outcome)).into()
+                },
+            );
+            trials.push(match skip {
+                Some(skip) => Planned {
+                    trial: t.with_ignored_flag(true),
+                    suite: suite.clone(),
+                    ignored: Some((skip_reason(&skip), skip)),
+                },
+                None => Planned::runs(t, &suite),
+            });
         }
         sessions.push(s);
     }

@@ -217,7 +217,9 @@ fn unrunnable(session: &GpuSession, case: &Case) -> Option<Skip> {
 
 fn skip_reason(skip: &Skip) -> String {
     match skip {
-        Skip::NoGpu(r) | Skip::NoDisassembler(r) | Skip::NotJudged(r) => r.clone(),
+        Skip::NoGpu(r) | Skip::NoDisassembler(r) | Skip::NoToolchain(r) | Skip::NotJudged(r) => {
+            r.clone()
+        }
         Skip::KnownDeviation => "known deviation".into(),
         Skip::Interrupted(s) => format!("interrupted by {s}"),
     }
@@ -447,10 +449,26 @@ fn json_stdout(args: &Arguments) -> bool {
 }
 
 /// What libtest would accept but cannot run: `--test-threads 0` makes libtest-mimic wait
-/// forever for a worker that never starts.
+/// forever for a worker that never starts, and a `--logfile` it cannot create makes it
+/// panic once the cases are planned.
 pub fn check_arguments(args: &Arguments) -> Result<(), String> {
     if args.test_threads == Some(0) {
         return Err("--test-threads 0: expected at least 1 thread".into());
+    }
+    if let Some(log) = &args.logfile {
+        // Opened as libtest-mimic will (it creates the file), without truncating it yet.
+        let log = std::path::Path::new(log);
+        if log.is_dir() {
+            return Err(format!(
+                "--logfile {}: is a folder, expected a file",
+                log.display()
+            ));
+        }
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(log)
+            .map_err(|e| format!("--logfile {}: cannot be written: {e}", log.display()))?;
     }
     Ok(())
 }
@@ -905,11 +923,12 @@ fn run_with(
     let conclusion = match catch_unwind(AssertUnwindSafe(|| libtest_mimic::run(args, trials))) {
         Ok(c) => c,
         // libtest-mimic panics when it cannot print (stdout closed: `probe | head -1`, or
-        // full): the JUnit file then marks what did not finish, as on a signal.
+        // full, or a --logfile that fails): the JUnit file then marks what did not finish,
+        // as on a signal.
         Err(_) => {
             let _ = recorder.interrupt("a closed or failing stdout");
             eprintln!(
-                "accprobe: stdout failed; the JUnit file marks the cases that did not finish"
+                "accprobe: stdout (or --logfile) failed; the JUnit file marks the cases that did not finish"
             );
             return 141;
         }
@@ -988,6 +1007,7 @@ fn summary(
         let key = match &r.skip {
             Some(Skip::NoGpu(why)) => (0, format!("no GPU ({why})")),
             Some(Skip::NoDisassembler(why)) => (1, format!("no SASS disassembler ({why})")),
+            Some(Skip::NoToolchain(why)) => (2, format!("no NVRTC toolchain ({why})")),
             Some(Skip::KnownDeviation) => (2, "known deviation".to_string()),
             Some(Skip::NotJudged(why)) => (3, format!("the results cannot judge it ({why})")),
             Some(Skip::Interrupted(sig)) => (4, format!("not finished: interrupted by {sig}")),

@@ -24,6 +24,8 @@ pub enum Skip {
     NoGpu(String),
     /// No SASS disassembler here, for a case that needs SASS: the reason.
     NoDisassembler(String),
+    /// The NVRTC toolchain a compile-only case needs is not on this machine: the reason.
+    NoToolchain(String),
     /// A known deviation (decided after measuring).
     KnownDeviation,
     /// The results cannot judge this case (no SASS, no launch timings or settings in
@@ -39,6 +41,7 @@ impl Skip {
         match self {
             Skip::NoGpu(_) => "no-gpu",
             Skip::NoDisassembler(_) => "no-disassembler",
+            Skip::NoToolchain(_) => "no-toolchain",
             Skip::KnownDeviation => "known-deviation",
             Skip::NotJudged(_) => "cannot-judge",
             Skip::Interrupted(_) => "interrupted",
@@ -323,10 +326,11 @@ fn merged(parts: Vec<Part>) -> (Vec<SuiteInfo>, Vec<CaseRecord>) {
 }
 
 /// On SIGINT or SIGTERM: write the JUnit file with what finished and what did not, then
-/// exit 128 + the signal (130, 143) at once (see [`crate::interrupt`]). Call it before the
-/// process starts any thread.
+/// exit 128 + the signal (130, 143) at once (see [`crate::interrupt`]: within
+/// [`crate::interrupt::ACT_LIMIT`] even when the file cannot be written, and at once on a
+/// second signal). Call it before the process starts any thread.
 pub fn install_interrupt_handler() {
-    crate::interrupt::install(|name| {
+    crate::interrupt::install("accprobe", |name| {
         let current = CURRENT.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if let Some(r) = current {
             match r.interrupt(name) {

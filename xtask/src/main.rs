@@ -372,7 +372,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     // Before any thread: NVRTC's own signal handler must never end (or hang) the process.
-    accprobe::interrupt::install(|name| eprintln!("xtask: interrupted by {name}"));
+    accprobe::interrupt::install("xtask", |name| eprintln!("xtask: interrupted by {name}"));
     if let Err(e) = accprobe::trace::start() {
         eprintln!("error: {e}");
         return ExitCode::from(2);
