@@ -852,6 +852,17 @@ fn malformed_device_lists_and_flags_are_configuration_errors_before_the_driver_l
         );
         assert!(!sb.paths().junit.exists(), "nothing ran");
     }
+    // Two files of the run that are one: the CUBIN would replace the results just written.
+    let results = sb.dir.join("out/r.cubin");
+    let out = run_child(child_command("main", &sb.dir, &[]).env("ACCPROBE_RESULTS", &results));
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("the CUBIN beside ACCPROBE_RESULTS are one file"),
+        "{}",
+        out.stderr
+    );
+    assert!(!sb.paths().junit.exists(), "nothing ran");
     // A value that is not UTF-8 is malformed too, never read as unset (which would turn
     // ACCPROBE_REQUIRE_GPU off on a GPU runner).
     #[cfg(unix)]

@@ -49,6 +49,38 @@ impl Paths {
             runs: target.join("runs"),
         }
     }
+
+    /// The files a run writes beside its results: the ptxas log and the first CUBIN (the
+    /// others are `.1.cubin`, ...; with several devices each gets `-gpuN` in the stem).
+    pub fn beside_results(results: &Path) -> [PathBuf; 2] {
+        [
+            results.with_extension("ptxas.log"),
+            results.with_extension("cubin"),
+        ]
+    }
+
+    /// `Err` when two of the files a run writes are one (`ACCPROBE_RESULTS=x.cubin` would
+    /// have the CUBIN replace the results just written; `ACCPROBE_JUNIT` naming the results
+    /// file, the JUnit file replace them): a configuration error, before anything runs.
+    pub fn check_distinct(&self) -> Result<(), String> {
+        let mut written = vec![
+            ("ACCPROBE_JUNIT", self.junit.clone()),
+            ("ACCPROBE_RESULTS", self.results.clone()),
+        ];
+        let [log, cubin] = Paths::beside_results(&self.results);
+        written.push(("the ptxas log beside ACCPROBE_RESULTS", log));
+        written.push(("the CUBIN beside ACCPROBE_RESULTS", cubin));
+        for (i, (a, pa)) in written.iter().enumerate() {
+            if let Some((b, _)) = written[..i].iter().find(|(_, pb)| pb == pa) {
+                return Err(format!(
+                    "{b} and {a} are one file, {}: name files that differ (the results \
+                     file's ptxas log and CUBINs take its name with .ptxas.log and .cubin)",
+                    pa.display()
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `ACCPROBE_REQUIRE_GPU`: set on a GPU runner, any reason the GPU cases would be ignored
@@ -115,6 +147,28 @@ use crate::input::flag as parse_flag;
 mod tests {
     use super::*;
     use std::ffi::OsString;
+
+    #[test]
+    fn files_a_run_writes_must_differ() {
+        let with = |junit: &str, results: &str| {
+            let (j, r) = (OsString::from(junit), OsString::from(results));
+            Paths::resolve(Path::new("/w"), move |k| match k {
+                "ACCPROBE_JUNIT" => Some(j.clone()),
+                "ACCPROBE_RESULTS" => Some(r.clone()),
+                _ => None,
+            })
+            .check_distinct()
+        };
+        assert_eq!(with("j.xml", "r.json"), Ok(()));
+        assert_eq!(with("j.xml", "r"), Ok(()));
+        let e = with("j.xml", "r.cubin").unwrap_err();
+        assert!(e.contains("CUBIN") && e.contains("/w/r.cubin"), "{e}");
+        let e = with("same.json", "same.json").unwrap_err();
+        assert!(e.contains("ACCPROBE_JUNIT and ACCPROBE_RESULTS"), "{e}");
+        assert!(with("r.ptxas.log", "r.json").is_err());
+        // Paths compare by component: `./` does not make another file.
+        assert!(with("r.cubin", "./r.json").is_err());
+    }
 
     #[test]
     fn paths_are_under_the_working_directory_never_the_build_tree() {

@@ -346,6 +346,10 @@ pub fn main_with(args: Arguments) -> u8 {
         return 2;
     }
     let paths = Paths::from_env();
+    if let Err(e) = paths.check_distinct() {
+        eprintln!("error: {e}");
+        return 2;
+    }
     let share = open_share(&args, &paths, &options);
     let start = Instant::now();
     // The profiles load while the driver starts, so that each device's matrix compiles from
@@ -533,7 +537,7 @@ fn finish_session(
         }
     }
     if let Some(c) = s.compiled() {
-        let log_path = results_path.with_extension("ptxas.log");
+        let [log_path, _] = Paths::beside_results(&results_path);
         if let Err(e) = write_atomic(&log_path, &c.log) {
             eprintln!("{}", Error::io(&log_path, "write the ptxas log", e));
         }
@@ -547,12 +551,10 @@ fn finish_session(
 /// that the folder never mixes the CUBINs of two runs.
 fn write_cubins(results_path: &std::path::Path, parts: &[crate::compile::Part]) {
     for (k, part) in parts.iter().enumerate() {
-        let ext = if k == 0 {
-            "cubin".to_string()
-        } else {
-            format!("{k}.cubin")
+        let cubin_path = match k {
+            0 => Paths::beside_results(results_path)[1].clone(),
+            _ => results_path.with_extension(format!("{k}.cubin")),
         };
-        let cubin_path = results_path.with_extension(ext);
         if let Err(e) = write_atomic_bytes(&cubin_path, &part.cubin) {
             eprintln!("{}", Error::io(&cubin_path, "write the CUBIN", e));
         }
