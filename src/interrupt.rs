@@ -7,8 +7,11 @@
 //! deadlocked it there (a cancelled CI job that never ends). So [`install`] blocks both
 //! signals in the thread that calls it, and so in every thread started after, and one
 //! thread takes them with `sigwait`: no handler is involved, NVRTC's or ours. Called first
-//! thing in `main`, that is every thread of the process (child processes start with the
-//! signals unblocked again: `std::process::Command` resets the mask).
+//! thing in `main`, that is every thread of the process. A child process inherits the
+//! mask of the thread that starts it (`std::process::Command` does not reset it: Rust
+//! 1.95, 2026-11-30), so every command the process starts goes through
+//! [`unblocked_in_child`]: a disassembler or compile worker that ignored SIGINT and SIGTERM
+//! would outlive a cancelled run.
 //!
 //! Threads that existed before and do not block them (libtest's own, when the suite runs
 //! inside a test) are covered by a handler instead (signal-hook), which NVRTC can replace
@@ -102,6 +105,31 @@ pub fn install(who: &'static str, act: impl Fn(&'static str) + Send + Sync + 'st
             signal_hook::low_level::exit(128 + signal)
         });
     });
+}
+
+/// Makes the process `cmd` starts begin with SIGINT and SIGTERM unblocked, whatever the
+/// mask of the thread that starts it (blocked by [`install`]).
+pub fn unblocked_in_child(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    let set = signals();
+    // SAFETY: pthread_sigmask is async-signal-safe, as pre_exec requires; `set` is an
+    // initialised signal set, copied into the closure.
+    unsafe {
+        cmd.pre_exec(move || {
+            match libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) {
+                0 => Ok(()),
+                e => Err(std::io::Error::from_raw_os_error(e)),
+            }
+        })
+    }
+}
+
+/// Blocks SIGINT and SIGTERM in the calling thread only, as [`install`] does (for tests).
+#[doc(hidden)]
+pub fn block_in_this_thread() {
+    let set = signals();
+    // SAFETY: `set` is an initialised signal set; this changes this thread's mask only.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
 }
 
 /// SIGINT and SIGTERM.

@@ -264,7 +264,7 @@ fn disassemble_with(tool: &Path, cubin: &[u8]) -> std::result::Result<String, St
     std::fs::write(file.path(), cubin)
         .map_err(|e| format!("cannot write {}: {e}", file.path().display()))?;
     let mut cmd = std::process::Command::new(tool);
-    cmd.arg(disassembler_flag(tool));
+    crate::interrupt::unblocked_in_child(&mut cmd).arg(disassembler_flag(tool));
     let out = cmd.arg(file.path()).output();
     drop(file);
     match out {
@@ -513,6 +513,30 @@ mod tests {
         for (c, text) in cubins.iter().zip(read) {
             assert_eq!(text.as_deref(), Ok(*c));
         }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_disassembler_starts_with_sigint_and_sigterm_unblocked() {
+        use std::os::unix::fs::PermissionsExt;
+        // The suite blocks both signals in every thread (crate::interrupt); a child inherits
+        // the mask of the thread that starts it, std's Command does not reset it, and a
+        // disassembler that hangs would then ignore a CI's SIGTERM.
+        let dir = tempfile::tempdir().unwrap();
+        let tool = dir.path().join("nvdisasm");
+        std::fs::write(&tool, "#!/bin/sh\nexec grep SigBlk /proc/self/status\n").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let text = std::thread::spawn(move || {
+            crate::interrupt::block_in_this_thread();
+            disassemble_with(&tool, b"cubin")
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+        let mask = u64::from_str_radix(text.trim().trim_start_matches("SigBlk:").trim(), 16)
+            .unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        let ours = (1 << (libc::SIGINT - 1)) | (1 << (libc::SIGTERM - 1));
+        assert_eq!(mask & ours, 0, "blocked in the disassembler: {text}");
     }
 
     #[test]

@@ -225,7 +225,7 @@ pub fn disassembler_identity(tool: &Path) -> String {
     let name = tool
         .file_name()
         .map_or("?".into(), |n| n.to_string_lossy().into_owned());
-    let version = Command::new(tool)
+    let version = crate::interrupt::unblocked_in_child(&mut Command::new(tool))
         .arg("--version")
         .output()
         .ok()
@@ -550,6 +550,7 @@ pub fn spawn_worker(
         _ => t.lib_dir.clone().into_os_string(),
     };
     let mut cmd = Command::new(&exe);
+    crate::interrupt::unblocked_in_child(&mut cmd);
     // The worker ends with this process: a run that is cancelled or killed (SIGTERM from a
     // CI, nextest's timeout, SIGKILL) leaves no compiler running on, unwatched. The signal
     // follows the thread that spawns it, which waits here until the worker ends.

@@ -174,7 +174,8 @@ pub fn gpu(dir: &Path, profile: Option<&str>, toolchains: &[String], out: &Path)
         let file = out.join(format!("results-nvrtc-{}.json", file_stem(t)));
         eprintln!("accprobe: measuring under NVRTC {t} -> {}", file.display());
         let mut cmd = std::process::Command::new(&exe);
-        cmd.arg("--expectations")
+        accprobe::interrupt::unblocked_in_child(&mut cmd)
+            .arg("--expectations")
             .arg(dir)
             .arg("probe")
             .arg("--out")
