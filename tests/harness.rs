@@ -1201,6 +1201,31 @@ fn a_driver_whose_device_cannot_be_used_fails_a_required_run_with_the_reason() {
     );
 }
 
+#[test]
+fn arguments_libtest_cannot_run_exit_2_before_cuda_starts_or_anything_compiles() {
+    // Checked after CUDA had started, a refused run waited for the matrix compile started
+    // before the context (1.3 s of NVRTC here) to end, for nothing, before exiting 2.
+    let sb = Sandbox::new("args-first", &["documented"]);
+    let Some(lib) = stub_driver(&sb.dir) else {
+        return;
+    };
+    let folder = sb.dir.join("out/a-folder");
+    std::fs::create_dir_all(&folder).unwrap();
+    let folder = folder.display().to_string();
+    for args in [
+        &["--test-threads", "0"][..],
+        &["--logfile", folder.as_str()][..],
+    ] {
+        let mut cmd = child_command("main", &sb.dir, args);
+        with_stub(&mut cmd, &lib, "context_fails");
+        let out = run_child(cmd.env("ACCPROBE_TRACE", "1"));
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        for started in ["CUDA driver initialised", "compiling before its context"] {
+            assert!(!out.stderr.contains(started), "{args:?}: {}", out.stderr);
+        }
+    }
+}
+
 // --- one measurement per nextest run ---------------------------------------------------------
 
 /// A recorded device that counts its measurements in `dir/measurements` and notes in

@@ -324,8 +324,8 @@ pub fn main() -> ExitCode {
 }
 
 /// [`main`] with the given arguments; the process's exit code. Configuration errors
-/// (`ACCPROBE_MODE`, `ACCPROBE_REQUIRE_GPU`, the syntax of `ACCPROBE_DEVICES` or
-/// `ACCPROBE_DEVICE`) exit 2 before the CUDA driver is loaded; a device ordinal out of
+/// (arguments libtest cannot run, `ACCPROBE_MODE`, `ACCPROBE_REQUIRE_GPU`, the syntax of
+/// `ACCPROBE_DEVICES` or `ACCPROBE_DEVICE`) exit 2 before the CUDA driver is loaded; a device ordinal out of
 /// range exits 2 as soon as the device count is known.
 pub fn main_with(args: Arguments) -> u8 {
     if let Err(e) = crate::trace::start() {
@@ -334,6 +334,11 @@ pub fn main_with(args: Arguments) -> u8 {
     }
     device::prepare_process_environment();
     install_interrupt_handler();
+    // Before CUDA: a refused run must not wait for the compile started before the context.
+    if let Err(e) = check_arguments(&args) {
+        eprintln!("error: {e}");
+        return 2;
+    }
     let options = match RunOptions::from_env() {
         Ok(o) => o,
         Err(e) => {
