@@ -703,6 +703,61 @@ fn a_worker_does_not_outlive_its_parent() -> Result<Completion, Failed> {
     Ok(Completion::Completed)
 }
 
+/// The cache does not grow for good: a store removes the entries no run has used for
+/// `CACHE_UNUSED_DAYS`, and a hit counts as a use.
+fn a_store_removes_entries_unused_for_a_month() -> Result<Completion, Failed> {
+    if let Some(reason) = nvrtc_reason() {
+        return Ok(Completion::ignored_with(reason));
+    }
+    compile::disable_compute_cache();
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let cache = tmp.path().join("cache");
+    let all = documented_variants();
+    let options = compile::options(9, 0);
+    let age = |dir: &Path, days: u64| -> Result<(), String> {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("manifest"))
+            .map_err(|e| e.to_string())?;
+        f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(days * 86_400))
+            .map_err(|e| e.to_string())
+    };
+    let entries = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&cache)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    // Two entries, both last used 40 days ago; the first is then hit.
+    for v in [&all[..1], &all[1..2]] {
+        compile::compile_cached(v, &options, Some(&cache)).map_err(|e| e.to_string())?;
+    }
+    let [first, second] = <[std::path::PathBuf; 2]>::try_from(entries())
+        .map_err(|e| format!("{} entries, expected 2", e.len()))?;
+    for dir in [&first, &second] {
+        age(dir, 40)?;
+    }
+    let (_, used) =
+        compile::compile_cached(&all[..1], &options, Some(&cache)).map_err(|e| e.to_string())?;
+    if used.to_string() != "hit" {
+        return Err(format!("the first entry again: {used}").into());
+    }
+    // A third entry is stored: the one unused for 40 days goes, the one just hit stays.
+    compile::compile_cached(&all[2..3], &options, Some(&cache)).map_err(|e| e.to_string())?;
+    let left = entries();
+    let hit = left
+        .iter()
+        .filter(|p| p.file_name() == first.file_name())
+        .count();
+    let unused = left
+        .iter()
+        .filter(|p| p.file_name() == second.file_name())
+        .count();
+    if left.len() != 2 || hit != 1 || unused != 0 {
+        return Err(format!("after the store: {left:?}").into());
+    }
+    Ok(Completion::Completed)
+}
+
 fn main() -> std::process::ExitCode {
     if let Some(code) = compile::toolchain::worker_main() {
         return code;
@@ -745,6 +800,10 @@ fn main() -> std::process::ExitCode {
         Trial::ignorable_test(
             "compile::ahead_compile_is_taken_only_for_its_own_matrix",
             ahead_compile_is_taken_only_for_its_own_matrix,
+        ),
+        Trial::ignorable_test(
+            "compile::a_store_removes_entries_unused_for_a_month",
+            a_store_removes_entries_unused_for_a_month,
         ),
         Trial::ignorable_test(
             "compile::cache_hits_rebuilds_and_keys",

@@ -654,6 +654,61 @@ mod tests {
     }
 
     #[test]
+    fn pruning_removes_only_entries_unused_for_long_and_stale_stores() {
+        use std::time::{Duration, SystemTime};
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let key = |c: char| c.to_string().repeat(64);
+        let day = Duration::from_secs(24 * 3600);
+        let entry = |dir: &Path, used: SystemTime| {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join("manifest"), "cubin 00\n").unwrap();
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(dir.join("manifest"))
+                .unwrap();
+            f.set_modified(used).unwrap();
+        };
+        let now = SystemTime::now();
+        let r = root.path();
+        entry(&r.join(key('a')), now - 40 * day);
+        entry(&r.join(key('b')), now - 2 * day);
+        // Not entries, whatever their age: never removed.
+        entry(&r.join("compile-only"), now - 400 * day);
+        entry(&r.join(key('c')).join("nested"), now - 400 * day);
+        std::fs::write(r.join(key('d')), "a file named as a key").unwrap();
+        entry(&outside.path().join(key('e')), now - 400 * day);
+        std::os::unix::fs::symlink(outside.path().join(key('e')), r.join(key('e'))).unwrap();
+        std::fs::create_dir_all(r.join(format!(".tmp-123-{}", key('f')))).unwrap();
+        std::fs::create_dir_all(r.join(".tmp-mine")).unwrap();
+
+        assert_eq!(prune_cache(r, now), vec![key('a')]);
+        // Two hours on, the store's temporary folder is stale; the entry used two days
+        // before is still kept.
+        assert_eq!(
+            prune_cache(r, now + Duration::from_secs(7200)),
+            vec![format!(".tmp-123-{}", key('f'))]
+        );
+        for kept in [
+            key('b'),
+            "compile-only".into(),
+            key('c'),
+            key('d'),
+            key('e'),
+            ".tmp-mine".into(),
+        ] {
+            assert!(std::fs::symlink_metadata(r.join(&kept)).is_ok(), "{kept}");
+        }
+        assert!(outside.path().join(key('e')).join("manifest").is_file());
+        // 31 days on, the entry used two days before goes too.
+        assert_eq!(prune_cache(r, now + 29 * day), vec![key('b')]);
+        // A hit marks its entry used.
+        entry(&r.join(key('9')), now - 40 * day);
+        mark_used(&r.join(key('9')));
+        assert!(prune_cache(r, SystemTime::now()).is_empty());
+    }
+
+    #[test]
     fn a_cache_entry_that_cannot_be_stored_leaves_no_temporary_folder() {
         let root = tempfile::tempdir().unwrap();
         // What stands at the entry's place cannot be removed nor replaced by a folder
@@ -1161,6 +1216,75 @@ fn read_entry(dir: &Path, max_parts: usize) -> std::result::Result<Vec<Part>, St
     }
 }
 
+/// How long a cache entry may go unused before a store in its folder removes it: the key
+/// changes with every kernel, option and toolchain change (and with how the key is made),
+/// and an entry no run asks for again would otherwise stay for good (the compile-only
+/// cache of our CI had grown to 35 entries, 66 MB, by the end of 2026-11-30). A hit marks
+/// its entry used.
+pub const CACHE_UNUSED_DAYS: u64 = 30;
+
+/// How old a temporary folder of a store must be before a later store removes it: one left
+/// by a process killed while storing (a store takes well under a second).
+const STALE_STORE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Marks the entry in `dir` used now (its manifest's modification time), for
+/// [`prune_cache`]. A cache that cannot be written (shared read-only) is left as it is.
+fn mark_used(dir: &Path) {
+    if let Ok(f) = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("manifest"))
+    {
+        let _ = f.set_modified(std::time::SystemTime::now());
+    }
+}
+
+/// Removes from the cache folder `root` the entries unused for [`CACHE_UNUSED_DAYS`] (by
+/// their manifest's time) and the temporary folders of stores older than an hour, as of
+/// `now`. Only folders that are entries (64 hexadecimal digits, with a manifest) or a
+/// store's temporary folder (`.tmp-PID-KEY`) are ever removed, never through a link:
+/// nothing else a user may keep there. A process reading an entry removed meanwhile finds it does not match its
+/// manifest and compiles it again. Returns the names removed.
+pub fn prune_cache(root: &Path, now: std::time::SystemTime) -> Vec<String> {
+    let unused = std::time::Duration::from_secs(CACHE_UNUSED_DAYS * 24 * 3600);
+    let mut removed = Vec::new();
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return removed;
+    };
+    let is_key = |n: &str| n.len() == 64 && n.bytes().all(|b| b.is_ascii_hexdigit());
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        // Never through a link: only real folders of the cache.
+        let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        if !meta.is_dir() {
+            continue;
+        }
+        // An entry has its manifest; a store's temporary folder is `.tmp-PID-KEY`.
+        let manifest = std::fs::symlink_metadata(e.path().join("manifest"))
+            .ok()
+            .filter(|m| m.is_file());
+        let store = name
+            .strip_prefix(".tmp-")
+            .and_then(|r| r.split_once('-'))
+            .is_some_and(|(pid, key)| pid.bytes().all(|b| b.is_ascii_digit()) && is_key(key));
+        let (limit, used) = match manifest {
+            Some(m) if is_key(&name) => (unused, m.modified()),
+            _ if store => (STALE_STORE, meta.modified()),
+            _ => continue,
+        };
+        let old = used
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|age| age > limit);
+        if old && std::fs::remove_dir_all(e.path()).is_ok() {
+            removed.push(name);
+        }
+    }
+    removed.sort();
+    removed
+}
+
 fn write_entry(dir: &Path, c: &Compiled) -> std::io::Result<()> {
     let parent = dir.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent)?;
@@ -1179,6 +1303,9 @@ fn write_entry(dir: &Path, c: &Compiled) -> std::io::Result<()> {
     // entry between the removal and the rename) must not leave a whole entry behind.
     if stored.is_err() {
         let _ = std::fs::remove_dir_all(&tmp);
+    } else {
+        // The folder only grows when an entry is stored: that is when old ones go.
+        prune_cache(parent, std::time::SystemTime::now());
     }
     stored
 }
@@ -1299,7 +1426,10 @@ pub fn compile_cached(
     let status = if dir.exists() {
         match read_entry(&dir, variants.len()) {
             Ok(parts) => match from_cache(parts, variants, options) {
-                Ok(c) => return Ok((c, CacheUse::Hit)),
+                Ok(c) => {
+                    mark_used(&dir);
+                    return Ok((c, CacheUse::Hit));
+                }
                 Err(why) => CacheUse::Rebuilt(why),
             },
             Err(why) => CacheUse::Rebuilt(why),
