@@ -662,7 +662,7 @@ mod tests {
         let day = Duration::from_secs(24 * 3600);
         let entry = |dir: &Path, used: SystemTime| {
             std::fs::create_dir_all(dir).unwrap();
-            std::fs::write(dir.join("manifest"), "cubin 00\n").unwrap();
+            std::fs::write(dir.join("manifest"), format!("cubin {}\n", "0".repeat(64))).unwrap();
             let f = std::fs::OpenOptions::new()
                 .write(true)
                 .open(dir.join("manifest"))
@@ -706,6 +706,66 @@ mod tests {
         entry(&r.join(key('9')), now - 40 * day);
         mark_used(&r.join(key('9')));
         assert!(prune_cache(r, SystemTime::now()).is_empty());
+    }
+
+    #[test]
+    fn pruning_leaves_folders_that_only_look_like_entries() {
+        use std::time::{Duration, SystemTime};
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        let key = |c: char| c.to_string().repeat(64);
+        let old = SystemTime::now() - Duration::from_secs(400 * 24 * 3600);
+        let age = |file: &Path| {
+            std::fs::File::open(file)
+                .unwrap()
+                .set_modified(old)
+                .unwrap()
+        };
+        let digest = "0".repeat(64);
+        let folder = |name: &str, files: &[(&str, String)]| {
+            let d = r.join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            for (f, text) in files {
+                std::fs::write(d.join(f), text).unwrap();
+            }
+            age(&d.join("manifest"));
+        };
+        // An image's metadata in containers/storage's overlay-images: a folder named by a
+        // 64-hex id with a file `manifest`, and more beside it.
+        folder(
+            &key('a'),
+            &[
+                ("manifest", "{\"schemaVersion\": 2}\n".into()),
+                ("=c2hhMjU2", "signatures".into()),
+            ],
+        );
+        // A manifest as the cache writes it, with a file of the user's beside it.
+        folder(
+            &key('b'),
+            &[
+                ("manifest", format!("cubin {digest}\n")),
+                ("notes.txt", "mine".into()),
+            ],
+        );
+        // ... or a folder of the user's in it.
+        folder(&key('c'), &[("manifest", format!("cubin {digest}\n"))]);
+        std::fs::create_dir(r.join(key('c')).join("photos")).unwrap();
+        // Keys are lower-case.
+        folder(&key('D'), &[("manifest", format!("cubin {digest}\n"))]);
+        // A store's temporary folder holds an entry's files only.
+        let tmp = format!(".tmp-1-{}", key('e'));
+        folder(&tmp, &[("manifest", "".into()), ("thesis.tex", "x".into())]);
+        age(&r.join(&tmp));
+        // An entry as the cache writes it goes.
+        folder(
+            &key('f'),
+            &[
+                ("manifest", format!("cubin {digest}\nlog {digest}\n")),
+                ("cubin", "".into()),
+                ("log", "".into()),
+            ],
+        );
+        assert_eq!(prune_cache(r, SystemTime::now()), vec![key('f')]);
     }
 
     #[test]
@@ -1238,6 +1298,55 @@ fn mark_used(dir: &Path) {
     }
 }
 
+/// The name of one of the files of a cache entry's parts: `cubin`, `log`, `sass`, with
+/// `.K` for later parts ([`part_file`]).
+fn is_part_file(name: &str) -> bool {
+    let (base, k) = name.split_once('.').unwrap_or((name, "0"));
+    matches!(base, "cubin" | "log" | "sass")
+        && !k.is_empty()
+        && k.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Whether the folder `dir` holds nothing but what a store writes: regular files named as an
+/// entry's ([`is_part_file`], `manifest`), the manifest, when `manifest` asks for one, naming
+/// only such files with their SHA-256 digests. A folder of someone else's that only looks
+/// like an entry (64 hexadecimal digits with a file `manifest`, as containers/storage keeps
+/// its images) is never removed, nor anything a user put into an entry.
+fn only_entry_files(dir: &Path, manifest: bool) -> bool {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    for e in rd {
+        let Ok(e) = e else { return false };
+        let ours = e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n == "manifest" || is_part_file(n));
+        if !ours || !e.file_type().is_ok_and(|t| t.is_file()) {
+            return false;
+        }
+    }
+    if !manifest {
+        return true;
+    }
+    let mut text = String::new();
+    let read = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(dir.join("manifest"))
+        .and_then(|f| f.take(input::YAML_LIMIT).read_to_string(&mut text));
+    let digest =
+        |d: &str| d.len() == 64 && d.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    read.is_ok()
+        && !text.is_empty()
+        && text.lines().all(|l| {
+            l.split_once(' ')
+                .is_some_and(|(name, d)| is_part_file(name) && digest(d))
+        })
+}
+
 /// Removes from the cache folder `root` the entries unused for [`CACHE_UNUSED_DAYS`] (by
 /// their manifest's time) and the temporary folders of stores older than an hour, as of
 /// `now`. Only folders that are entries (64 hexadecimal digits, with a manifest) or a
@@ -1250,7 +1359,9 @@ pub fn prune_cache(root: &Path, now: std::time::SystemTime) -> Vec<String> {
     let Ok(rd) = std::fs::read_dir(root) else {
         return removed;
     };
-    let is_key = |n: &str| n.len() == 64 && n.bytes().all(|b| b.is_ascii_hexdigit());
+    // As [`sha256_hex`] writes them: lower case.
+    let is_key =
+        |n: &str| n.len() == 64 && n.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         // Never through a link: only real folders of the cache.
@@ -1268,16 +1379,16 @@ pub fn prune_cache(root: &Path, now: std::time::SystemTime) -> Vec<String> {
             .strip_prefix(".tmp-")
             .and_then(|r| r.split_once('-'))
             .is_some_and(|(pid, key)| pid.bytes().all(|b| b.is_ascii_digit()) && is_key(key));
-        let (limit, used) = match manifest {
-            Some(m) if is_key(&name) => (unused, m.modified()),
-            _ if store => (STALE_STORE, meta.modified()),
+        let (limit, used, entry) = match manifest {
+            Some(m) if is_key(&name) => (unused, m.modified(), true),
+            _ if store => (STALE_STORE, meta.modified(), false),
             _ => continue,
         };
         let old = used
             .ok()
             .and_then(|t| now.duration_since(t).ok())
             .is_some_and(|age| age > limit);
-        if old && std::fs::remove_dir_all(e.path()).is_ok() {
+        if old && only_entry_files(&e.path(), entry) && std::fs::remove_dir_all(e.path()).is_ok() {
             removed.push(name);
         }
     }
