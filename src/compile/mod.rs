@@ -768,6 +768,100 @@ mod tests {
         assert_eq!(prune_cache(r, SystemTime::now()), vec![key('f')]);
     }
 
+    /// With `ACCPROBE_TEST_MARK_USED` set (a folder), marks that entry used; run by
+    /// [`a_hit_marks_an_entry_of_another_user_used`] as another user.
+    #[test]
+    #[ignore]
+    fn mark_used_as_told() {
+        if let Some(dir) = std::env::var_os("ACCPROBE_TEST_MARK_USED") {
+            mark_used(Path::new(&dir));
+        }
+    }
+
+    #[test]
+    fn a_hit_marks_an_entry_of_another_user_used() {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        use std::time::{Duration, SystemTime};
+        // Another user's process is needed: only root may start one.
+        if unsafe { libc::geteuid() } != 0 {
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("b".repeat(64));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("manifest"), "").unwrap();
+        // A cache a group shares: the entry is another's, but anyone may write it.
+        for (p, mode) in [
+            (root.path(), 0o777),
+            (&dir, 0o777),
+            (&dir.join("manifest"), 0o666),
+        ] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let old = SystemTime::now() - Duration::from_secs(40 * 24 * 3600);
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("manifest"))
+            .unwrap();
+        f.set_modified(old).unwrap();
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "compile::tests::mark_used_as_told",
+                "--ignored",
+                "--quiet",
+            ])
+            .env("ACCPROBE_TEST_MARK_USED", &dir)
+            .uid(65534)
+            .gid(65534)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let used = std::fs::metadata(dir.join("manifest"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert!(used > old + Duration::from_secs(24 * 3600), "{used:?}");
+    }
+
+    #[test]
+    fn marking_used_neither_follows_a_link_nor_blocks_on_a_fifo() {
+        use std::time::{Duration, SystemTime};
+        let root = tempfile::tempdir().unwrap();
+        let outside = root.path().join("outside");
+        std::fs::write(&outside, "someone's file").unwrap();
+        let old = SystemTime::now() - Duration::from_secs(400 * 24 * 3600);
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&outside)
+            .unwrap();
+        f.set_modified(old).unwrap();
+        let linked = root.path().join("linked");
+        std::fs::create_dir(&linked).unwrap();
+        std::os::unix::fs::symlink(&outside, linked.join("manifest")).unwrap();
+        mark_used(&linked);
+        let t = std::fs::metadata(&outside).unwrap().modified().unwrap();
+        assert_eq!(t, old, "the file the link leads to was marked");
+        // A FIFO put in the manifest's place (after the entry was read) with no reader:
+        // opening it to write would wait for one for good.
+        let fifo = root.path().join("fifo");
+        std::fs::create_dir(&fifo).unwrap();
+        let path =
+            std::ffi::CString::new(fifo.join("manifest").into_os_string().into_encoded_bytes())
+                .unwrap();
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            mark_used(&fifo);
+            let _ = done.send(());
+        });
+        assert!(
+            finished.recv_timeout(Duration::from_secs(5)).is_ok(),
+            "marking a FIFO used still waits after 5 s"
+        );
+    }
+
     #[test]
     fn a_cache_entry_that_cannot_be_stored_leaves_no_temporary_folder() {
         let root = tempfile::tempdir().unwrap();
@@ -1290,11 +1384,23 @@ const STALE_STORE: std::time::Duration = std::time::Duration::from_secs(3600);
 /// Marks the entry in `dir` used now (its manifest's modification time), for
 /// [`prune_cache`]. A cache that cannot be written (shared read-only) is left as it is.
 fn mark_used(dir: &Path) {
-    if let Ok(f) = std::fs::OpenOptions::new()
-        .write(true)
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Never through a link (the manifest may have been replaced since it was read), and
+    // a FIFO put in its place must not make the open wait for a reader for good.
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(dir.join("manifest"))
-    {
-        let _ = f.set_modified(std::time::SystemTime::now());
+    else {
+        return;
+    };
+    if f.metadata().is_ok_and(|m| m.is_file()) {
+        // "Now" as a null pointer, not a time given: anyone who may write the file may set
+        // that, where a given time needs the file's owner (in a cache a group shares, most
+        // entries are another user's: `File::set_modified` would fail on them).
+        // SAFETY: a file descriptor this function holds open; null is allowed.
+        unsafe { libc::futimens(f.as_raw_fd(), std::ptr::null()) };
     }
 }
 
