@@ -766,6 +766,26 @@ mod tests {
             ],
         );
         assert_eq!(prune_cache(r, SystemTime::now()), vec![key('f')]);
+        // The old layout's per-toolchain folders: their old entries go, and the folder when
+        // it is left empty; anything else in them stays.
+        let entry_in = |dir: &Path| {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join("manifest"), format!("cubin {digest}\n")).unwrap();
+            std::fs::write(dir.join("cubin"), "").unwrap();
+            age(&dir.join("manifest"));
+        };
+        entry_in(&r.join("nvrtc-12.4.127-0123").join(key('1')));
+        entry_in(&r.join("nvrtc-mine").join(key('2')));
+        std::fs::write(r.join("nvrtc-mine").join("notes.txt"), "mine").unwrap();
+        assert_eq!(
+            prune_cache(r, SystemTime::now()),
+            vec![
+                "nvrtc-12.4.127-0123".to_string(),
+                format!("nvrtc-12.4.127-0123/{}", key('1')),
+                format!("nvrtc-mine/{}", key('2')),
+            ]
+        );
+        assert!(r.join("nvrtc-mine").join("notes.txt").is_file());
     }
 
     /// With `ACCPROBE_TEST_MARK_USED` set (a folder), marks that entry used; run by
@@ -815,8 +835,16 @@ mod tests {
             .env("ACCPROBE_TEST_MARK_USED", &dir)
             .uid(65534)
             .gid(65534)
-            .status()
-            .unwrap();
+            .status();
+        // Where this binary cannot be run as another user (a build folder only root may
+        // enter, no CAP_SETUID in a container), there is no one else to be.
+        let status = match status {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("skipped: cannot run this test binary as uid 65534: {e}");
+                return;
+            }
+        };
         assert!(status.success());
         let used = std::fs::metadata(dir.join("manifest"))
             .unwrap()
@@ -1456,9 +1484,11 @@ fn only_entry_files(dir: &Path, manifest: bool) -> bool {
 /// Removes from the cache folder `root` the entries unused for [`CACHE_UNUSED_DAYS`] (by
 /// their manifest's time) and the temporary folders of stores older than an hour, as of
 /// `now`. Only folders that are entries (64 hexadecimal digits, with a manifest) or a
-/// store's temporary folder (`.tmp-PID-KEY`) are ever removed, never through a link:
-/// nothing else a user may keep there. A process reading an entry removed meanwhile finds it does not match its
-/// manifest and compiles it again. Returns the names removed.
+/// store's temporary folder (`.tmp-PID-KEY`), holding nothing but an entry's files, are
+/// ever removed, never through a link: nothing else a user may keep there. The old
+/// layout's `nvrtc-*` folders are pruned by the same rules (and removed once empty). A
+/// process reading an entry removed meanwhile finds it does not match its manifest and
+/// compiles it again. Returns the names removed.
 pub fn prune_cache(root: &Path, now: std::time::SystemTime) -> Vec<String> {
     let unused = std::time::Duration::from_secs(CACHE_UNUSED_DAYS * 24 * 3600);
     let mut removed = Vec::new();
@@ -1475,6 +1505,17 @@ pub fn prune_cache(root: &Path, now: std::time::SystemTime) -> Vec<String> {
             continue;
         };
         if !meta.is_dir() {
+            continue;
+        }
+        // Builds before 2026-11-30's b5610a8 kept the compile-only entries one folder down,
+        // per toolchain (`nvrtc-VERSION-HASH/KEY`): pruned by the same rules, and the folder
+        // removed once nothing is left in it.
+        if name.starts_with("nvrtc-") {
+            let inner = prune_cache(&e.path(), now);
+            removed.extend(inner.into_iter().map(|n| format!("{name}/{n}")));
+            if std::fs::remove_dir(e.path()).is_ok() {
+                removed.push(name);
+            }
             continue;
         }
         // An entry has its manifest; a store's temporary folder is `.tmp-PID-KEY`.
