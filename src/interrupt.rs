@@ -37,9 +37,7 @@ pub fn install(who: &'static str, act: impl Fn(&'static str) + Send + Sync + 'st
     ONCE.call_once(|| {
         let (signalled, signals_in) = channel::<i32>();
         let set = signals();
-        // SAFETY: `set` is an initialised signal set; this changes this thread's mask only.
-        let blocked =
-            unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        let blocked = block_in_this_thread();
         if blocked == 0 {
             let signalled = signalled.clone();
             std::thread::spawn(move || loop {
@@ -124,12 +122,14 @@ pub fn unblocked_in_child(cmd: &mut std::process::Command) -> &mut std::process:
     }
 }
 
-/// Blocks SIGINT and SIGTERM in the calling thread only, as [`install`] does (for tests).
+/// Blocks SIGINT and SIGTERM in the calling thread only (and so in the threads it starts
+/// after): what [`install`] does first, and what a test's child does before it runs.
+/// Async-signal-safe, so it may run between fork and exec. 0, else the error number.
 #[doc(hidden)]
-pub fn block_in_this_thread() {
+pub fn block_in_this_thread() -> i32 {
     let set = signals();
     // SAFETY: `set` is an initialised signal set; this changes this thread's mask only.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) }
 }
 
 /// SIGINT and SIGTERM.

@@ -1466,13 +1466,9 @@ fn a_signal_while_nvrtc_compiles_exits_130_with_the_junit_file() {
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
             use std::os::unix::process::CommandExt;
-            cmd.pre_exec(|| {
-                let mut set: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut set);
-                libc::sigaddset(&mut set, libc::SIGINT);
-                libc::sigaddset(&mut set, libc::SIGTERM);
-                libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-                Ok(())
+            cmd.pre_exec(|| match accprobe::interrupt::block_in_this_thread() {
+                0 => Ok(()),
+                e => Err(std::io::Error::from_raw_os_error(e)),
             });
         }
         let mut child = cmd

@@ -527,7 +527,7 @@ mod tests {
         std::fs::write(&tool, "#!/bin/sh\nexec grep SigBlk /proc/self/status\n").unwrap();
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
         let text = std::thread::spawn(move || {
-            crate::interrupt::block_in_this_thread();
+            assert_eq!(crate::interrupt::block_in_this_thread(), 0);
             disassemble_with(&tool, b"cubin")
         })
         .join()
