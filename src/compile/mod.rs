@@ -1447,8 +1447,6 @@ fn is_part_file(name: &str) -> bool {
 /// like an entry (64 hexadecimal digits with a file `manifest`, as containers/storage keeps
 /// its images) is never removed, nor anything a user put into an entry.
 fn only_entry_files(dir: &Path, manifest: bool) -> bool {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     let Ok(rd) = std::fs::read_dir(dir) else {
         return false;
     };
@@ -1465,20 +1463,20 @@ fn only_entry_files(dir: &Path, manifest: bool) -> bool {
     if !manifest {
         return true;
     }
-    let mut text = String::new();
-    let read = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(dir.join("manifest"))
-        .and_then(|f| f.take(input::YAML_LIMIT).read_to_string(&mut text));
-    let digest =
-        |d: &str| d.len() == 64 && d.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    read.is_ok()
-        && !text.is_empty()
-        && text.lines().all(|l| {
-            l.split_once(' ')
-                .is_some_and(|(name, d)| is_part_file(name) && digest(d))
-        })
+    // A regular file, not a link (checked above); read as every manifest is, bounded.
+    input::read_text(&dir.join("manifest"), "manifest", input::YAML_LIMIT).is_ok_and(|text| {
+        !text.is_empty()
+            && text.lines().all(|l| {
+                l.split_once(' ')
+                    .is_some_and(|(name, d)| is_part_file(name) && is_sha256_hex(d))
+            })
+    })
+}
+
+/// Whether `s` is a SHA-256 as [`sha256_hex`] writes it (a cache key, a manifest's digest):
+/// 64 lower-case hexadecimal digits.
+fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// Removes from the cache folder `root` the entries unused for [`CACHE_UNUSED_DAYS`] (by
@@ -1495,9 +1493,6 @@ pub fn prune_cache(root: &Path, now: std::time::SystemTime) -> Vec<String> {
     let Ok(rd) = std::fs::read_dir(root) else {
         return removed;
     };
-    // As [`sha256_hex`] writes them: lower case.
-    let is_key =
-        |n: &str| n.len() == 64 && n.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         // Never through a link: only real folders of the cache.
@@ -1525,9 +1520,11 @@ pub fn prune_cache(root: &Path, now: std::time::SystemTime) -> Vec<String> {
         let store = name
             .strip_prefix(".tmp-")
             .and_then(|r| r.split_once('-'))
-            .is_some_and(|(pid, key)| pid.bytes().all(|b| b.is_ascii_digit()) && is_key(key));
+            .is_some_and(|(pid, key)| {
+                pid.bytes().all(|b| b.is_ascii_digit()) && is_sha256_hex(key)
+            });
         let (limit, used, entry) = match manifest {
-            Some(m) if is_key(&name) => (unused, m.modified(), true),
+            Some(m) if is_sha256_hex(&name) => (unused, m.modified(), true),
             _ if store => (STALE_STORE, meta.modified(), false),
             _ => continue,
         };
