@@ -593,6 +593,11 @@ pub fn run_code(
     targets: Result<Vec<Arc<dyn Target>>, GpuError>,
     options: &RunOptions,
 ) -> u8 {
+    // As in `main_with`: before anything is shared, locked or measured.
+    if let Err(e) = check_arguments(args) {
+        eprintln!("error: {e}");
+        return 2;
+    }
     let share = open_share(args, paths, options);
     run_with(args, paths, targets, options, share, None)
 }
@@ -641,10 +646,6 @@ fn run_with(
     share: Option<RunShare>,
     loaded: Option<Loaded>,
 ) -> u8 {
-    if let Err(e) = check_arguments(args) {
-        eprintln!("error: {e}");
-        return 2;
-    }
     // Under nextest, a measurement an earlier process published stands for the devices.
     let replayed = share.as_ref().and_then(|s| s.published.as_ref());
     let targets = match replayed {
