@@ -890,6 +890,104 @@ fn malformed_device_lists_and_flags_are_configuration_errors_before_the_driver_l
     }
 }
 
+/// ACCPROBE_JUNIT and ACCPROBE_RESULTS (and the files beside the results) compare by the
+/// file they name, however it is spelled: relative against absolute, through `..`, through
+/// a symlinked folder, a hard link, or a further CUBIN of the results.
+#[test]
+fn the_files_a_run_writes_are_one_file_however_they_are_spelled() {
+    let sb = Sandbox::new("one-file", &["documented"]);
+    let out = sb.dir.join("out");
+    std::fs::create_dir_all(out.join("a")).unwrap();
+    std::os::unix::fs::symlink(&out, sb.dir.join("link")).unwrap();
+    let check = |junit: &Path, results: &Path| {
+        Paths {
+            junit: junit.to_path_buf(),
+            results: results.to_path_buf(),
+            ..sb.paths()
+        }
+        .check_distinct()
+    };
+    let results = out.join("x.json");
+    std::fs::write(out.join("existing.xml"), "").unwrap();
+    std::fs::hard_link(out.join("existing.xml"), out.join("hard.xml")).unwrap();
+    std::fs::write(out.join("x.3.cubin"), "").unwrap();
+    std::fs::hard_link(out.join("x.3.cubin"), out.join("cubin-link.xml")).unwrap();
+    std::os::unix::fs::symlink(out.join("x.2.cubin"), out.join("dangling.xml")).unwrap();
+    for (junit, results, why) in [
+        (out.join("a/../x.json"), results.clone(), "through .."),
+        (
+            sb.dir.join("link/x.json"),
+            results.clone(),
+            "a symlinked folder",
+        ),
+        (out.join("x.1.cubin"), results.clone(), "the second CUBIN"),
+        (out.join("x.12.cubin"), results.clone(), "a further CUBIN"),
+        (out.join("x.ptxas.log"), results.clone(), "the ptxas log"),
+        (
+            out.join("x-gpu1.json"),
+            results.clone(),
+            "a device's results",
+        ),
+        (
+            out.join("x-gpu1.2.cubin"),
+            results.clone(),
+            "a device's CUBIN",
+        ),
+        (
+            sb.dir.join("link/a/../x.cubin"),
+            results.clone(),
+            "the CUBIN, spelled otherwise",
+        ),
+        (
+            out.join("hard.xml"),
+            out.join("existing.xml"),
+            "a hard link",
+        ),
+        (
+            out.join("cubin-link.xml"),
+            results.clone(),
+            "a hard link to a CUBIN",
+        ),
+        (
+            out.join("dangling.xml"),
+            results.clone(),
+            "a link to a CUBIN not yet written",
+        ),
+        (
+            out.join("j.xml"),
+            sb.dir.join("link/a/../j.cubin"),
+            "results as their own CUBIN",
+        ),
+    ] {
+        let e = check(&junit, &results).expect_err(why);
+        assert!(e.contains("are one file"), "{why}: {e}");
+    }
+    for (junit, results) in [
+        (out.join("junit.xml"), out.join("x.json")),
+        (out.join("x.1.json"), out.join("x.json")),
+        (out.join("xx.cubin"), out.join("x.json")),
+        (out.join("a/x.cubin"), out.join("x.json")),
+        (PathBuf::from("/dev/stdout"), PathBuf::from("/dev/stderr")),
+    ] {
+        assert_eq!(check(&junit, &results), Ok(()), "{}", junit.display());
+    }
+    // The real entry point: relative against absolute is a configuration error, exit 2.
+    let run = |junit: &str| {
+        run_child(
+            child_command("main", &sb.dir, &[])
+                .current_dir(&sb.dir)
+                .env("ACCPROBE_JUNIT", junit)
+                .env("ACCPROBE_RESULTS", sb.dir.join("out/r.json")),
+        )
+    };
+    for junit in ["out/r.json", "./out/a/../r.cubin", "link/r.1.cubin"] {
+        let o = run(junit);
+        assert_eq!(o.code, Some(2), "{junit}: {}", o.stderr);
+        assert!(o.stderr.contains("are one file"), "{junit}: {}", o.stderr);
+        assert!(!sb.dir.join("out/r.json").exists(), "nothing ran");
+    }
+}
+
 #[test]
 fn trace_marks_say_where_the_time_goes_only_when_asked() {
     let sb = Sandbox::new("trace", &["documented"]);

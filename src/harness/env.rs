@@ -62,6 +62,13 @@ impl Paths {
     /// `Err` when two of the files a run writes are one (`ACCPROBE_RESULTS=x.cubin` would
     /// have the CUBIN replace the results just written; `ACCPROBE_JUNIT` naming the results
     /// file, the JUnit file replace them): a configuration error, before anything runs.
+    ///
+    /// Files compare by what they are, not by how they are spelled: each path is resolved
+    /// as the writer resolves it (symlinks followed, `.` and `..` taken away, the folder
+    /// canonicalised, even where the file does not exist yet), and files that exist compare
+    /// by device and inode too (a hard link). The JUnit file is also compared with every
+    /// name the run may give beside the results: `.K.cubin` for the further CUBINs, and
+    /// `-gpuN` in the stem with several devices.
     pub fn check_distinct(&self) -> Result<(), String> {
         let mut written = vec![
             ("ACCPROBE_JUNIT", self.junit.clone()),
@@ -70,17 +77,199 @@ impl Paths {
         let [log, cubin] = Paths::beside_results(&self.results);
         written.push(("the ptxas log beside ACCPROBE_RESULTS", log));
         written.push(("the CUBIN beside ACCPROBE_RESULTS", cubin));
+        let resolved: Vec<Written> = written.iter().map(|(_, p)| Written::of(p)).collect();
+        let clash = |b: &str, a: &str, p: &Path| {
+            format!(
+                "{b} and {a} are one file, {}: name files that differ (the results \
+                 file's ptxas log and CUBINs take its name with .ptxas.log and .cubin)",
+                p.display()
+            )
+        };
         for (i, (a, pa)) in written.iter().enumerate() {
-            if let Some((b, _)) = written[..i].iter().find(|(_, pb)| pb == pa) {
-                return Err(format!(
-                    "{b} and {a} are one file, {}: name files that differ (the results \
-                     file's ptxas log and CUBINs take its name with .ptxas.log and .cubin)",
-                    pa.display()
+            if let Some(j) = (0..i).find(|&j| resolved[j].same(&resolved[i])) {
+                return Err(clash(written[j].0, a, pa));
+            }
+        }
+        // The names the run may also write beside the results, which a path of their own
+        // cannot list: the JUnit file must be none of them.
+        let junit = &resolved[0];
+        let results = &resolved[1];
+        if let (Some(name), Some(stem)) = (
+            junit.path.file_name().and_then(|n| n.to_str()),
+            results.path.file_stem().and_then(|n| n.to_str()),
+        ) {
+            if junit.path.parent() == results.path.parent() && written_beside(stem, name) {
+                return Err(clash(
+                    "ACCPROBE_JUNIT",
+                    "a file the run writes beside ACCPROBE_RESULTS",
+                    &self.junit,
+                ));
+            }
+        }
+        if let (Some(id), Some(dir)) = (junit.id, results.path.parent()) {
+            let stem = results.path.file_stem().and_then(|n| n.to_str());
+            // A hard link to one of them: the folder is listed only to find those names.
+            let linked = std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|e| {
+                    e.file_name()
+                        .to_str()
+                        .zip(stem)
+                        .is_some_and(|(n, s)| written_beside(s, n))
+                        && Written::of(&e.path()).id == Some(id)
+                });
+            if linked {
+                return Err(clash(
+                    "ACCPROBE_JUNIT",
+                    "a file the run writes beside ACCPROBE_RESULTS",
+                    &self.junit,
                 ));
             }
         }
         Ok(())
     }
+}
+
+/// A file a run writes, as the atomic writer finds it: `path` with its symlinks followed
+/// and its folder canonicalised, and `id` (device, inode) when it exists as a regular file.
+/// A device or FIFO (`/dev/null`, `/dev/stdout`) is written through, never replaced, so
+/// two of them that are one (stdout and stderr on one terminal) lose nothing: they compare
+/// as they are spelled.
+struct Written {
+    given: PathBuf,
+    path: PathBuf,
+    id: Option<(u64, u64)>,
+    special: bool,
+}
+
+impl Written {
+    fn of(p: &Path) -> Written {
+        use std::os::unix::fs::MetadataExt;
+        // The kernel follows the links first: `/dev/stdout` names a pipe, a terminal or a
+        // file through a link whose text is no path.
+        let meta = std::fs::metadata(p).ok();
+        let special = meta.as_ref().is_some_and(|m| !m.is_file() && !m.is_dir());
+        Written {
+            given: p.to_path_buf(),
+            path: if special {
+                p.to_path_buf()
+            } else {
+                resolve_file(p)
+            },
+            id: meta
+                .as_ref()
+                .filter(|m| m.is_file())
+                .map(|m| (m.dev(), m.ino())),
+            special,
+        }
+    }
+
+    fn same(&self, other: &Written) -> bool {
+        if self.special || other.special {
+            return self.given == other.given;
+        }
+        self.path == other.path || (self.id.is_some() && self.id == other.id)
+    }
+}
+
+/// The most symlinks followed before a path is taken as it is (Linux's own limit).
+const MAX_LINKS: usize = 40;
+
+/// `p` with every symlink followed (a dangling link: the file it would create), and its
+/// folder canonicalised; a folder that does not exist yet is canonicalised as far as it
+/// exists and the rest normalised (`a/../b` is `b`), as creating it would make it.
+fn resolve_file(p: &Path) -> PathBuf {
+    let mut current = normalise(p);
+    for _ in 0..MAX_LINKS {
+        match std::fs::read_link(&current) {
+            Ok(link) => {
+                current = match current.parent() {
+                    Some(dir) if link.is_relative() => normalise(&dir.join(link)),
+                    _ => normalise(&link),
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    current
+}
+
+/// `p` made absolute, its longest existing ancestor canonicalised and the rest of it
+/// normalised lexically.
+fn normalise(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let absolute = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(p)
+    };
+    let (name, dir) = match absolute.file_name() {
+        // A last component that is `..` or `.` is a folder, canonicalised as a whole.
+        Some(n) => (
+            Some(n.to_os_string()),
+            absolute.parent().map(Path::to_path_buf),
+        ),
+        None => (None, Some(absolute.clone())),
+    };
+    let dir = dir.unwrap_or_else(|| PathBuf::from("/"));
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    let mut existing = dir.as_path();
+    let base = loop {
+        if let Ok(c) = existing.canonicalize() {
+            break c;
+        }
+        match (existing.file_name(), existing.parent()) {
+            (Some(n), Some(up)) => {
+                rest.push(n.to_os_string());
+                existing = up;
+            }
+            _ => break existing.to_path_buf(),
+        }
+    };
+    let mut out = base;
+    for part in rest.iter().rev() {
+        for c in Path::new(part).components() {
+            match c {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                Component::Normal(x) => out.push(x),
+                _ => {}
+            }
+        }
+    }
+    match name {
+        Some(n) => out.join(n),
+        None => out,
+    }
+}
+
+/// Whether `name` is one of the files a run writes beside a results file of stem `stem`:
+/// `stem.ptxas.log`, `stem.cubin`, `stem.K.cubin`, and all of these (and `stem-gpuN.json`)
+/// with `-gpuN` after the stem.
+fn written_beside(stem: &str, name: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let beside = |stem: &str, ext_json: bool| {
+        name.strip_prefix(stem)
+            .and_then(|r| r.strip_prefix('.'))
+            .is_some_and(|r| {
+                r == "ptxas.log"
+                    || r == "cubin"
+                    || (ext_json && r == "json")
+                    || r.strip_suffix(".cubin").is_some_and(digits)
+            })
+    };
+    if beside(stem, false) {
+        return true;
+    }
+    name.strip_prefix(stem)
+        .and_then(|r| r.strip_prefix("-gpu"))
+        .is_some_and(|r| {
+            let n = r.bytes().take_while(u8::is_ascii_digit).count();
+            n > 0 && beside(&format!("{stem}-gpu{}", &r[..n]), true)
+        })
 }
 
 /// `ACCPROBE_REQUIRE_GPU`: set on a GPU runner, any reason the GPU cases would be ignored
