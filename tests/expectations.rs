@@ -364,3 +364,75 @@ fn two_profiles_for_one_gpu_are_an_error_naming_both_files() {
     assert_eq!(s.profile.name, "b");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+// --- confinement on real paths ------------------------------------------------------
+
+/// Every path a profile names is confined to the profile's real folder: a symlink (to a
+/// file, or a symlinked folder on the way) that leads out of it is refused before the file
+/// is read, so its content never appears in the error; a link that stays inside is fine.
+#[test]
+fn a_symlink_out_of_the_profile_folder_is_refused_and_its_content_never_shown() {
+    use std::os::unix::fs::symlink;
+    let top = std::env::temp_dir().join(format!("accprobe-confine-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&top);
+    let (dir, outside) = (top.join("expectations"), top.join("outside"));
+    std::fs::create_dir_all(dir.join("baselines")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let secret = outside.join("secret.yaml");
+    std::fs::write(&secret, "root:x:0:0:SECRET-LINE:/root:/bin/bash\n").unwrap();
+    symlink(&secret, dir.join("baselines/linked.yaml")).unwrap();
+    symlink(&outside, dir.join("elsewhere")).unwrap();
+    symlink("../outside/missing.yaml", dir.join("dangling.yaml")).unwrap();
+    let head = GOOD.replace("name: t", "name: p");
+    for (key, section) in [
+        (
+            "baselines.file",
+            "baselines:\n  file: baselines/linked.yaml\n  tolerance: 0.005\n",
+        ),
+        (
+            "baselines.file",
+            "baselines:\n  file: elsewhere/secret.yaml\n  tolerance: 0.005\n",
+        ),
+        (
+            "baselines.file",
+            "baselines:\n  file: dangling.yaml\n  tolerance: 0.005\n",
+        ),
+        (
+            "policy_gate.file",
+            "policy_gate:\n  file: baselines/linked.yaml\n  tolerance: 0.02\n",
+        ),
+        (
+            "recorded.results",
+            "recorded:\n  source: a run\n  results: elsewhere/secret.yaml\n",
+        ),
+        (
+            "compile_only.baselines",
+            "compile_only:\n  architectures: [sm_90]\n  toolchains: [\"12.8\"]\n  baselines: baselines/linked.yaml\n",
+        ),
+    ] {
+        let profile = dir.join("p.yaml");
+        std::fs::write(&profile, format!("{head}{section}")).unwrap();
+        let e = catalog::load(&profile).unwrap_err().to_string();
+        assert!(
+            e.contains(key) && e.contains("outside the profile's folder"),
+            "{key}: {e}"
+        );
+        assert!(e.starts_with(&profile.display().to_string()), "{e}");
+        assert!(!e.contains("SECRET"), "the refused file was read: {e}");
+    }
+    // A link that stays inside the folder is read as the file it names.
+    std::fs::copy(
+        root().join("expectations/policies/study.yaml"),
+        dir.join("baselines/policy.yaml"),
+    )
+    .unwrap();
+    symlink("baselines/policy.yaml", dir.join("inside.yaml")).unwrap();
+    let profile = dir.join("p.yaml");
+    std::fs::write(
+        &profile,
+        format!("{head}policy_gate:\n  file: inside.yaml\n  tolerance: 0.02\n"),
+    )
+    .unwrap();
+    assert!(catalog::load(&profile).unwrap().policy_gate.is_some());
+    std::fs::remove_dir_all(top).unwrap();
+}

@@ -75,7 +75,8 @@ pub fn parse_yaml<T: for<'de> Deserialize<'de>>(text: &str, file: &Path) -> Resu
 }
 
 /// `s`, a path a profile names (`key`), resolved under the profile's folder `dir`: no
-/// absolute path, and no `..` that leaves the folder once the path is normalised. A
+/// absolute path, no `..` that leaves the folder once the path is normalised, and no
+/// symbolic link on the way that leads out of the (real) folder ([`confined`]). A
 /// profile may only reach files in its own folder tree, so that a profile cannot make
 /// `bless` write, or a run read, anywhere else.
 pub fn path_inside(file: &Path, dir: &Path, key: &str, s: &Spanned<String>) -> Result<PathBuf> {
@@ -112,7 +113,112 @@ pub fn path_inside(file: &Path, dir: &Path, key: &str, s: &Spanned<String>) -> R
     if parts.is_empty() {
         return Err(at(file, s, format!("{key} is empty: expected a file name")));
     }
-    Ok(parts.iter().fold(dir.to_path_buf(), |p, c| p.join(c)))
+    let path = parts.iter().fold(dir.to_path_buf(), |p, c| p.join(c));
+    if let Err(real) = confined(dir, &path) {
+        return Err(at(
+            file,
+            s,
+            format!(
+                "{key} {:?} leads through a symbolic link to {}, outside the profile's folder: expected a file in it or below it",
+                excerpt(&s.value, SNIPPET_WIDTH),
+                excerpt(&real.display().to_string(), SNIPPET_WIDTH)
+            ),
+        ));
+    }
+    Ok(path)
+}
+
+/// `Ok` when the file `path` reaches ([`real_path`]: links followed) is inside the real
+/// folder `dir` (canonicalised), else `Err` with where it leads. A link that stays inside
+/// the folder is fine. Checked when a profile is read and again by `bless` just before it
+/// writes, so that neither reads nor writes a file outside the profile's folder.
+pub fn confined(dir: &Path, path: &Path) -> std::result::Result<(), PathBuf> {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let real_dir = dir.canonicalize().unwrap_or_else(|_| real_path(dir));
+    let real = real_path(path);
+    if real.starts_with(&real_dir) && real != real_dir {
+        Ok(())
+    } else {
+        Err(real)
+    }
+}
+
+/// The most symlinks followed before a path is taken as it is (Linux's own limit).
+const MAX_LINKS: usize = 40;
+
+/// The file `p` names, absolute, as the atomic writer and a reader reach it: every symlink
+/// followed (a dangling link: the file it would create) and its folder canonicalised; a
+/// folder that does not exist yet is canonicalised as far as it exists and the rest
+/// normalised (`a/../b` is `b`), as creating it would make it. Confinement and "one file"
+/// checks compare these, never the spelling.
+pub fn real_path(p: &Path) -> PathBuf {
+    let mut current = normalise(p);
+    for _ in 0..MAX_LINKS {
+        match std::fs::read_link(&current) {
+            Ok(link) => {
+                current = match current.parent() {
+                    Some(dir) if link.is_relative() => normalise(&dir.join(link)),
+                    _ => normalise(&link),
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    current
+}
+
+/// `p` made absolute, its longest existing ancestor canonicalised and the rest of it
+/// normalised lexically.
+fn normalise(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let absolute = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(p)
+    };
+    let (name, dir) = match absolute.file_name() {
+        // A last component that is `..` or `.` is a folder, canonicalised as a whole.
+        Some(n) => (
+            Some(n.to_os_string()),
+            absolute.parent().map(Path::to_path_buf),
+        ),
+        None => (None, Some(absolute.clone())),
+    };
+    let dir = dir.unwrap_or_else(|| PathBuf::from("/"));
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    let mut existing = dir.as_path();
+    let base = loop {
+        if let Ok(c) = existing.canonicalize() {
+            break c;
+        }
+        match (existing.file_name(), existing.parent()) {
+            (Some(n), Some(up)) => {
+                rest.push(n.to_os_string());
+                existing = up;
+            }
+            _ => break existing.to_path_buf(),
+        }
+    };
+    let mut out = base;
+    for part in rest.iter().rev() {
+        for c in Path::new(part).components() {
+            match c {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                Component::Normal(x) => out.push(x),
+                _ => {}
+            }
+        }
+    }
+    match name {
+        Some(n) => out.join(n),
+        None => out,
+    }
 }
 
 /// Adds to a referenced file's error where `file` referenced it (the key `s`).

@@ -156,7 +156,7 @@ impl Written {
             path: if special {
                 p.to_path_buf()
             } else {
-                resolve_file(p)
+                crate::expectations::yaml::real_path(p)
             },
             id: meta
                 .as_ref()
@@ -171,78 +171,6 @@ impl Written {
             return self.given == other.given;
         }
         self.path == other.path || (self.id.is_some() && self.id == other.id)
-    }
-}
-
-/// The most symlinks followed before a path is taken as it is (Linux's own limit).
-const MAX_LINKS: usize = 40;
-
-/// `p` with every symlink followed (a dangling link: the file it would create), and its
-/// folder canonicalised; a folder that does not exist yet is canonicalised as far as it
-/// exists and the rest normalised (`a/../b` is `b`), as creating it would make it.
-fn resolve_file(p: &Path) -> PathBuf {
-    let mut current = normalise(p);
-    for _ in 0..MAX_LINKS {
-        match std::fs::read_link(&current) {
-            Ok(link) => {
-                current = match current.parent() {
-                    Some(dir) if link.is_relative() => normalise(&dir.join(link)),
-                    _ => normalise(&link),
-                }
-            }
-            Err(_) => break,
-        }
-    }
-    current
-}
-
-/// `p` made absolute, its longest existing ancestor canonicalised and the rest of it
-/// normalised lexically.
-fn normalise(p: &Path) -> PathBuf {
-    use std::path::Component;
-    let absolute = if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        std::env::current_dir().unwrap_or_default().join(p)
-    };
-    let (name, dir) = match absolute.file_name() {
-        // A last component that is `..` or `.` is a folder, canonicalised as a whole.
-        Some(n) => (
-            Some(n.to_os_string()),
-            absolute.parent().map(Path::to_path_buf),
-        ),
-        None => (None, Some(absolute.clone())),
-    };
-    let dir = dir.unwrap_or_else(|| PathBuf::from("/"));
-    let mut rest: Vec<std::ffi::OsString> = Vec::new();
-    let mut existing = dir.as_path();
-    let base = loop {
-        if let Ok(c) = existing.canonicalize() {
-            break c;
-        }
-        match (existing.file_name(), existing.parent()) {
-            (Some(n), Some(up)) => {
-                rest.push(n.to_os_string());
-                existing = up;
-            }
-            _ => break existing.to_path_buf(),
-        }
-    };
-    let mut out = base;
-    for part in rest.iter().rev() {
-        for c in Path::new(part).components() {
-            match c {
-                Component::ParentDir => {
-                    out.pop();
-                }
-                Component::Normal(x) => out.push(x),
-                _ => {}
-            }
-        }
-    }
-    match name {
-        Some(n) => out.join(n),
-        None => out,
     }
 }
 
