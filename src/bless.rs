@@ -2,7 +2,9 @@
 //! profile (`expectations/baselines/<profile>.yaml`), with a readable diff of what changes.
 //!
 //! Architecture invariant: the hand-written profile is never rewritten; only the generated
-//! baselines file is, atomically, and never under `CI`.
+//! baselines file is, atomically, never under `CI`, never through a link out of the
+//! profile's folder, and under a lock on that folder that makes two blesses take turns:
+//! the second writes nothing over a change it did not see ([`write_generated`]).
 
 use crate::error::{Error, Result};
 use crate::expectations::baselines::{self, BaselineOrigin, Baselines, SassBaseline};
@@ -20,6 +22,10 @@ pub struct Blessing {
     pub contents: String,
     /// One line per changed, added or removed variant; empty when nothing changes.
     pub diff: Vec<String>,
+    /// The profile's folder, which `file` must really be in when it is written.
+    pub folder: PathBuf,
+    /// The [`baselines::content_digest`] of `file` as the diff saw it (`None`: absent).
+    pub before: Option<String>,
 }
 
 /// Why `results` may not become baselines of `profile`, if anything.
@@ -234,11 +240,97 @@ pub fn prepare(
             _ => {}
         }
     }
+    // The file as the diff saw it: as the profile read it when `current` is that file,
+    // else as it is now.
+    let before = match current {
+        Some(b) if b.file == file => b.read.clone(),
+        _ => current_digest(file),
+    };
     Blessing {
         file: file.to_path_buf(),
         contents,
         diff,
+        folder: profile_folder(profile),
+        before,
     }
+}
+
+/// The folder of `profile`'s file, which every file it names (and bless writes) is in.
+pub fn profile_folder(profile: &Profile) -> PathBuf {
+    match profile.file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// The [`baselines::content_digest`] of `file` now; `None` when it cannot be read (absent).
+fn current_digest(file: &Path) -> Option<String> {
+    crate::input::read_bytes(file, "baselines", crate::input::YAML_LIMIT)
+        .ok()
+        .map(|b| baselines::content_digest(&b))
+}
+
+/// Writes `contents` (`what`: "baselines") to `file`, a generated file of the profile in
+/// `folder`, whose diff was made against the file with digest `before`; the one way every
+/// bless writes. Under an exclusive lock on the profile's folder, so that two blesses of
+/// one profile take turns, it re-reads the file and
+/// - writes nothing when the file already holds `contents` (even under CI);
+/// - refuses when the file changed since `before`: another bless (or an edit) wrote it
+///   meanwhile, and writing would silently replace that change and contradict the diff
+///   shown; run bless again to see the diff against the file as it is now;
+/// - refuses under CI;
+/// - else writes atomically.
+///
+/// Before any of that, a `file` that really (through a symlink) lies outside `folder` is
+/// refused, neither read nor written.
+pub fn write_generated(
+    folder: &Path,
+    file: &Path,
+    before: Option<&str>,
+    contents: &str,
+    what: &str,
+) -> Result<()> {
+    let real_folder = folder
+        .canonicalize()
+        .map_err(|e| Error::io(folder, "open the profile's folder", e))?;
+    let lock = std::fs::File::open(&real_folder)
+        .map_err(|e| Error::io(&real_folder, "open the profile's folder", e))?;
+    lock.lock()
+        .map_err(|e| Error::io(&real_folder, "lock the profile's folder", e))?;
+    // Before the file is even read: a link out of the folder is neither read nor written.
+    if let Err(real) = crate::expectations::yaml::confined(&real_folder, file) {
+        return Err(Error::in_file(
+            file,
+            format!(
+                "not written: it leads through a symbolic link to {}, outside the profile's folder {}",
+                real.display(),
+                real_folder.display()
+            ),
+        ));
+    }
+    let now = match crate::input::read_bytes(file, what, crate::input::YAML_LIMIT) {
+        Ok(bytes) => Some(bytes),
+        Err(_)
+            if std::fs::metadata(file).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) =>
+        {
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    if now.as_deref() == Some(contents.as_bytes()) {
+        return Ok(());
+    }
+    if now.as_deref().map(baselines::content_digest).as_deref() != before {
+        return Err(Error::in_file(
+            file,
+            format!(
+                "not written: the {what} file changed since this bless read it (another bless, or an edit, wrote it meanwhile); that change is kept. Run bless again: its diff is then against the file as it is now"
+            ),
+        ));
+    }
+    refuse_under_ci()?;
+    // The lock is released when `lock` is dropped, once the file is in place.
+    write_atomic(file, contents).map_err(|e| Error::io(file, &format!("write {what}"), e))
 }
 
 /// The environment variables that say a CI system runs the command: `CI` (set by most),
@@ -285,18 +377,22 @@ pub fn refuse_if_ci(var: impl Fn(&str) -> Option<String>) -> Result<()> {
 impl Blessing {
     /// Whether the file already holds exactly these contents (then nothing is written).
     pub fn unchanged(&self) -> bool {
-        crate::input::read_bytes(&self.file, "baselines", crate::input::YAML_LIMIT)
-            .is_ok_and(|b| b == self.contents.as_bytes())
+        crate::expectations::yaml::confined(&self.folder, &self.file).is_ok()
+            && crate::input::read_bytes(&self.file, "baselines", crate::input::YAML_LIMIT)
+                .is_ok_and(|b| b == self.contents.as_bytes())
     }
 
-    /// Writes the file, atomically; refuses under CI. Writes nothing when the file already
-    /// holds these contents, so an unchanged blessing leaves the file (and its time) as is.
+    /// Writes the file as [`write_generated`] says: under the profile folder's lock, never
+    /// over a change made since the diff, never under CI, never outside the profile's
+    /// folder. Writes nothing when the file already holds these contents, so an unchanged
+    /// blessing leaves the file (and its time) as is.
     pub fn write(&self) -> Result<()> {
-        if self.unchanged() {
-            return Ok(());
-        }
-        refuse_under_ci()?;
-        write_atomic(&self.file, &self.contents)
-            .map_err(|e| Error::io(&self.file, "write baselines", e))
+        write_generated(
+            &self.folder,
+            &self.file,
+            self.before.as_deref(),
+            &self.contents,
+            "baselines",
+        )
     }
 }

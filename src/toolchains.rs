@@ -165,6 +165,10 @@ pub struct CompileBlessing {
     /// One line per changed, added or removed digest, and per (architecture, toolchain)
     /// that could not be blessed.
     pub diff: Vec<String>,
+    /// The profile's folder, which `file` must really be in when it is written.
+    pub folder: PathBuf,
+    /// The digest of `file` as the diff saw it (`None`: absent).
+    pub before: Option<String>,
 }
 
 /// The compile-only baselines of `session`'s profile from what it compiled (compiling
@@ -285,15 +289,23 @@ pub fn prepare_compile_bless(
         file: b.file.clone(),
         contents,
         diff,
+        folder: crate::bless::profile_folder(p),
+        before: b.read.clone(),
     })
 }
 
 impl CompileBlessing {
-    /// Writes the file atomically; refuses under CI, like every bless.
+    /// Writes the file as every bless does ([`crate::bless::write_generated`]): under the
+    /// profile folder's lock, never over a change made since the diff, never under CI,
+    /// never outside the profile's folder.
     pub fn write(&self) -> Result<()> {
-        crate::bless::refuse_under_ci()?;
-        crate::report::write_atomic(&self.file, &self.contents)
-            .map_err(|e| Error::io(&self.file, "write compile baselines", e))
+        crate::bless::write_generated(
+            &self.folder,
+            &self.file,
+            self.before.as_deref(),
+            &self.contents,
+            "compile baselines",
+        )
     }
 }
 

@@ -327,3 +327,143 @@ fn blessing_the_blessed_run_again_changes_nothing_even_on_a_rounding_tie() {
     assert_eq!(again.contents, first.contents);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+// --- two blesses at once, and links out of the profile's folder -------------------------
+
+const BLESS_CHILD: &str = "ACCPROBE_TEST_BLESS_CHILD";
+
+/// A folder with the h200 profile and its committed baselines.
+fn h200_folder(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("accprobe-bless-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    copy_h200_profile_to(&dir);
+    std::fs::create_dir_all(dir.join("baselines")).unwrap();
+    std::fs::copy(
+        root().join("expectations/baselines/h200.yaml"),
+        dir.join("baselines/h200.yaml"),
+    )
+    .unwrap();
+    dir
+}
+
+/// The child of `two_blesses_at_once_never_lose_a_change`: loads the profile in the folder
+/// `$ACCPROBE_TEST_BLESS_CHILD`, prepares a blessing with chain7_acc1 at the progress
+/// `$BLESS_CHILD_PROGRESS`, says so with a `ready-<progress>` file, waits for `go`, then
+/// writes. Exits 0 when written, 1 when refused (saying why on stderr).
+#[test]
+#[ignore = "run as a child process by two_blesses_at_once_never_lose_a_change"]
+fn bless_child() {
+    let Some(dir) = std::env::var_os(BLESS_CHILD).map(std::path::PathBuf::from) else {
+        return;
+    };
+    let progress: f64 = std::env::var("BLESS_CHILD_PROGRESS")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let p = catalog::load(&dir.join("h200.yaml")).unwrap();
+    let mut r = p.recorded.clone().unwrap();
+    set(&mut r, Variant::new(7, 1), progress);
+    let file = p.baselines.as_ref().unwrap().file.clone();
+    let b = accprobe::bless::prepare(&p, &r, "run.json", "cmd", &file, p.baselines.as_ref());
+    std::fs::write(dir.join(format!("ready-{progress}")), "").unwrap();
+    // Bounded: a parent that never says go does not leave this process behind.
+    for _ in 0..6000 {
+        if dir.join("go").exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    match b.write() {
+        Ok(()) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("refused: {e}");
+            std::process::exit(1)
+        }
+    }
+}
+
+/// Two processes bless one profile from different results at the same moment: one
+/// writes, the other writes nothing and says the file changed since it read it; the
+/// file holds the first one's baselines, whole.
+#[test]
+fn two_blesses_at_once_never_lose_a_change() {
+    let dir = h200_folder("race");
+    let spawn = |progress: &str| {
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", "bless_child", "--ignored", "--nocapture"])
+            .env(BLESS_CHILD, &dir)
+            .env("BLESS_CHILD_PROGRESS", progress)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        for name in accprobe::bless::CI_VARIABLES {
+            cmd.env_remove(name);
+        }
+        cmd.spawn().unwrap()
+    };
+    let children = [spawn("150000"), spawn("160000")];
+    for _ in 0..6000 {
+        if dir.join("ready-150000").exists() && dir.join("ready-160000").exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::fs::write(dir.join("go"), "").unwrap();
+    let outs: Vec<std::process::Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let codes: Vec<Option<i32>> = outs.iter().map(|o| o.status.code()).collect();
+    let said: Vec<String> = outs
+        .iter()
+        .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+        .collect();
+    assert!(
+        codes == [Some(0), Some(1)] || codes == [Some(1), Some(0)],
+        "exactly one writes: {codes:?} {said:?}"
+    );
+    let loser = codes.iter().position(|c| *c == Some(1)).unwrap();
+    assert!(
+        said[loser].contains("changed since this bless read it")
+            && said[loser].contains("that change is kept"),
+        "{}",
+        said[loser]
+    );
+    let winner = [150_000.0, 160_000.0][1 - loser];
+    let p = catalog::load(&dir.join("h200.yaml")).unwrap();
+    assert_eq!(
+        p.baselines.unwrap().progress["chain7_acc1_effective1"],
+        winner
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A baselines file that is a link out of the profile's folder is neither read (the
+/// profile is refused) nor written through (bless refuses before reading it).
+#[test]
+fn bless_never_writes_through_a_link_out_of_the_profile_folder() {
+    let dir = h200_folder("link-out");
+    let outside = dir.with_extension("outside");
+    let _ = std::fs::remove_dir_all(&outside);
+    std::fs::create_dir_all(&outside).unwrap();
+    let victim = outside.join("victim.yaml");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let p = catalog::load(&dir.join("h200.yaml")).unwrap();
+    let file = p.baselines.as_ref().unwrap().file.clone();
+    let mut r = p.recorded.clone().unwrap();
+    set(&mut r, Variant::new(7, 1), 150_000.0);
+    let b = accprobe::bless::prepare(&p, &r, "run.json", "cmd", &file, p.baselines.as_ref());
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&victim, &file).unwrap();
+    assert!(!b.unchanged());
+    let e = b.write().unwrap_err().to_string();
+    assert!(e.contains("outside the profile's folder"), "{e}");
+    assert!(!e.contains("precious"), "{e}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    // A dangling link out of the folder too: bless would create the file it names.
+    std::fs::remove_file(&victim).unwrap();
+    let e = b.write().unwrap_err().to_string();
+    assert!(e.contains("outside the profile's folder"), "{e}");
+    assert!(!victim.exists());
+    std::fs::remove_dir_all(dir).unwrap();
+    std::fs::remove_dir_all(outside).unwrap();
+}

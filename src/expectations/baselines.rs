@@ -25,6 +25,19 @@ pub struct Baselines {
     pub wider: BTreeMap<String, Wider>,
     /// Where the baselines were measured (`None` until a file is blessed).
     pub origin: Option<BaselineOrigin>,
+    /// The [`content_digest`] of the file as it was read (`None`: it did not exist), so
+    /// that `bless` can tell whether it changed since its diff was made.
+    pub read: Option<String>,
+}
+
+/// The SHA-256 of a generated file's bytes, in hex: what `bless` compares to know whether
+/// the file changed since it was read.
+pub fn content_digest(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A wider baseline tolerance for one variant, and why (measured numbers).
@@ -116,7 +129,8 @@ pub fn load(
     variants: &[Variant],
     tolerance: f64,
 ) -> Result<Baselines> {
-    let raw: BaselinesFile = parse_yaml(&read_text(path, "baselines")?, path)?;
+    let text = read_text(path, "baselines")?;
+    let raw: BaselinesFile = parse_yaml(&text, path)?;
     if raw.profile.value != profile {
         return Err(at(
             path,
@@ -170,6 +184,7 @@ pub fn load(
         sass,
         wider: BTreeMap::new(),
         origin: Some(raw.measured),
+        read: Some(content_digest(text.as_bytes())),
     })
 }
 
@@ -189,6 +204,8 @@ pub struct CompileBaselines {
     pub origin: Option<CompileOrigin>,
     /// Architecture -> toolchain (`12.8`) -> variant -> digest prefix.
     pub digests: BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>,
+    /// The [`content_digest`] of the file as it was read (`None`: it did not exist).
+    pub read: Option<String>,
 }
 
 impl CompileBaselines {
@@ -198,6 +215,7 @@ impl CompileBaselines {
             file,
             origin: None,
             digests: BTreeMap::new(),
+            read: None,
         }
     }
 
@@ -268,7 +286,8 @@ pub fn load_compile(
     architectures: &[String],
     toolchains: &[String],
 ) -> Result<CompileBaselines> {
-    let raw: CompileBaselinesFile = parse_yaml(&read_text(path, "compile baselines")?, path)?;
+    let text = read_text(path, "compile baselines")?;
+    let raw: CompileBaselinesFile = parse_yaml(&text, path)?;
     if raw.profile.value != profile {
         return Err(at(
             path,
@@ -341,5 +360,6 @@ pub fn load_compile(
         file: path.to_path_buf(),
         origin: Some(raw.compiled),
         digests,
+        read: Some(content_digest(text.as_bytes())),
     })
 }

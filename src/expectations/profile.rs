@@ -618,6 +618,7 @@ impl Profile {
                     sass: BTreeMap::new(),
                     wider: BTreeMap::new(),
                     origin: None,
+                    read: None,
                 }
             };
             loaded.wider = wider;
