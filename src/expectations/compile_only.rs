@@ -32,8 +32,8 @@ pub struct CompileOnly {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CompileOnlyFile {
-    architectures: Vec<Spanned<String>>,
-    toolchains: Vec<Spanned<String>>,
+    architectures: Spanned<Vec<Spanned<String>>>,
+    toolchains: Spanned<Vec<Spanned<String>>>,
     /// Relative to the profile's folder.
     baselines: Option<Spanned<String>>,
 }
@@ -51,19 +51,20 @@ fn is_major_minor(s: &str) -> bool {
     ok(parts.next()) && ok(parts.next()) && parts.next().is_none()
 }
 
-/// Checks `list` against `valid`, refusing empty lists and repeats.
+/// Checks `whole` against `valid`, refusing an empty list (at its own position) and
+/// repeats.
 fn list(
     file: &Path,
     what: &str,
-    list: &[Spanned<String>],
+    whole: &Spanned<Vec<Spanned<String>>>,
     valid: fn(&str) -> bool,
     expected: &str,
-    anchor: &Spanned<String>,
 ) -> Result<Vec<String>> {
+    let list = &whole.value;
     if list.is_empty() {
         return Err(at(
             file,
-            anchor,
+            whole,
             format!("compile_only.{what} is empty: expected {expected}"),
         ));
     }
@@ -95,7 +96,6 @@ impl CompileOnlyFile {
         &self,
         file: &Path,
         profile: &str,
-        name_span: &Spanned<String>,
         variants: &[Variant],
     ) -> Result<CompileOnly> {
         let architectures = list(
@@ -104,7 +104,6 @@ impl CompileOnlyFile {
             &self.architectures,
             is_arch,
             "an architecture such as sm_90",
-            name_span,
         )?;
         let toolchains = list(
             file,
@@ -112,7 +111,6 @@ impl CompileOnlyFile {
             &self.toolchains,
             is_major_minor,
             "an NVRTC version major.minor such as \"12.8\" (quoted)",
-            name_span,
         )?;
         let baselines = match &self.baselines {
             None => None,

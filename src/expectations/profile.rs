@@ -187,8 +187,8 @@ struct ProfileFile {
 #[serde(deny_unknown_fields)]
 struct SinkFile {
     modes: Vec<Spanned<Sink>>,
-    #[serde(deserialize_with = "number::spanned_list")]
-    accumulators: Vec<Spanned<u32>>,
+    #[serde(deserialize_with = "number::spanned_seq")]
+    accumulators: Spanned<Vec<Spanned<u32>>>,
 }
 
 #[derive(Deserialize)]
@@ -213,10 +213,10 @@ struct ProbeFile {
     repeats: Spanned<u32>,
     #[serde(deserialize_with = "number::spanned")]
     budget_cycles: Spanned<u64>,
-    #[serde(deserialize_with = "number::spanned_list")]
-    chains: Vec<Spanned<u32>>,
-    #[serde(deserialize_with = "number::spanned_list")]
-    accumulators: Vec<Spanned<u32>>,
+    #[serde(deserialize_with = "number::spanned_seq")]
+    chains: Spanned<Vec<Spanned<u32>>>,
+    #[serde(deserialize_with = "number::spanned_seq")]
+    accumulators: Spanned<Vec<Spanned<u32>>>,
     #[serde(default)]
     mode: Mode,
 }
@@ -285,13 +285,9 @@ pub const MAX_BLOCKS: u32 = 1024;
 pub const MAX_BUDGET_CYCLES: u64 = 10_000_000_000;
 
 /// Checks a list of positive, distinct counts, at most [`MAX_VALUES`] of them, each at most
-/// [`MAX_COUNT`].
-fn counts(
-    file: &Path,
-    what: &str,
-    list: &[Spanned<u32>],
-    whole: &Spanned<String>,
-) -> Result<Vec<u32>> {
+/// [`MAX_COUNT`]; an empty list is refused at its own position.
+fn counts(file: &Path, what: &str, whole: &Spanned<Vec<Spanned<u32>>>) -> Result<Vec<u32>> {
+    let list = &whole.value;
     if list.is_empty() {
         return Err(at(
             file,
@@ -446,8 +442,8 @@ impl Profile {
             warmup_launches: p.warmup_launches.value,
             repeats: positive(&p.repeats, "repeats")?,
             budget_cycles: p.budget_cycles.value,
-            chains: counts(file, "chains", &p.chains, &raw.name)?,
-            accumulators: counts(file, "accumulators", &p.accumulators, &raw.name)?,
+            chains: counts(file, "chains", &p.chains)?,
+            accumulators: counts(file, "accumulators", &p.accumulators)?,
             sink_modes: Vec::new(),
             sink_accumulators: Vec::new(),
             mode: p.mode,
@@ -467,14 +463,11 @@ impl Profile {
                 }
                 probe.sink_modes.push(m.value);
             }
-            probe.sink_accumulators = counts(
-                file,
-                "sink_isolation.accumulators",
-                &si.accumulators,
-                &raw.name,
-            )?;
+            probe.sink_accumulators =
+                counts(file, "sink_isolation.accumulators", &si.accumulators)?;
             if let Some(k) = si
                 .accumulators
+                .value
                 .iter()
                 .find(|k| !probe.accumulators.contains(&k.value))
             {
@@ -654,7 +647,7 @@ impl Profile {
         }
         if let Some(c) = &raw.compile_only {
             let variants = profile.probe.variants();
-            profile.compile_only = Some(c.check(file, &profile.name, &raw.name, &variants)?);
+            profile.compile_only = Some(c.check(file, &profile.name, &variants)?);
         }
         if let Some(r) = &raw.recorded {
             profile.recorded = Some(recorded::load(file, dir, r, &profile.name, &profile.probe)?);

@@ -419,15 +419,18 @@ pub mod number {
         Ok(Spanned::new(s.value.0, s.referenced, s.defined))
     }
 
-    /// A list of numbers, each kept with its position.
-    pub fn spanned_list<'de, D: Deserializer<'de>, T: FromYaml>(
+    /// A list of numbers kept with its own position (where an empty list is refused) and
+    /// each number's.
+    pub fn spanned_seq<'de, D: Deserializer<'de>, T: FromYaml>(
         d: D,
-    ) -> Result<Vec<Spanned<T>>, D::Error> {
-        let list = Vec::<Spanned<Unquoted<T>>>::deserialize(d)?;
-        Ok(list
+    ) -> Result<Spanned<Vec<Spanned<T>>>, D::Error> {
+        let list = Spanned::<Vec<Spanned<Unquoted<T>>>>::deserialize(d)?;
+        let items = list
+            .value
             .into_iter()
             .map(|s| Spanned::new(s.value.0, s.referenced, s.defined))
-            .collect())
+            .collect();
+        Ok(Spanned::new(items, list.referenced, list.defined))
     }
 
     /// An optional number field (use with `#[serde(default)]`).
