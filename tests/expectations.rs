@@ -383,6 +383,8 @@ fn a_symlink_out_of_the_profile_folder_is_refused_and_its_content_never_shown() 
     symlink(&secret, dir.join("baselines/linked.yaml")).unwrap();
     symlink(&outside, dir.join("elsewhere")).unwrap();
     symlink("../outside/missing.yaml", dir.join("dangling.yaml")).unwrap();
+    symlink("../outside/not-yet", dir.join("gone")).unwrap();
+    symlink("loop", dir.join("loop")).unwrap();
     let head = GOOD.replace("name: t", "name: p");
     for (key, section) in [
         (
@@ -396,6 +398,10 @@ fn a_symlink_out_of_the_profile_folder_is_refused_and_its_content_never_shown() 
         (
             "baselines.file",
             "baselines:\n  file: dangling.yaml\n  tolerance: 0.005\n",
+        ),
+        (
+            "baselines.file",
+            "baselines:\n  file: gone/x.yaml\n  tolerance: 0.005\n",
         ),
         (
             "policy_gate.file",
@@ -434,5 +440,13 @@ fn a_symlink_out_of_the_profile_folder_is_refused_and_its_content_never_shown() 
     )
     .unwrap();
     assert!(catalog::load(&profile).unwrap().policy_gate.is_some());
+    // A link to itself stays inside: refused as unreadable, never a hang or a panic.
+    std::fs::write(
+        &profile,
+        format!("{head}policy_gate:\n  file: loop\n  tolerance: 0.02\n"),
+    )
+    .unwrap();
+    let e = catalog::load(&profile).unwrap_err().to_string();
+    assert!(e.contains("loop"), "{e}");
     std::fs::remove_dir_all(top).unwrap();
 }

@@ -150,75 +150,49 @@ pub fn confined(dir: &Path, path: &Path) -> std::result::Result<(), PathBuf> {
 /// The most symlinks followed before a path is taken as it is (Linux's own limit).
 const MAX_LINKS: usize = 40;
 
-/// The file `p` names, absolute, as the atomic writer and a reader reach it: every symlink
-/// followed (a dangling link: the file it would create) and its folder canonicalised; a
-/// folder that does not exist yet is canonicalised as far as it exists and the rest
-/// normalised (`a/../b` is `b`), as creating it would make it. Confinement and "one file"
-/// checks compare these, never the spelling.
+/// The file `p` names, absolute, as the atomic writer and a reader reach it: resolved one
+/// component at a time as the kernel does, every symlink on the way followed (a dangling
+/// one too: to the file it would create), `..` taken on the real parent, and what does
+/// not exist yet kept as written (creating it would make it so). Confinement and "one
+/// file" checks compare these, never the spelling.
 pub fn real_path(p: &Path) -> PathBuf {
-    let mut current = normalise(p);
-    for _ in 0..MAX_LINKS {
-        match std::fs::read_link(&current) {
-            Ok(link) => {
-                current = match current.parent() {
-                    Some(dir) if link.is_relative() => normalise(&dir.join(link)),
-                    _ => normalise(&link),
-                }
-            }
-            Err(_) => break,
-        }
-    }
-    current
-}
-
-/// `p` made absolute, its longest existing ancestor canonicalised and the rest of it
-/// normalised lexically.
-fn normalise(p: &Path) -> PathBuf {
-    use std::path::Component;
-    let absolute = if p.is_absolute() {
-        p.to_path_buf()
+    let mut out = if p.is_absolute() {
+        PathBuf::from("/")
     } else {
-        std::env::current_dir().unwrap_or_default().join(p)
+        std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
     };
-    let (name, dir) = match absolute.file_name() {
-        // A last component that is `..` or `.` is a folder, canonicalised as a whole.
-        Some(n) => (
-            Some(n.to_os_string()),
-            absolute.parent().map(Path::to_path_buf),
-        ),
-        None => (None, Some(absolute.clone())),
+    // The components still to walk, the next one last.
+    let mut todo: Vec<std::ffi::OsString> = Vec::new();
+    let push = |todo: &mut Vec<std::ffi::OsString>, p: &Path| {
+        todo.extend(p.components().rev().map(|c| c.as_os_str().to_os_string()));
     };
-    let dir = dir.unwrap_or_else(|| PathBuf::from("/"));
-    let mut rest: Vec<std::ffi::OsString> = Vec::new();
-    let mut existing = dir.as_path();
-    let base = loop {
-        if let Ok(c) = existing.canonicalize() {
-            break c;
-        }
-        match (existing.file_name(), existing.parent()) {
-            (Some(n), Some(up)) => {
-                rest.push(n.to_os_string());
-                existing = up;
+    push(&mut todo, p);
+    let mut links = 0;
+    while let Some(c) = todo.pop() {
+        match c.to_str() {
+            Some("/") => out = PathBuf::from("/"),
+            Some(".") => {}
+            Some("..") => {
+                out.pop();
             }
-            _ => break existing.to_path_buf(),
-        }
-    };
-    let mut out = base;
-    for part in rest.iter().rev() {
-        for c in Path::new(part).components() {
-            match c {
-                Component::ParentDir => {
-                    out.pop();
+            _ => {
+                let next = out.join(&c);
+                let link = std::fs::symlink_metadata(&next)
+                    .is_ok_and(|m| m.file_type().is_symlink())
+                    .then(|| std::fs::read_link(&next).ok())
+                    .flatten();
+                match link {
+                    Some(target) if links < MAX_LINKS => {
+                        links += 1;
+                        // An absolute target starts again at the root (its first component).
+                        push(&mut todo, &target);
+                    }
+                    _ => out = next,
                 }
-                Component::Normal(x) => out.push(x),
-                _ => {}
             }
         }
     }
-    match name {
-        Some(n) => out.join(n),
-        None => out,
-    }
+    out
 }
 
 /// Adds to a referenced file's error where `file` referenced it (the key `s`).
