@@ -13,6 +13,7 @@
 pub mod bless;
 pub mod catalog;
 pub mod compile;
+pub mod compile_only;
 pub mod error;
 pub mod expectations;
 pub mod harness;
@@ -21,7 +22,6 @@ pub mod interrupt;
 pub mod measure;
 pub mod model;
 pub mod report;
-pub mod toolchains;
 pub mod trace;
 pub mod verdict;
 

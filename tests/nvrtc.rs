@@ -265,7 +265,7 @@ fn parts_give_each_kernel_the_code_of_one_program() -> Result<Completion, Failed
 
 /// A folder holding a file named like libnvrtc that is no library: the worker says so.
 fn not_an_nvrtc_is_refused_by_the_worker() -> Result<Completion, Failed> {
-    use accprobe::compile::toolchain::{resolve, spawn_worker};
+    use accprobe::compile::{toolchain::resolve, worker::spawn_worker};
     let dir = std::env::temp_dir().join(format!("accprobe-fake-nvrtc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("libnvrtc.so.12"), "not a library").map_err(|e| e.to_string())?;
@@ -288,7 +288,7 @@ fn not_an_nvrtc_is_refused_by_the_worker() -> Result<Completion, Failed> {
 /// link already at a name the parent could predict (its process id and the toolchain's
 /// folder) is neither written into nor read from.
 fn a_worker_folder_is_never_one_that_was_there() -> Result<Completion, Failed> {
-    use accprobe::compile::toolchain::{resolve, spawn_worker};
+    use accprobe::compile::{toolchain::resolve, worker::spawn_worker};
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let dir = tmp.path().join("fake nvrtc");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -329,7 +329,8 @@ fn a_worker_folder_is_never_one_that_was_there() -> Result<Completion, Failed> {
 /// compiles with that NVRTC's own library, an architecture beyond it is unsupported, one
 /// within its range that does not exist is refused.
 fn installed_toolchains_compile_in_their_own_workers() -> Result<Completion, Failed> {
-    use accprobe::compile::toolchain::{default_root, installed, resolve, spawn_worker};
+    use accprobe::compile::toolchain::{default_root, installed, resolve};
+    use accprobe::compile::worker::spawn_worker;
     use accprobe::model::compiled::ArchOutcome;
     let root = default_root();
     let all = installed(&root);
@@ -372,7 +373,8 @@ fn installed_toolchains_compile_in_their_own_workers() -> Result<Completion, Fai
 /// with spaces; a path read as its first word named no library, and both copies shared
 /// the entries of a key that said only NVRTC 13.0.
 fn a_toolchain_in_a_folder_with_spaces_is_named_whole() -> Result<Completion, Failed> {
-    use accprobe::compile::toolchain::{default_root, installed, resolve, spawn_worker};
+    use accprobe::compile::toolchain::{default_root, installed, resolve};
+    use accprobe::compile::worker::spawn_worker;
     use accprobe::model::compiled::ArchOutcome;
     let root = default_root();
     let Some((version, _)) = installed(&root)
@@ -759,7 +761,7 @@ fn a_store_removes_entries_unused_for_a_month() -> Result<Completion, Failed> {
 }
 
 fn main() -> std::process::ExitCode {
-    if let Some(code) = compile::toolchain::worker_main() {
+    if let Some(code) = compile::worker::worker_main() {
         return code;
     }
     if let Ok(version) = std::env::var(PARENT_MODE) {
@@ -773,8 +775,7 @@ fn main() -> std::process::ExitCode {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
         let variants = &documented_variants()[..1];
-        let _ =
-            compile::toolchain::spawn_worker(&t, &["sm_90".into()], variants, None, Some(&tool));
+        let _ = compile::worker::spawn_worker(&t, &["sm_90".into()], variants, None, Some(&tool));
         return std::process::ExitCode::SUCCESS;
     }
     if let Some(cache) = std::env::var_os(BUILTINS_CHILD) {
@@ -784,10 +785,10 @@ fn main() -> std::process::ExitCode {
     // Before any thread: every matrix of this binary is compiled as PARTS programs, and the
     // disassembler ci/toolchains.sh installed is used where none other is named.
     std::env::set_var(compile::PARTS_ENV, PARTS);
-    if std::env::var_os("ACCPROBE_DISASSEMBLER").is_none() {
+    if std::env::var_os(compile::DISASSEMBLER_ENV).is_none() {
         let root = compile::toolchain::default_root();
         if let Some(tool) = compile::toolchain::disassembler(&root) {
-            std::env::set_var("ACCPROBE_DISASSEMBLER", tool);
+            std::env::set_var(compile::DISASSEMBLER_ENV, tool);
         }
     }
     let trials = vec![

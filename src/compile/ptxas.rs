@@ -142,7 +142,7 @@ mod tests {
     #[test]
     fn device_functions_without_a_register_line_are_passed_over() {
         // What `-G` (device debug) gives: a called device function reported with its
-        // stack frame but no register count (seen on the H200, NVRTC 13.0, 2026-11-30).
+        // stack frame but no register count (as NVRTC 13.0 reports it for sm_90).
         let log = "\
 ptxas info    : 0 bytes gmem
 ptxas info    : Function properties for clock64
@@ -229,7 +229,7 @@ ptxas info    : Used 40 registers, used 0 barriers, 392 bytes cmem[0]
 
 #[cfg(test)]
 mod recorded {
-    /// The ptxas report NVRTC 13.0 gave for the H200 profile's matrix (2026-11-30).
+    /// The ptxas report NVRTC 13.0 gives for the H200 profile's matrix (sm_90).
     const H200: &str = include_str!("../../tests/data/h200/ptxas.log");
 
     #[test]

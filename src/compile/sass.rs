@@ -439,8 +439,8 @@ mod recorded {
     use super::*;
     use crate::model::variant::{matrix, Sink};
 
-    /// `cuobjdump -sass` of the CUBIN that ran on the H200 on 2026-11-30 (NVRTC 13.0, sm_90):
-    /// the H200 profile's 69 variants.
+    /// `cuobjdump -sass` of a CUBIN that ran on the H200 (NVRTC 13.0, sm_90): the H200
+    /// profile's 69 variants.
     const H200: &str = include_str!("../../tests/data/h200/sass.txt");
     /// `nvdisasm` of the same CUBIN (CUDA 13.0's), with its data sections.
     const H200_NVDISASM: &str = include_str!("../../tests/data/h200/nvdisasm.txt");

@@ -1,39 +1,25 @@
-//! Part of stage 3 (compile): toolchains as data. A toolchain is a folder holding an NVRTC
-//! library (`libnvrtc.so.*`), named by a path or by a version installed by
-//! `ci/toolchains.sh` under the toolchains folder, plus the disassembler that reads its
-//! CUBINs.
-//!
-//! cudarc loads libnvrtc once per process, by soname through the dynamic linker (so
-//! `LD_LIBRARY_PATH` decides which one), and keeps it. Two NVRTC versions cannot live in
-//! one process through it, so each toolchain gets a process of its own: the parent spawns
-//! its own executable as a **compile worker** (`ACCPROBE_COMPILE_WORKER` names the request
-//! file) with `LD_LIBRARY_PATH` set to the toolchain's folder. The worker checks that the
-//! library it loaded is that folder's, compiles the matrix for each asked architecture
-//! through the compile cache (CUBIN, ptxas log and SASS), and writes the summaries as JSON
-//! for the parent. The GPU path is unchanged: one NVRTC per process, the one the dynamic
-//! linker finds, unless `ACCPROBE_NVRTC` selects one ([`select_for_process`]).
+//! Part of stage 3 (compile), for the compile-only gate: toolchains as data. A toolchain is
+//! a folder holding an NVRTC library (`libnvrtc.so.*`), named by a path or by a version
+//! installed by `ci/toolchains.sh` under the toolchains folder, plus the disassembler that
+//! reads its CUBINs; an architecture is compiled, ignored or refused by what the toolchain
+//! supports. Each toolchain compiles in a process of its own ([`super::worker`]).
 
-use crate::compile::{self, Sass};
-use crate::model::compiled::{
-    ArchOutcome, CompiledMatrix, CompiledVariant, PtxasFigures, ToolchainIdentity,
-};
-use crate::model::variant::Variant;
+use crate::compile::disassemble::find_disassembler_preferring;
+use crate::model::compiled::ArchOutcome;
 use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::Command;
 
-/// A folder or an installed version (`12.8`, `12.8.93`): the NVRTC the process uses.
-pub const NVRTC_ENV: &str = "ACCPROBE_NVRTC";
+// The worker's and the process's entry points, at the path the front ends call them by.
+pub use super::process_nvrtc::{process_origin, select_for_process};
+pub use super::worker::worker_main;
+
 /// Where `ci/toolchains.sh` installs (default: the workspace's `target/toolchains`).
 pub const TOOLCHAINS_ENV: &str = "ACCPROBE_TOOLCHAINS";
 /// Set (to `1`) where the compile-only cases must run: a toolchain a profile names that is
 /// not installed then fails its cases instead of leaving them ignored (`.ci/run` sets it).
 pub const REQUIRE_ENV: &str = "ACCPROBE_REQUIRE_TOOLCHAINS";
-/// Set by the parent for a compile worker: the request file.
-pub const WORKER_ENV: &str = "ACCPROBE_COMPILE_WORKER";
-/// Set after [`select_for_process`] re-executed the process with the selected folder first
-/// on `LD_LIBRARY_PATH`: that folder.
-pub const ACTIVE_ENV: &str = "ACCPROBE_NVRTC_ACTIVE";
 
 /// A toolchain found on this machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,7 +55,7 @@ pub fn default_root() -> PathBuf {
 
 /// The NVRTC libraries (`libnvrtc.so`, `libnvrtc.so.12`, ...) directly in `dir`, builtins
 /// and `.alt` variants aside.
-fn nvrtc_files(dir: &Path) -> Vec<PathBuf> {
+pub(super) fn nvrtc_files(dir: &Path) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -159,7 +145,7 @@ pub fn resolve(spec: &str, root: &Path) -> Result<Toolchain, ToolchainError> {
 /// The most an `INSTALLED` file (one line naming a distribution) may hold.
 const INSTALLED_LIMIT: u64 = 64 << 10;
 
-fn from_folder(path: &Path, key: &str) -> Result<Toolchain, ToolchainError> {
+pub(super) fn from_folder(path: &Path, key: &str) -> Result<Toolchain, ToolchainError> {
     if !path.is_dir() {
         return Err(ToolchainError::Invalid(format!(
             "toolchain {key:?}: {} is not a folder",
@@ -190,14 +176,14 @@ fn from_folder(path: &Path, key: &str) -> Result<Toolchain, ToolchainError> {
 }
 
 /// The disassembler for compile-only checks: `ACCPROBE_DISASSEMBLER`, else the newest
-/// `nvdisasm-*/bin/nvdisasm` under `root`, else what [`compile::find_disassembler`] finds.
+/// `nvdisasm-*/bin/nvdisasm` under `root`, else what [`crate::compile::find_disassembler`]
+/// finds.
 pub fn disassembler(root: &Path) -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("ACCPROBE_DISASSEMBLER")
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-    {
-        return Some(p);
-    }
+    find_disassembler_preferring(|| newest_installed_nvdisasm(root))
+}
+
+/// The newest `nvdisasm-VERSION/bin/nvdisasm` under `root` (`ci/toolchains.sh` installs them).
+fn newest_installed_nvdisasm(root: &Path) -> Option<PathBuf> {
     let mut found: Vec<(Vec<u32>, PathBuf)> = std::fs::read_dir(root)
         .into_iter()
         .flatten()
@@ -213,10 +199,24 @@ pub fn disassembler(root: &Path) -> Option<PathBuf> {
         })
         .collect();
     found.sort();
-    found
-        .pop()
-        .map(|(_, p)| p)
-        .or_else(compile::find_disassembler)
+    found.pop().map(|(_, p)| p)
+}
+
+/// `LD_LIBRARY_PATH` for a process that must load the NVRTC in `dir`: `dir` first, then
+/// this process's own value, when it has one (a compile worker, the process re-executed for
+/// `ACCPROBE_NVRTC`).
+pub fn library_path_first(dir: &Path) -> OsString {
+    prepended(dir, std::env::var_os("LD_LIBRARY_PATH"))
+}
+
+/// `dir`, then `old` when it is set and not empty, as a search path.
+fn prepended(dir: &Path, old: Option<OsString>) -> OsString {
+    let mut path = dir.as_os_str().to_os_string();
+    if let Some(old) = old.filter(|o| !o.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    path
 }
 
 /// `nvdisasm 13.2.51`-like identity of a disassembler: its file name and the version
@@ -285,370 +285,6 @@ pub fn classify(arch: &str, supported: &[u32], nvrtc: &str) -> Result<(), ArchOu
             "NVRTC {nvrtc} does not know architecture {arch} (it supports {listing})"
         )))
     }
-}
-
-// ---------------------------------------------------------------------------------------
-// The worker.
-
-/// What the parent asks a compile worker for.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Request {
-    pub toolchain: Toolchain,
-    pub architectures: Vec<String>,
-    /// Variant names (`chain7_acc2_effective2_sinkB`).
-    pub variants: Vec<String>,
-    pub cache: Option<PathBuf>,
-    pub disassembler: Option<PathBuf>,
-    /// Where the worker writes its [`Report`].
-    pub out: PathBuf,
-}
-
-/// What a compile worker found: the toolchain it loaded (or why it could not), and each
-/// architecture's outcome in the order asked.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Report {
-    pub toolchain: Result<ToolchainIdentity, String>,
-    pub architectures: Vec<(String, ArchOutcome)>,
-}
-
-/// Whether this process's `main` called [`worker_main`], so that this executable, spawned
-/// again, becomes a worker (and not, say, a test binary running its tests again).
-static WORKER_CAPABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Whether this executable can serve as a compile worker: why not, if it cannot.
-pub fn can_spawn_workers() -> Result<(), String> {
-    if WORKER_CAPABLE.load(std::sync::atomic::Ordering::SeqCst) {
-        Ok(())
-    } else {
-        Err("this executable does not run compile workers (its main does not call compile::toolchain::worker_main): \
-             compile-only cases run in the suite (tests/probe.rs) and in `cargo xtask toolchains`"
-            .into())
-    }
-}
-
-/// In a compile worker (`ACCPROBE_COMPILE_WORKER` set): does the work and returns the exit
-/// code; elsewhere `None`. Call first thing in `main`, before anything loads NVRTC.
-pub fn worker_main() -> Option<ExitCode> {
-    WORKER_CAPABLE.store(true, std::sync::atomic::Ordering::SeqCst);
-    let file = std::env::var_os(WORKER_ENV)?;
-    let run = || -> Result<(), String> {
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| format!("cannot read the worker request {file:?}: {e}"))?;
-        let req: Request =
-            serde_json::from_str(&text).map_err(|e| format!("bad worker request {file:?}: {e}"))?;
-        let report = work(&req);
-        let json = serde_json::to_string(&report).map_err(|e| e.to_string())?;
-        std::fs::write(&req.out, json)
-            .map_err(|e| format!("cannot write {}: {e}", req.out.display()))
-    };
-    Some(match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("accprobe compile worker: {e}");
-            ExitCode::from(2)
-        }
-    })
-}
-
-/// Loads the toolchain's NVRTC in this process and checks it is the one its folder holds.
-fn load(t: &Toolchain) -> Result<ToolchainIdentity, String> {
-    let lib = nvrtc_files(&t.lib_dir)
-        .into_iter()
-        .next()
-        .ok_or_else(|| format!("{} holds no libnvrtc.so*", t.lib_dir.display()))?;
-    // Opened by path first, for a clear error when the file is not a loadable library or
-    // not an NVRTC; kept open for the process.
-    let handle = unsafe { libloading::Library::new(&lib) }
-        .map_err(|e| format!("{} is not an NVRTC: it does not load: {e}", lib.display()))?;
-    unsafe { handle.get::<unsafe extern "C" fn(*mut i32, *mut i32) -> i32>(b"nvrtcVersion\0") }
-        .map_err(|e| {
-            format!(
-                "{} is not an NVRTC: it has no nvrtcVersion: {e}",
-                lib.display()
-            )
-        })?;
-    std::mem::forget(handle);
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(format!(
-            "cudarc finds no libnvrtc with LD_LIBRARY_PATH={}",
-            std::env::var("LD_LIBRARY_PATH").unwrap_or_default()
-        ));
-    }
-    let nvrtc_version = compile::nvrtc_version().map_err(|e| e.to_string())?;
-    let want = t.lib_dir.canonicalize().unwrap_or(t.lib_dir.clone());
-    let mapped = compile::loaded_nvrtc();
-    if let Some(other) = mapped.iter().find(|p| p.parent() != Some(want.as_path())) {
-        return Err(format!(
-            "another NVRTC was loaded ({}) instead of the one in {}: check LD_LIBRARY_PATH",
-            other.display(),
-            want.display()
-        ));
-    }
-    let supported = supported_architectures()?;
-    Ok(ToolchainIdentity {
-        key: t.key.clone(),
-        nvrtc_version,
-        release: t.release.clone(),
-        library: mapped.first().unwrap_or(&lib).display().to_string(),
-        supported: supported.iter().map(|a| format!("sm_{a}")).collect(),
-    })
-}
-
-/// `nvrtcGetSupportedArchs` of the loaded NVRTC.
-fn supported_architectures() -> Result<Vec<u32>, String> {
-    use cudarc::nvrtc::sys;
-    let mut n = 0;
-    unsafe { sys::nvrtcGetNumSupportedArchs(&mut n) }
-        .result()
-        .map_err(|e| format!("nvrtcGetNumSupportedArchs failed: {e:?}"))?;
-    let mut v = vec![0i32; n.max(0) as usize];
-    unsafe { sys::nvrtcGetSupportedArchs(v.as_mut_ptr()) }
-        .result()
-        .map_err(|e| format!("nvrtcGetSupportedArchs failed: {e:?}"))?;
-    Ok(v.into_iter().filter(|&a| a > 0).map(|a| a as u32).collect())
-}
-
-/// The worker's whole job, in this process (whose NVRTC is the toolchain's).
-fn work(req: &Request) -> Report {
-    let identity = match load(&req.toolchain) {
-        Ok(i) => i,
-        Err(e) => {
-            return Report {
-                toolchain: Err(e),
-                architectures: Vec::new(),
-            }
-        }
-    };
-    compile::disable_compute_cache();
-    let variants: Vec<Variant> = req
-        .variants
-        .iter()
-        .filter_map(|n| Variant::parse(n))
-        .collect();
-    let disassembler = match &req.disassembler {
-        Some(d) => {
-            std::env::set_var("ACCPROBE_DISASSEMBLER", d);
-            disassembler_identity(d)
-        }
-        None => "none".to_string(),
-    };
-    // The entries' keys name the library and the disassembler (`compile::fingerprint`).
-    let cache = req.cache.clone();
-    let supported: Vec<u32> = identity
-        .supported
-        .iter()
-        .filter_map(|a| arch_number(a))
-        .collect();
-    let mut architectures = Vec::new();
-    for arch in &req.architectures {
-        let outcome = match classify(arch, &supported, &identity.nvrtc_version) {
-            Err(o) => o,
-            Ok(()) => compile_arch(arch, &variants, cache.as_deref(), &identity, &disassembler),
-        };
-        architectures.push((arch.clone(), outcome));
-    }
-    Report {
-        toolchain: Ok(identity),
-        architectures,
-    }
-}
-
-fn compile_arch(
-    arch: &str,
-    variants: &[Variant],
-    cache: Option<&Path>,
-    identity: &ToolchainIdentity,
-    disassembler: &str,
-) -> ArchOutcome {
-    let n = arch_number(arch).unwrap_or(0) as i32;
-    let options = compile::options(n / 10, n % 10);
-    let (c, cache_use) = match compile::compile_cached(variants, &options, cache) {
-        Ok(x) => x,
-        Err(e) => return ArchOutcome::Failed(format!("{arch}: {e}")),
-    };
-    let sass_unavailable = match &c.sass {
-        Sass::Read { .. } => None,
-        Sass::Unavailable(r) | Sass::Failed(r) => Some(r.clone()),
-    };
-    let mut out = std::collections::BTreeMap::new();
-    for v in variants {
-        let Some(r) = c.reports.get(&v.name()) else {
-            return ArchOutcome::Failed(format!("{arch}: no ptxas report for {v}"));
-        };
-        out.insert(
-            v.name(),
-            CompiledVariant {
-                ptxas: PtxasFigures {
-                    registers: r.registers,
-                    stack_frame_bytes: r.stack_frame_bytes,
-                    spill_store_bytes: r.spill_store_bytes,
-                    spill_load_bytes: r.spill_load_bytes,
-                },
-                sass: c.sass.summary(&v.name()).cloned(),
-            },
-        );
-    }
-    ArchOutcome::Compiled(Box::new(CompiledMatrix {
-        architecture: arch.to_string(),
-        toolchain: identity.clone(),
-        disassembler: disassembler.to_string(),
-        variants: out,
-        sass_unavailable,
-        nvrtc_seconds: c.nvrtc_seconds,
-        sass_seconds: c.sass_seconds,
-        cache: cache_use.to_string(),
-    }))
-}
-
-/// Runs a compile worker for toolchain `t` (this executable again, with `t`'s folder first
-/// on `LD_LIBRARY_PATH`) and returns its report; `Err` when the worker itself failed.
-pub fn spawn_worker(
-    t: &Toolchain,
-    architectures: &[String],
-    variants: &[Variant],
-    cache: Option<&Path>,
-    disassembler: Option<&Path>,
-) -> Result<Report, String> {
-    can_spawn_workers()?;
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    // A folder of its own, made here (never one already there: a name made of the process
-    // id and the toolchain could be a link to another folder, or another user's, whose
-    // report the parent would then read).
-    let folder = tempfile::Builder::new()
-        .prefix("accprobe-worker-")
-        .tempdir()
-        .map_err(|e| {
-            format!(
-                "cannot create a folder for the compile worker in {}: {e}",
-                std::env::temp_dir().display()
-            )
-        })?;
-    let tmp = folder.path();
-    let req = Request {
-        toolchain: t.clone(),
-        architectures: architectures.to_vec(),
-        variants: variants.iter().map(Variant::name).collect(),
-        cache: cache.map(Path::to_path_buf),
-        disassembler: disassembler.map(Path::to_path_buf),
-        out: tmp.join("report.json"),
-    };
-    let req_file = tmp.join("request.json");
-    std::fs::write(
-        &req_file,
-        serde_json::to_string(&req).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| format!("cannot write {}: {e}", req_file.display()))?;
-    let path = match std::env::var_os("LD_LIBRARY_PATH") {
-        Some(old) if !old.is_empty() => {
-            let mut p = t.lib_dir.clone().into_os_string();
-            p.push(":");
-            p.push(old);
-            p
-        }
-        _ => t.lib_dir.clone().into_os_string(),
-    };
-    let mut cmd = Command::new(&exe);
-    crate::interrupt::unblocked_in_child(&mut cmd);
-    // The worker ends with this process: a run that is cancelled or killed (SIGTERM from a
-    // CI, nextest's timeout, SIGKILL) leaves no compiler running on, unwatched. The signal
-    // follows the thread that spawns it, which waits here until the worker ends.
-    let parent = std::process::id();
-    // SAFETY: prctl and getppid are async-signal-safe, as pre_exec requires.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The parent may have died before the call above.
-            if libc::getppid() as u32 != parent {
-                return Err(std::io::Error::other("the parent process has ended"));
-            }
-            Ok(())
-        });
-    }
-    let out = cmd
-        .env(WORKER_ENV, &req_file)
-        .env("LD_LIBRARY_PATH", path)
-        .env(compile::CACHE_ENV, "1")
-        .env_remove(NVRTC_ENV)
-        .env_remove(ACTIVE_ENV)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot start the compile worker {}: {e}", exe.display()))?;
-    let report = std::fs::read_to_string(&req.out);
-    drop(folder);
-    match report {
-        Ok(text) if out.status.success() => serde_json::from_str(&text)
-            .map_err(|e| format!("unreadable compile worker report: {e}")),
-        _ => Err(format!(
-            "the compile worker for NVRTC {} ({}) failed ({}): {}",
-            t.key,
-            t.lib_dir.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )),
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// One NVRTC for the whole process: ACCPROBE_NVRTC.
-
-/// With `ACCPROBE_NVRTC` set (a folder or an installed version), makes this process use
-/// that NVRTC: re-executes it once with the toolchain's folder first on `LD_LIBRARY_PATH`
-/// (the dynamic linker reads it only at start), then returns the toolchain. Without it,
-/// `Ok(None)`: the process keeps the NVRTC the dynamic linker finds. Call first in `main`,
-/// before any thread starts and before NVRTC is loaded. `Err` is a configuration error.
-pub fn select_for_process() -> Result<Option<Toolchain>, ToolchainError> {
-    let Some(spec) = std::env::var(NVRTC_ENV).ok().filter(|s| !s.is_empty()) else {
-        return Ok(None);
-    };
-    let t = resolve(&spec, &default_root()).map_err(|e| match e {
-        ToolchainError::NotInstalled(m) => ToolchainError::Invalid(format!("{NVRTC_ENV}: {m}")),
-        ToolchainError::Invalid(m) => ToolchainError::Invalid(format!("{NVRTC_ENV}: {m}")),
-    })?;
-    let active = std::env::var_os(ACTIVE_ENV).map(PathBuf::from);
-    if active.as_deref() == Some(t.lib_dir.as_path()) {
-        return Ok(Some(t));
-    }
-    use std::os::unix::process::CommandExt;
-    let exe = std::env::current_exe()
-        .map_err(|e| ToolchainError::Invalid(format!("cannot find this executable: {e}")))?;
-    let mut path = t.lib_dir.clone().into_os_string();
-    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|o| !o.is_empty()) {
-        path.push(":");
-        path.push(old);
-    }
-    let err = Command::new(exe)
-        .args(std::env::args_os().skip(1))
-        .env("LD_LIBRARY_PATH", path)
-        .env(ACTIVE_ENV, &t.lib_dir)
-        .exec();
-    Err(ToolchainError::Invalid(format!(
-        "cannot re-execute with {NVRTC_ENV}={spec}: {err}"
-    )))
-}
-
-/// Where this process's NVRTC came from, for the results' environment: `None` without
-/// `ACCPROBE_NVRTC`; else the release or folder, checked against what is mapped.
-pub fn process_origin() -> Option<String> {
-    let dir = std::env::var_os(ACTIVE_ENV).map(PathBuf::from)?;
-    let t = from_folder(&dir, &dir.display().to_string()).ok();
-    let what = t
-        .and_then(|t| t.release)
-        .unwrap_or_else(|| dir.display().to_string());
-    let mapped = compile::loaded_nvrtc();
-    Some(
-        match mapped.iter().find(|p| p.parent() != Some(dir.as_path())) {
-            Some(other) => format!(
-                "{NVRTC_ENV} asked for {what}, but {} is loaded",
-                other.display()
-            ),
-            None => format!("{NVRTC_ENV}: {what}"),
-        },
-    )
 }
 
 #[cfg(test)]
@@ -732,6 +368,20 @@ mod tests {
         }
         let t = resolve("12.8", root.path()).unwrap();
         assert_eq!(t.release.as_deref(), Some("12.8.93"));
+    }
+
+    #[test]
+    fn a_toolchain_folder_comes_first_on_the_library_path() {
+        let dir = Path::new("/opt/nvrtc 13/lib");
+        assert_eq!(prepended(dir, None), OsString::from("/opt/nvrtc 13/lib"));
+        assert_eq!(
+            prepended(dir, Some(OsString::new())),
+            OsString::from("/opt/nvrtc 13/lib")
+        );
+        assert_eq!(
+            prepended(dir, Some("/usr/lib:/lib".into())),
+            OsString::from("/opt/nvrtc 13/lib:/usr/lib:/lib")
+        );
     }
 
     #[test]

@@ -5,9 +5,9 @@
 
 use super::{skip_reason, trial, Ending, Planned, Recorder, Skip};
 use crate::compile::toolchain;
+use crate::compile_only::{cache_under, required_by_env, CompileOnlySession};
 use crate::expectations::profile::Profile;
 use crate::report::junit::{self, SuiteInfo};
-use crate::toolchains::{cache_under, required_by_env, CompileOnlySession};
 use crate::verdict::compile_only;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -554,7 +554,7 @@ fn finish_session(
 /// One CUBIN per NVRTC program: `results.cubin`, then `results.1.cubin`, ...; those of an
 /// earlier run with more programs (`results.K.cubin`, K at least the count) are removed, so
 /// that the folder never mixes the CUBINs of two runs.
-fn write_cubins(results_path: &std::path::Path, parts: &[crate::compile::Part]) {
+fn write_cubins(results_path: &std::path::Path, parts: &[crate::compile::Program]) {
     for (k, part) in parts.iter().enumerate() {
         let cubin_path = match k {
             0 => Paths::beside_results(results_path)[1].clone(),
@@ -1071,7 +1071,7 @@ mod tests {
     fn cubins_of_an_earlier_run_with_more_programs_are_removed() {
         let dir = tempfile::tempdir().unwrap();
         let results = dir.path().join("results.json");
-        let part = |b: u8| crate::compile::Part {
+        let part = |b: u8| crate::compile::Program {
             cubin: vec![b; 4],
             log: String::new(),
             sass: None,

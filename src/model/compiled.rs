@@ -1,6 +1,6 @@
 //! A compiled matrix as plain data: what the compile-only gate judges. One per
 //! (architecture, toolchain): the ptxas report and SASS summary of each variant, or why
-//! there is none. Written by the compile worker (`compile::toolchain`), read by
+//! there is none. Written by the compile worker (`compile::worker`), read by
 //! `verdict::compile_only`.
 
 use crate::model::results::SassSummary;

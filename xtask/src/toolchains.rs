@@ -8,12 +8,12 @@
 //! - `--compare FILE...`: the same comparison from results files already measured.
 
 use crate::{find_profile, workspace, Failure};
-use accprobe::compile::toolchain::{self, NVRTC_ENV};
+use accprobe::compile::{process_nvrtc::NVRTC_ENV, toolchain};
+use accprobe::compile_only::{cache_under, prepare_compile_bless, CompileOnlySession};
 use accprobe::expectations::profile::Profile;
 use accprobe::model::compiled::ArchOutcome;
 use accprobe::model::results::RunResults;
 use accprobe::report::write_atomic;
-use accprobe::toolchains::{cache_under, prepare_compile_bless, CompileOnlySession};
 use accprobe::verdict::{self, cases::cases, compile_only, Outcome};
 use std::path::{Path, PathBuf};
 

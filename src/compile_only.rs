@@ -1,10 +1,11 @@
 //! The compile-only gate's service: compiles a profile's matrix for its `compile_only:`
 //! architectures under each of its toolchains, one worker process per toolchain
-//! (`compile::toolchain`), at most once per process, and hands each (architecture,
+//! (`compile::worker`), at most once per process, and hands each (architecture,
 //! toolchain) its outcome. Used by the libtest front end (the `compile::` cases) and by
 //! `cargo xtask toolchains`. Also: blessing compile-only baselines.
 
 use crate::compile::toolchain::{self, ToolchainError};
+use crate::compile::worker;
 use crate::error::{Error, Result};
 use crate::expectations::baselines::{self, CompileOrigin, COMPILE_DIGEST_CHARS};
 use crate::expectations::profile::Profile;
@@ -81,7 +82,7 @@ impl CompileOnlySession {
                 return Some(m);
             }
         }
-        toolchain::can_spawn_workers().err()
+        worker::can_spawn_workers().err()
     }
 
     /// The run of toolchain `tc` (a key of the profile's list), compiled at first call.
@@ -116,7 +117,7 @@ impl CompileOnlySession {
             outcomes: archs.iter().map(|a| (a.clone(), o.clone())).collect(),
             seconds: 0.0,
         };
-        if let Err(why) = toolchain::can_spawn_workers() {
+        if let Err(why) = worker::can_spawn_workers() {
             return all(ArchOutcome::Unsupported(why));
         }
         let t = match toolchain::resolve(tc, &self.root) {
@@ -133,7 +134,7 @@ impl CompileOnlySession {
             Err(ToolchainError::Invalid(m)) => return all(ArchOutcome::Failed(m)),
         };
         let start = Instant::now();
-        let report = toolchain::spawn_worker(
+        let report = worker::spawn_worker(
             &t,
             &archs,
             &self.profile.probe.variants(),

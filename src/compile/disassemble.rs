@@ -1,0 +1,212 @@
+//! The SASS disassembler: which tool is run (`ACCPROBE_DISASSEMBLER`, else nvdisasm or
+//! cuobjdump where CUDA keeps them), how it is run on a CUBIN, and the per-kernel summary of
+//! what it prints.
+
+use super::{sass, Sass};
+use crate::model::variant::Variant;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Environment variable naming the disassembler to run (a path to cuobjdump or nvdisasm),
+/// ahead of any other; the compile worker gets its parent's choice through it.
+pub const DISASSEMBLER_ENV: &str = "ACCPROBE_DISASSEMBLER";
+
+/// The disassembler to run: [`DISASSEMBLER_ENV`] when it names a file, else
+/// [`find_disassembler_preferring`]'s search. nvdisasm comes first: without its dataflow
+/// pass (`-ndf`, which only adds branch-stack annotations these kernels do not have) it is
+/// the faster of the two, and both give the same digests (`sass::recorded` tests).
+pub fn find_disassembler() -> Option<PathBuf> {
+    find_disassembler_preferring(|| None)
+}
+
+/// [`DISASSEMBLER_ENV`] when it names a file, else what `preferred` gives (a caller's own
+/// place to look first), else nvdisasm and then cuobjdump on PATH, in `$CUDA_HOME/bin`, in
+/// /usr/local/cuda/bin.
+pub fn find_disassembler_preferring(
+    preferred: impl FnOnce() -> Option<PathBuf>,
+) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(DISASSEMBLER_ENV)
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+    {
+        return Some(p);
+    }
+    if let Some(p) = preferred() {
+        return Some(p);
+    }
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    if let Some(h) = std::env::var_os("CUDA_HOME") {
+        dirs.push(PathBuf::from(h).join("bin"));
+    }
+    dirs.push(PathBuf::from("/usr/local/cuda/bin"));
+    ["nvdisasm", "cuobjdump"]
+        .iter()
+        .find_map(|tool| dirs.iter().map(|d| d.join(tool)).find(|p| p.is_file()))
+}
+
+/// Why SASS will be [`Sass::Unavailable`] on this machine (no disassembler found), or
+/// `None` when one is there; known before compiling.
+pub fn disassembler_unavailable() -> Option<String> {
+    find_disassembler().is_none().then(|| {
+        format!("no SASS disassembler: neither cuobjdump nor nvdisasm found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin, {DISASSEMBLER_ENV})")
+    })
+}
+
+/// Disassembles one CUBIN and summarises each of the `variants`' kernels: the text (when
+/// it was read) and the summary, or why there is none.
+pub fn disassemble(cubin: &[u8], variants: &[Variant]) -> (Option<String>, Sass) {
+    let Some(tool) = find_disassembler() else {
+        return (
+            None,
+            Sass::Unavailable(disassembler_unavailable().unwrap_or_default()),
+        );
+    };
+    match disassemble_with(&tool, cubin) {
+        Ok(text) => match read_sass(&text, tool.display().to_string(), variants) {
+            read @ Sass::Read { .. } => (Some(text), read),
+            other => (None, other),
+        },
+        Err(why) => (None, Sass::Failed(why)),
+    }
+}
+
+/// The disassembly of `cubin` by `tool`, or why there is none. The CUBIN goes to a file of
+/// its own for each call: two devices compile at once in one process (the cache off, or
+/// two architectures), and with a name both could make (the process id and the CUBIN's
+/// length, say) one device's write or removal would reach the file the other's
+/// disassembler is reading.
+fn disassemble_with(tool: &Path, cubin: &[u8]) -> std::result::Result<String, String> {
+    let file = tempfile::Builder::new()
+        .prefix("accprobe-")
+        .suffix(".cubin")
+        .tempfile()
+        .map_err(|e| {
+            format!(
+                "cannot create a file for the CUBIN in {}: {e}",
+                std::env::temp_dir().display()
+            )
+        })?;
+    std::fs::write(file.path(), cubin)
+        .map_err(|e| format!("cannot write {}: {e}", file.path().display()))?;
+    let mut cmd = std::process::Command::new(tool);
+    crate::interrupt::unblocked_in_child(&mut cmd).arg(disassembler_flag(tool));
+    let out = cmd.arg(file.path()).output();
+    drop(file);
+    match out {
+        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
+        Ok(o) => Err(format!(
+            "{} failed ({}): {}",
+            tool.display(),
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        )),
+        Err(e) => Err(format!("cannot run {}: {e}", tool.display())),
+    }
+}
+
+/// How `tool` is asked for the SASS: `-ndf` when its name says nvdisasm, else `-sass`
+/// (cuobjdump). Part of the cache key (`cache::key`).
+pub(super) fn disassembler_flag(tool: &Path) -> &'static str {
+    let is_nvdisasm = tool
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().contains("nvdisasm"));
+    if is_nvdisasm {
+        "-ndf"
+    } else {
+        "-sass"
+    }
+}
+
+/// Summarises disassembly text for each variant's kernel.
+pub fn read_sass(text: &str, tool: String, variants: &[Variant]) -> Sass {
+    let functions = match sass::parse(text) {
+        Ok(f) => f,
+        Err(e) => return Sass::Failed(format!("{tool}: {e}")),
+    };
+    let mut kernels = BTreeMap::new();
+    for v in variants {
+        let Some(f) = functions.get(&v.name()) else {
+            return Sass::Failed(format!("{tool}: no SASS for {v}"));
+        };
+        match sass::summarise(f) {
+            Ok(s) => {
+                kernels.insert(v.name(), s);
+            }
+            Err(e) => return Sass::Failed(format!("{tool}: {v}: {e}")),
+        }
+    }
+    Sass::Read { tool, kernels }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An executable shell script `name` in `dir` that runs `script`: a disassembler to test
+    /// with.
+    fn fake_tool(dir: &Path, name: &str, script: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let tool = dir.join(name);
+        std::fs::write(&tool, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        tool
+    }
+
+    #[test]
+    fn a_preferred_disassembler_comes_before_the_search_path() {
+        // Unless the variable names one (this process never sets it).
+        if std::env::var_os(DISASSEMBLER_ENV).is_some() {
+            return eprintln!("{DISASSEMBLER_ENV} is set: skipped");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mine = fake_tool(dir.path(), "nvdisasm", "true");
+        assert_eq!(
+            find_disassembler_preferring(|| Some(mine.clone())),
+            Some(mine)
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn two_disassemblies_at_once_each_read_their_own_cubin() {
+        // A disassembler that takes its time and prints the file it was given: two devices
+        // of one architecture with the cache off disassemble CUBINs of one length at once.
+        let dir = tempfile::tempdir().unwrap();
+        let tool = fake_tool(dir.path(), "cuobjdump", "sleep 0.5\nexec cat \"$2\"");
+        let cubins = ["the CUBIN of device 0\n", "the CUBIN of device 1\n"];
+        assert_eq!(cubins[0].len(), cubins[1].len());
+        let read: Vec<std::result::Result<String, String>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = cubins
+                .iter()
+                .map(|c| scope.spawn(|| disassemble_with(&tool, c.as_bytes())))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (c, text) in cubins.iter().zip(read) {
+            assert_eq!(text.as_deref(), Ok(*c));
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_disassembler_starts_with_sigint_and_sigterm_unblocked() {
+        // The suite blocks both signals in every thread (crate::interrupt); a child inherits
+        // the mask of the thread that starts it, std's Command does not reset it, and a
+        // disassembler that hangs would then ignore a CI's SIGTERM.
+        let dir = tempfile::tempdir().unwrap();
+        let tool = fake_tool(dir.path(), "nvdisasm", "exec grep SigBlk /proc/self/status");
+        let text = std::thread::spawn(move || {
+            assert_eq!(crate::interrupt::block_in_this_thread(), 0);
+            disassemble_with(&tool, b"cubin")
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+        let mask = u64::from_str_radix(text.trim().trim_start_matches("SigBlk:").trim(), 16)
+            .unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        let ours = (1 << (libc::SIGINT - 1)) | (1 << (libc::SIGTERM - 1));
+        assert_eq!(mask & ours, 0, "blocked in the disassembler: {text}");
+    }
+}

@@ -1,0 +1,95 @@
+//! NVRTC itself: the CUDA compute cache switch, the library's version, and one program
+//! compiled to a CUBIN with its log and ptxas report. Every call into NVRTC that compiles is
+//! here.
+
+use super::ptxas::{self, PtxasReport};
+use super::source::source;
+use crate::error::{Error, Result};
+use crate::model::variant::Variant;
+use cudarc::nvrtc::{result as nvrtc, sys};
+use std::collections::BTreeMap;
+use std::ffi::{CStr, CString};
+
+/// NVRTC (12.x and later) serves repeated compilations from the CUDA compute cache and
+/// then runs no ptxas, so the verbose report is empty; this variable turns the cache off.
+pub const COMPUTE_CACHE_ENV: &str = "CUDA_CACHE_DISABLE";
+
+/// Turns the compute cache off for this process unless the user set the variable. Call
+/// before any thread starts (it edits the environment).
+pub fn disable_compute_cache() {
+    if std::env::var_os(COMPUTE_CACHE_ENV).is_none() {
+        std::env::set_var(COMPUTE_CACHE_ENV, "1");
+    }
+}
+
+/// NVRTC's version as `major.minor`. Call only after checking that libnvrtc is present.
+pub fn nvrtc_version() -> Result<String> {
+    let (mut major, mut minor) = (0, 0);
+    unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .map_err(|e| Error::msg(format!("nvrtcVersion failed: {e:?}")))?;
+    Ok(format!("{major}.{minor}"))
+}
+
+fn log_of(prog: sys::nvrtcProgram) -> String {
+    match unsafe { nvrtc::get_program_log(prog) } {
+        Ok(raw) => {
+            let bytes: Vec<u8> = raw
+                .iter()
+                .map(|&c| c as u8)
+                .take_while(|&b| b != 0)
+                .collect();
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+        Err(e) => format!("(no program log: {e:?})"),
+    }
+}
+
+/// One NVRTC program of `variants`: its CUBIN, its log and its ptxas report, which must
+/// cover every variant.
+pub(super) fn compile_program(
+    variants: &[Variant],
+    options: &[String],
+) -> Result<(Vec<u8>, String, Reports)> {
+    let src = CString::new(source(variants))
+        .map_err(|_| Error::msg("kernel source contains a NUL byte"))?;
+    let name = c"accprobe_probe.cu";
+    let prog = nvrtc::create_program(&src, Some(name as &CStr))
+        .map_err(|e| Error::msg(format!("nvrtcCreateProgram failed: {e:?}")))?;
+    let compiled = unsafe { nvrtc::compile_program(prog, options) };
+    let log = log_of(prog);
+    let out = compiled
+        .map_err(|e| {
+            Error::msg(format!(
+                "NVRTC could not compile the probe ({e:?}) with {options:?}:\n{log}"
+            ))
+        })
+        .and_then(|()| {
+            let mut size = 0usize;
+            unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) }
+                .result()
+                .map_err(|e| {
+                    Error::msg(format!(
+                        "nvrtcGetCUBINSize failed: {e:?} (is the architecture a real sm_XY?)"
+                    ))
+                })?;
+            let mut cubin = vec![0u8; size];
+            unsafe { sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()) }
+                .result()
+                .map_err(|e| Error::msg(format!("nvrtcGetCUBIN failed: {e:?}")))?;
+            let reports = ptxas::parse(&log).map_err(|e| Error::msg(format!("{e}\n{log}")))?;
+            if let Some(v) = variants.iter().find(|v| !reports.contains_key(&v.name())) {
+                return Err(Error::msg(format!(
+                    "the ptxas report has no entry for {v} ({} entries, {} log lines): NVRTC skips ptxas, \
+                     and its report, when the CUDA compute cache serves the CUBIN; {COMPUTE_CACHE_ENV}=1 prevents that",
+                    reports.len(),
+                    log.lines().count()
+                )));
+            }
+            Ok((cubin, log, reports))
+        });
+    let _ = unsafe { nvrtc::destroy_program(prog) };
+    out
+}
+
+pub(super) type Reports = BTreeMap<String, PtxasReport>;

@@ -1,0 +1,121 @@
+//! The source a matrix is compiled from and the NVRTC options it is compiled with: plain
+//! functions of the variants and the architecture, tested everywhere.
+
+use crate::model::variant::{Sink, Variant};
+
+/// The probe kernel, built into the binary so that it runs without the source tree.
+pub const KERNEL_SOURCE: &str = include_str!("../../kernels/probe.cu");
+
+/// The kernel source plus one instantiation per variant.
+pub fn source(variants: &[Variant]) -> String {
+    let mut s = String::from(KERNEL_SOURCE);
+    s.push_str("\n// Instantiations appended by accprobe's compile stage.\n");
+    for v in variants {
+        match v.sink {
+            Sink::A => s.push_str(&format!(
+                "ACCPROBE_VARIANT({}, {}, {})\n",
+                v.chain,
+                v.accumulators,
+                v.effective()
+            )),
+            m => s.push_str(&format!(
+                "ACCPROBE_SINK_VARIANT({}, {}, {}, {})\n",
+                v.chain,
+                v.accumulators,
+                v.effective(),
+                m.letter()
+            )),
+        }
+    }
+    s
+}
+
+/// NVRTC options for compute capability `major.minor`: real architecture (so NVRTC
+/// produces a CUBIN and runs ptxas), verbose ptxas report. Nothing that changes how the
+/// compiler lowers the kernels, since that is what the gate checks: `--split-compile`
+/// (parallel optimisation) would save NVRTC time, but with NVRTC 13.0 it changes the loop
+/// SASS of every kernel of the H200 profile for sm_100 and sm_120.
+pub fn options(major: i32, minor: i32) -> Vec<String> {
+    vec![
+        format!("--gpu-architecture=sm_{major}{minor}"),
+        "--ptxas-options=--verbose".to_string(),
+        "--std=c++17".to_string(),
+    ]
+}
+
+/// Environment variable with extra NVRTC options, whitespace-separated (e.g.
+/// `--maxrregcount=16`): for experiments; they are recorded with the results. With one
+/// that reads a file (`--pre-include=FILE`, `-I`), the compile cache is not used.
+pub const EXTRA_OPTIONS_ENV: &str = "ACCPROBE_EXTRA_OPTIONS";
+
+/// The extra NVRTC options from [`EXTRA_OPTIONS_ENV`].
+pub fn extra_options() -> Vec<String> {
+    std::env::var(EXTRA_OPTIONS_ENV)
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// NVRTC options that read files (a header included before the source, the folders
+/// includes search, a precompiled header): what NVRTC compiles then depends on files the
+/// cache key does not hold.
+const FILE_OPTIONS: [&str; 10] = [
+    "--pre-include",
+    "-include",
+    "--include-path",
+    "-I",
+    "--use-pch",
+    "-use-pch",
+    "--pch-dir",
+    "-pch-dir",
+    "--pch",
+    "-pch",
+];
+
+/// Whether `option` makes NVRTC read a file ([`FILE_OPTIONS`], as `--opt`, `--opt=VALUE` or,
+/// for `-I`, `-IFOLDER`).
+pub(super) fn reads_a_file(option: &str) -> bool {
+    option.starts_with("-I")
+        || FILE_OPTIONS
+            .iter()
+            .any(|f| option == *f || option.strip_prefix(f).is_some_and(|r| r.starts_with('=')))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_instantiates_each_variant_once_with_its_effective_count() {
+        let s = source(&[
+            Variant::new(7, 8),
+            Variant::new(29, 2),
+            Variant::new(13, 4).with_sink(Sink::D),
+        ]);
+        assert!(s.contains("ACCPROBE_SINK_VARIANT(13, 4, 4, D)\n"));
+        assert!(s.contains("ACCPROBE_VARIANT(7, 8, 7)\n"));
+        assert!(s.contains("ACCPROBE_VARIANT(29, 2, 2)\n"));
+        let in_kernel = KERNEL_SOURCE.matches("ACCPROBE_VARIANT(").count();
+        assert_eq!(s.matches("ACCPROBE_VARIANT(").count(), in_kernel + 2);
+    }
+
+    #[test]
+    fn options_target_the_real_architecture_with_verbose_ptxas() {
+        let o = options(9, 0);
+        assert!(o.contains(&"--gpu-architecture=sm_90".to_string()));
+        assert!(o.contains(&"--ptxas-options=--verbose".to_string()));
+        // None of them reads a file: the cache serves them.
+        assert!(!o.iter().any(|o| reads_a_file(o)));
+        for file in [
+            "--pre-include=a.h",
+            "-include=a.h",
+            "-include",
+            "-I/x",
+            "--include-path=/x",
+        ] {
+            assert!(reads_a_file(file), "{file}");
+        }
+        for not in ["--maxrregcount=16", "-DX=1", "--pre-includes", "-lineinfo"] {
+            assert!(!reads_a_file(not), "{not}");
+        }
+    }
+}
