@@ -3,17 +3,16 @@
 //! origin) or neither (hardware, clocks, contention). Checked on the committed H200 run,
 //! mutated as each kind of change would change it.
 
-use accprobe::catalog;
+mod common;
+
 use accprobe::expectations::profile::Profile;
 use accprobe::model::results::{Contention, RunResults};
 use accprobe::model::variant::Variant;
-use accprobe::verdict::cases::cases;
-use accprobe::verdict::{evaluate, Outcome};
-use std::path::PathBuf;
+use accprobe::verdict::Outcome;
+use common::failure as fail;
 
 fn h200() -> (Profile, RunResults) {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let p = catalog::load(&root.join("expectations/h200.yaml")).unwrap();
+    let p = common::load("h200");
     // The run the profile replays, which its baselines were blessed from.
     let r = p
         .recorded
@@ -23,21 +22,8 @@ fn h200() -> (Profile, RunResults) {
 }
 
 /// The variant 10% slower than blessed (mean and median).
-fn slow_down(r: &mut RunResults, v: Variant) {
-    let x = r.variants.iter_mut().find(|x| x.variant() == v).unwrap();
-    x.mean_progress *= 0.9;
-    if let Some(s) = x.summary.as_mut() {
-        s.median *= 0.9;
-        s.mean *= 0.9;
-    }
-}
-
-fn fail(p: &Profile, r: &RunResults, name: &str) -> String {
-    let c = cases(p).into_iter().find(|c| c.name == name).unwrap();
-    match evaluate(&c, p, r) {
-        Outcome::Fail(m) => m,
-        other => panic!("{name}: expected a failure, got {other:?}"),
-    }
+fn slow_down(r: &mut RunResults) {
+    common::scale(r, &V["probe::".len()..], 0.9);
 }
 
 const V: &str = "probe::chain7_acc2_effective2";
@@ -49,14 +35,13 @@ fn v() -> Variant {
 #[test]
 fn the_committed_run_is_green_so_the_mutations_below_are_what_fails() {
     let (p, r) = h200();
-    let c = cases(&p).into_iter().find(|c| c.name == V).unwrap();
-    assert!(matches!(evaluate(&c, &p, &r), Outcome::Pass(_)));
+    assert!(matches!(common::outcome(&p, &r, V), Outcome::Pass(_)));
 }
 
 #[test]
 fn a_slower_variant_with_the_same_code_and_toolchain_suspects_the_hardware() {
     let (p, mut r) = h200();
-    slow_down(&mut r, v());
+    slow_down(&mut r);
     let m = fail(&p, &r, V);
     assert!(m.contains("slower than its baseline"), "{m}");
     let e = r.environment.as_ref().unwrap();
@@ -71,7 +56,7 @@ fn a_slower_variant_with_the_same_code_and_toolchain_suspects_the_hardware() {
 #[test]
 fn the_hardware_suspect_says_what_the_contention_checks_saw() {
     let (p, mut r) = h200();
-    slow_down(&mut r, v());
+    slow_down(&mut r);
     r.contention = Some(Contention {
         checks: 2,
         ..Contention::default()
@@ -106,7 +91,7 @@ fn the_hardware_suspect_says_what_the_contention_checks_saw() {
 #[test]
 fn a_changed_digest_suspects_the_compiler_and_names_both_digests() {
     let (p, mut r) = h200();
-    slow_down(&mut r, v());
+    slow_down(&mut r);
     let blessed = p.baselines.as_ref().unwrap().sass[&v().name()]
         .digest
         .clone();
@@ -131,7 +116,7 @@ fn a_changed_digest_suspects_the_compiler_and_names_both_digests() {
 #[test]
 fn another_driver_with_the_same_sass_suspects_the_toolchain() {
     let (p, mut r) = h200();
-    slow_down(&mut r, v());
+    slow_down(&mut r);
     r.environment.as_mut().unwrap().driver_version = "590.12".into();
     let m = fail(&p, &r, V);
     assert!(
@@ -148,7 +133,7 @@ fn another_driver_with_the_same_sass_suspects_the_toolchain() {
 #[test]
 fn short_or_odd_digests_never_panic() {
     let (mut p, mut r) = h200();
-    slow_down(&mut r, v());
+    slow_down(&mut r);
     p.baselines
         .as_mut()
         .unwrap()
@@ -167,7 +152,7 @@ fn short_or_odd_digests_never_panic() {
 #[test]
 fn without_sass_a_compiler_change_is_not_ruled_out() {
     let (p, mut r) = h200();
-    slow_down(&mut r, v());
+    slow_down(&mut r);
     for x in r.variants.iter_mut() {
         x.sass = None;
     }
