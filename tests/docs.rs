@@ -352,7 +352,9 @@ fn variable_problems(
             ));
         }
         if seen.contains(name) {
-            problems.push(format!("docs/reference.md has two rows for {name}: keep one"));
+            problems.push(format!(
+                "docs/reference.md has two rows for {name}: keep one"
+            ));
         }
         seen.push(name.clone());
     }
@@ -409,10 +411,7 @@ mod tests {
     fn g() { std::env::set_var("ACCPROBE_IN_TESTS", "1"); }
 }
 "#;
-    assert_eq!(
-        variables_in_code(code),
-        ["ACCPROBE_ALPHA", "ACCPROBE_BETA"]
-    );
+    assert_eq!(variables_in_code(code), ["ACCPROBE_ALPHA", "ACCPROBE_BETA"]);
     let reference = "\
 | variable | values |
 | --- | --- |
@@ -498,17 +497,31 @@ fn the_readme_is_a_front_door_and_no_table_cell_of_the_docs_is_an_essay() {
 #[test]
 fn the_length_check_finds_what_it_should() {
     let long = "x".repeat(301);
-    let text = format!("| a | {long} |\n```\n| {long} |\n```\n{}\n", "y".repeat(401));
+    let text = format!(
+        "| a | {long} |\n```\n| {long} |\n```\n{}\n",
+        "y".repeat(401)
+    );
     let problems = length_problems("README.md", &text, 300, 400);
     assert_eq!(problems.len(), 2, "{problems:#?}");
-    assert!(problems[0].starts_with("README.md:5: a line of 401"), "{problems:#?}");
-    assert!(problems[1].starts_with("README.md:1: a table cell of 301"), "{problems:#?}");
+    assert!(
+        problems[0].starts_with("README.md:5: a line of 401"),
+        "{problems:#?}"
+    );
+    assert!(
+        problems[1].starts_with("README.md:1: a table cell of 301"),
+        "{problems:#?}"
+    );
 }
 
 #[test]
 fn the_walk_covers_the_new_pages() {
     let files = text_files();
-    for page in ["docs/reference.md", "docs/profiles.md", "ci/README.md", "README.md"] {
+    for page in [
+        "docs/reference.md",
+        "docs/profiles.md",
+        "ci/README.md",
+        "README.md",
+    ] {
         assert!(
             files.iter().any(|f| f.ends_with(page)),
             "{page} is not among the files the link check walks"
