@@ -291,3 +291,240 @@ fn the_study_page_carries_the_replayed_table() {
     assert_eq!(table.len(), 3, "{table:?}");
     assert_eq!(table, documented.recorded.progress);
 }
+
+/// The `ACCPROBE_...` names in a Rust file's text, quoted as string literals, outside its
+/// `#[cfg(test)] mod tests` and except `ACCPROBE_TEST_*`: the variables the code reads (or
+/// sets for a process it starts), not those only its tests use.
+fn variables_in_code(text: &str) -> Vec<String> {
+    let code = match text.find("#[cfg(test)]\nmod tests") {
+        Some(at) => &text[..at],
+        None => text,
+    };
+    let mut names = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("\"ACCPROBE_") {
+        let after = &rest[at + 1..];
+        let end = after
+            .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+            .unwrap_or(after.len());
+        let name = &after[..end];
+        if after[end..].starts_with('"') && !name.starts_with("ACCPROBE_TEST_") {
+            names.push(name.to_string());
+        }
+        rest = &after[end..];
+    }
+    names
+}
+
+/// The variables docs/reference.md has a row for: table rows whose first cell is a
+/// `` `ACCPROBE_...` `` code span (the public table and the internal one).
+fn variables_in_reference(markdown: &str) -> Vec<String> {
+    prose_lines(markdown)
+        .into_iter()
+        .filter_map(|(_, line)| {
+            let first = line.trim().strip_prefix('|')?.split('|').next()?.trim();
+            let name = first.strip_prefix('`')?.strip_suffix('`')?;
+            name.starts_with("ACCPROBE_").then(|| name.to_string())
+        })
+        .collect()
+}
+
+/// What is wrong between the code's variables (name -> the files that name it) and the
+/// reference's rows, each problem naming the variable and the file to edit.
+fn variable_problems(
+    in_code: &BTreeMap<String, Vec<String>>,
+    in_reference: &[String],
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (name, files) in in_code {
+        if !in_reference.contains(name) {
+            problems.push(format!(
+                "{name} (named in {}) has no row in docs/reference.md's variables table: add one (values, default, what a bad value does)",
+                files.join(", ")
+            ));
+        }
+    }
+    let mut seen = Vec::new();
+    for name in in_reference {
+        if !in_code.contains_key(name) {
+            problems.push(format!(
+                "docs/reference.md has a row for {name}, which no file in src/ or xtask/src/ names: remove the row, or correct its name"
+            ));
+        }
+        if seen.contains(name) {
+            problems.push(format!(
+                "docs/reference.md has two rows for {name}: keep one"
+            ));
+        }
+        seen.push(name.clone());
+    }
+    problems
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_variable_the_code_reads_has_a_row_in_the_reference_and_no_other() {
+    let root = root();
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    rust_files(&root.join("xtask/src"), &mut files);
+    files.sort();
+    let mut in_code: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let rel = file.strip_prefix(&root).unwrap().display().to_string();
+        for name in variables_in_code(&text) {
+            let at = in_code.entry(name).or_default();
+            if !at.contains(&rel) {
+                at.push(rel.clone());
+            }
+        }
+    }
+    assert!(
+        in_code.contains_key("ACCPROBE_MODE") && in_code.len() > 10,
+        "the scan found too few variables: {in_code:?}"
+    );
+    let reference = std::fs::read_to_string(root.join("docs/reference.md")).unwrap();
+    let problems = variable_problems(&in_code, &variables_in_reference(&reference));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_variable_check_finds_what_it_should() {
+    let code = r#"
+pub const A: &str = "ACCPROBE_ALPHA";
+fn f() { std::env::var("ACCPROBE_BETA"); let _ = "ACCPROBE_TEST_ONLY"; }
+let not_a_literal = ACCPROBE_GAMMA;
+#[cfg(test)]
+mod tests {
+    fn g() { std::env::set_var("ACCPROBE_IN_TESTS", "1"); }
+}
+"#;
+    assert_eq!(variables_in_code(code), ["ACCPROBE_ALPHA", "ACCPROBE_BETA"]);
+    let reference = "\
+| variable | values |
+| --- | --- |
+| `ACCPROBE_ALPHA` | mentions `ACCPROBE_BETA` in a later cell |
+| `ACCPROBE_STALE` | no code reads it |
+| `ACCPROBE_ALPHA` | twice |
+```text
+| `ACCPROBE_FENCED` | in a code block, not a row |
+```
+";
+    let rows = variables_in_reference(reference);
+    assert_eq!(rows, ["ACCPROBE_ALPHA", "ACCPROBE_STALE", "ACCPROBE_ALPHA"]);
+    let in_code = BTreeMap::from([
+        ("ACCPROBE_ALPHA".to_string(), vec!["src/a.rs".to_string()]),
+        ("ACCPROBE_BETA".to_string(), vec!["src/b.rs".to_string()]),
+    ]);
+    let problems = variable_problems(&in_code, &rows);
+    let expected = [
+        "ACCPROBE_BETA (named in src/b.rs) has no row in docs/reference.md",
+        "docs/reference.md has a row for ACCPROBE_STALE",
+        "two rows for ACCPROBE_ALPHA",
+    ];
+    for e in expected {
+        assert!(
+            problems.iter().any(|p| p.contains(e)),
+            "{e} not among {problems:#?}"
+        );
+    }
+    assert_eq!(problems.len(), expected.len(), "{problems:#?}");
+}
+
+/// The table cells of a Markdown text longer than `cells` characters, and its lines longer
+/// than `lines`, as `file:line: ...` problems (code blocks count for lines, not cells).
+fn length_problems(file: &str, text: &str, cells: usize, lines: usize) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = line.chars().count();
+        if n > lines {
+            problems.push(format!(
+                "{file}:{}: a line of {n} characters (at most {lines}): break it",
+                i + 1
+            ));
+        }
+    }
+    for (line_no, line) in prose_lines(text) {
+        if !line.trim_start().starts_with('|') {
+            continue;
+        }
+        for cell in line.trim().trim_matches('|').split('|') {
+            let n = cell.trim().chars().count();
+            if n > cells {
+                problems.push(format!(
+                    "{file}:{line_no}: a table cell of {n} characters (at most {cells}): move the detail into prose or a table in docs/"
+                ));
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_readme_is_a_front_door_and_no_table_cell_of_the_docs_is_an_essay() {
+    let root = root();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let mut problems = length_problems("README.md", &readme, 300, 400);
+    let mut pages = Vec::new();
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            pages.push(path);
+        }
+    }
+    pages.push(root.join("ci/README.md"));
+    pages.sort();
+    for page in pages {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let rel = page.strip_prefix(&root).unwrap().display().to_string();
+        problems.extend(length_problems(&rel, &text, 1000, usize::MAX));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_length_check_finds_what_it_should() {
+    let long = "x".repeat(301);
+    let text = format!(
+        "| a | {long} |\n```\n| {long} |\n```\n{}\n",
+        "y".repeat(401)
+    );
+    let problems = length_problems("README.md", &text, 300, 400);
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+    assert!(
+        problems[0].starts_with("README.md:5: a line of 401"),
+        "{problems:#?}"
+    );
+    assert!(
+        problems[1].starts_with("README.md:1: a table cell of 301"),
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn the_walk_covers_the_new_pages() {
+    let files = text_files();
+    for page in [
+        "docs/reference.md",
+        "docs/profiles.md",
+        "ci/README.md",
+        "README.md",
+    ] {
+        assert!(
+            files.iter().any(|f| f.ends_with(page)),
+            "{page} is not among the files the link check walks"
+        );
+    }
+}

@@ -1,5 +1,5 @@
 //! The generated GPU suite: one case per probe variant and per invariant, from the profile
-//! that matches the GPU (see src/suite.rs for the harness contract).
+//! that matches the GPU (the harness is `src/harness/`; its contract is docs/harness.md).
 
 fn main() -> std::process::ExitCode {
     accprobe::harness::main()
