@@ -1,23 +1,37 @@
-//! SIGINT and SIGTERM for the whole process, whatever handler a library installs.
+//! The termination signals of the whole process, whatever handler a library installs.
 //!
 //! NVRTC installs a SIGINT and SIGTERM handler of its own while it compiles (its front
-//! end's) that calls `exit(4)`. Measured 2026-11-30 (H200 and a CPU machine, NVRTC
-//! 13.0.88): a signal in that window ended the suite with 4 and no JUnit file, crashed it
-//! (SIGSEGV, SIGABRT) in exit-time destructors while another thread was inside NVRTC, or
-//! deadlocked it there (a cancelled CI job that never ends). So [`install`] blocks both
-//! signals in the thread that calls it, and so in every thread started after, and one
-//! thread takes them with `sigwait`: no handler is involved, NVRTC's or ours. Called first
-//! thing in `main`, that is every thread of the process. A child process inherits the
-//! mask of the thread that starts it (`std::process::Command` does not reset it: Rust
-//! 1.95, 2026-11-30), so every command the process starts goes through
-//! [`unblocked_in_child`]: a disassembler or compile worker that ignored SIGINT and SIGTERM
-//! would outlive a cancelled run.
+//! end's) that calls `exit(4)`: a signal in that window ended the run with 4 and no JUnit
+//! file, or crashed or deadlocked it in exit-time destructors while another thread was
+//! inside NVRTC. So [`install`] blocks every termination signal it handles in the thread
+//! that calls it, and so in every thread started after, and one thread takes them with
+//! `sigtimedwait`: no handler is involved, NVRTC's or ours. Called first thing in `main`,
+//! that is every thread of the process. A child process inherits the mask of the thread
+//! that starts it (`std::process::Command` does not reset it), so every command the
+//! process starts goes through [`unblocked_in_child`]: a disassembler or compile worker
+//! that ignored the signals would outlive a cancelled run.
 //!
-//! Threads that existed before and do not block them (libtest's own, when the suite runs
-//! inside a test) are covered by a handler instead (signal-hook), which NVRTC can replace
-//! while it compiles.
+//! The signals handled are SIGINT and SIGTERM always, and each other signal whose default
+//! action ends the process ([`TERMINATING`]) when that is still its action when [`install`]
+//! runs: `nohup` (SIGHUP ignored) and Rust's runtime (SIGPIPE ignored, so a closed stdout
+//! is a write error, not a signal) keep what they chose. Left alone: the signals a fault
+//! raises in the faulting thread (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS), which
+//! cannot be blocked meaningfully, SIGABRT (`abort` unblocks it), and the real-time
+//! signals, which libraries use for their own ends.
+//!
+//! The process ends through `_exit`, whether a signal ends it (128 + the signal, once
+//! `act` has run) or the program does ([`exit`]), so that no library's exit-time
+//! destructors run under another thread. The program's own end is decided by the signal
+//! thread too: [`exit`] hands it the code, and the thread looks once more for a pending
+//! signal before it ends the process with that code. So a signal that arrived before the
+//! program asked to end always wins, however late it came.
+//!
+//! Threads that existed before and do not block the signals (libtest's own, when the
+//! suite runs inside a test) are covered by a handler instead (signal-hook), which NVRTC
+//! can replace while it compiles.
 
-use std::sync::mpsc::{channel, RecvTimeoutError};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
@@ -26,31 +40,72 @@ use std::time::{Duration, Instant};
 /// must not keep a cancelled CI job alive until it is killed.
 pub const ACT_LIMIT: Duration = Duration::from_secs(5);
 
-/// On the first SIGINT or SIGTERM, runs `act` with the signal's name ("SIGINT",
-/// "SIGTERM") on a thread of its own, then ends the process with 128 + the signal (130,
-/// 143) through `_exit`, so that no exit-time handler runs under another thread's library.
-/// It ends without waiting further for `act` after [`ACT_LIMIT`] or at a second signal.
-/// `who` names the program in what it says then. Installed once per process; later calls
-/// do nothing.
+/// The catchable signals whose default action ends the process, with their names. SIGINT
+/// and SIGTERM are handled always, the others when their action is still the default one.
+pub const TERMINATING: [(libc::c_int, &str); 15] = [
+    (libc::SIGHUP, "SIGHUP"),
+    (libc::SIGINT, "SIGINT"),
+    (libc::SIGQUIT, "SIGQUIT"),
+    (libc::SIGTERM, "SIGTERM"),
+    (libc::SIGUSR1, "SIGUSR1"),
+    (libc::SIGUSR2, "SIGUSR2"),
+    (libc::SIGPIPE, "SIGPIPE"),
+    (libc::SIGALRM, "SIGALRM"),
+    (libc::SIGVTALRM, "SIGVTALRM"),
+    (libc::SIGPROF, "SIGPROF"),
+    (libc::SIGXCPU, "SIGXCPU"),
+    (libc::SIGXFSZ, "SIGXFSZ"),
+    (libc::SIGIO, "SIGIO"),
+    (libc::SIGPWR, "SIGPWR"),
+    (libc::SIGSTKFLT, "SIGSTKFLT"),
+];
+
+/// How often the signal thread looks whether [`exit`] asked it to end the process.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Whether a thread takes the signals with `sigtimedwait` (the mask could be set).
+static WAITING: AtomicBool = AtomicBool::new(false);
+/// Whether a signal was taken: from then on the process ends with 128 + that signal.
+static TAKEN: AtomicBool = AtomicBool::new(false);
+/// The code [`exit`] asked for, or -1.
+static EXIT_CODE: AtomicI32 = AtomicI32::new(-1);
+/// Whether [`install`] ran.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// The name of `signal` ("SIGTERM"), or "signal N".
+pub fn name(signal: libc::c_int) -> String {
+    TERMINATING
+        .iter()
+        .find(|(s, _)| *s == signal)
+        .map_or_else(|| format!("signal {signal}"), |(_, n)| n.to_string())
+}
+
+/// Whether a signal was taken: the process is ending with 128 + it. Anything that writes
+/// a report checks it, so that nothing overwrites the interrupted one.
+pub fn taken() -> bool {
+    TAKEN.load(Ordering::SeqCst)
+}
+
+/// On the first handled signal, runs `act` with the signal's name ("SIGINT", "SIGHUP") on
+/// a thread of its own, then ends the process with 128 + the signal (130, 129, ...)
+/// through `_exit`. It ends without waiting further for `act` after [`ACT_LIMIT`] or at a
+/// second signal. `who` names the program in what it says then. Installed once per
+/// process; later calls do nothing.
 pub fn install(who: &'static str, act: impl Fn(&'static str) + Send + Sync + 'static) {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
+        let handled = handled_now();
+        let set = set_of(&handled);
         let (signalled, signals_in) = channel::<i32>();
-        let set = signals();
-        let blocked = block_in_this_thread();
+        // SAFETY: `set` is an initialised signal set; this changes this thread's mask only.
+        let blocked = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
         if blocked == 0 {
+            WAITING.store(true, Ordering::SeqCst);
             let signalled = signalled.clone();
-            std::thread::spawn(move || loop {
-                let mut signal = 0;
-                // SAFETY: both pointers are to live values of the right types.
-                if unsafe { libc::sigwait(&set, &mut signal) } == 0
-                    && signalled.send(signal).is_err()
-                {
-                    return;
-                }
-            });
+            std::thread::spawn(move || take_signals(set, signalled));
         }
-        match signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM]) {
+        INSTALLED.store(true, Ordering::SeqCst);
+        match signal_hook::iterator::Signals::new(&handled) {
             Ok(mut signals) => {
                 std::thread::spawn(move || {
                     for signal in signals.forever() {
@@ -61,7 +116,7 @@ pub fn install(who: &'static str, act: impl Fn(&'static str) + Send + Sync + 'st
                 });
             }
             Err(e) if blocked != 0 => eprintln!(
-                "{who}: cannot handle SIGINT/SIGTERM ({e}); an interrupted run ends without its report"
+                "{who}: cannot handle termination signals ({e}); an interrupted run ends without its report"
             ),
             Err(_) => {}
         }
@@ -69,11 +124,11 @@ pub fn install(who: &'static str, act: impl Fn(&'static str) + Send + Sync + 'st
             let Ok(signal) = signals_in.recv() else {
                 return;
             };
-            let name = if signal == libc::SIGTERM {
-                "SIGTERM"
-            } else {
-                "SIGINT"
-            };
+            TAKEN.store(true, Ordering::SeqCst);
+            let name: &'static str = TERMINATING
+                .iter()
+                .find(|(s, _)| *s == signal)
+                .map_or("a signal", |(_, n)| n);
             let (done, acted) = channel();
             std::thread::spawn(move || {
                 act(name);
@@ -97,19 +152,88 @@ pub fn install(who: &'static str, act: impl Fn(&'static str) + Send + Sync + 'st
                     break;
                 }
             }
-            use std::io::Write;
-            let _ = std::io::stdout().flush();
-            let _ = std::io::stderr().flush();
-            signal_hook::low_level::exit(128 + signal)
+            end(128 + signal)
         });
     });
 }
 
-/// Makes the process `cmd` starts begin with SIGINT and SIGTERM unblocked, whatever the
-/// mask of the thread that starts it (blocked by [`install`]).
+/// The signal thread: passes every signal taken on, and ends the process with the code
+/// [`exit`] asked for once no signal is pending.
+fn take_signals(set: libc::sigset_t, signalled: Sender<i32>) {
+    loop {
+        if let Some(signal) = wait(&set, POLL) {
+            TAKEN.store(true, Ordering::SeqCst);
+            if signalled.send(signal).is_err() {
+                return;
+            }
+            continue;
+        }
+        let code = EXIT_CODE.load(Ordering::SeqCst);
+        if code < 0 || taken() {
+            continue;
+        }
+        // The last look: a signal that came before the program asked to end wins.
+        if let Some(signal) = wait(&set, Duration::ZERO) {
+            TAKEN.store(true, Ordering::SeqCst);
+            if signalled.send(signal).is_err() {
+                return;
+            }
+            continue;
+        }
+        end(code)
+    }
+}
+
+/// A signal of `set` pending for this thread or the process, waiting at most `limit`.
+fn wait(set: &libc::sigset_t, limit: Duration) -> Option<i32> {
+    let timeout = libc::timespec {
+        tv_sec: limit.as_secs() as libc::time_t,
+        tv_nsec: limit.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `set` and `timeout` are live, initialised values; no siginfo is asked for.
+    let signal = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &timeout) };
+    (signal > 0).then_some(signal)
+}
+
+/// Flushes stdout and stderr and ends the process with `code` through `_exit`.
+fn end(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    signal_hook::low_level::exit(code)
+}
+
+/// Ends the process with `code`, unless a signal was taken or is pending: then it ends
+/// with 128 + that signal, once its report is written. After [`install`] the signal
+/// thread ends the process (through `_exit`, after a last look for a pending signal) and
+/// this never returns; without it, the process exits as usual.
+pub fn exit(code: u8) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    if WAITING.load(Ordering::SeqCst) {
+        EXIT_CODE.store(i32::from(code), Ordering::SeqCst);
+        loop {
+            std::thread::park();
+        }
+    }
+    if INSTALLED.load(Ordering::SeqCst) {
+        // Only the handler of signal-hook: a signal it passed on ends the process.
+        if taken() {
+            loop {
+                std::thread::park();
+            }
+        }
+        end(i32::from(code))
+    }
+    std::process::exit(i32::from(code))
+}
+
+/// Makes the process `cmd` starts begin with every signal of [`TERMINATING`] unblocked,
+/// whatever the mask of the thread that starts it (blocked by [`install`]).
 pub fn unblocked_in_child(cmd: &mut std::process::Command) -> &mut std::process::Command {
     use std::os::unix::process::CommandExt;
-    let set = signals();
+    let set = set_of(&all());
     // SAFETY: pthread_sigmask is async-signal-safe, as pre_exec requires; `set` is an
     // initialised signal set, copied into the closure.
     unsafe {
@@ -122,24 +246,66 @@ pub fn unblocked_in_child(cmd: &mut std::process::Command) -> &mut std::process:
     }
 }
 
-/// Blocks SIGINT and SIGTERM in the calling thread only (and so in the threads it starts
-/// after): what [`install`] does first, and what a test's child does before it runs.
-/// Async-signal-safe, so it may run between fork and exec. 0, else the error number.
+/// Blocks every signal of [`TERMINATING`] in the calling thread only (and so in the
+/// threads it starts after): what a test's child does before it runs, as the suite's
+/// `main` does first. Async-signal-safe, so it may run between fork and exec. 0, else the
+/// error number.
 #[doc(hidden)]
 pub fn block_in_this_thread() -> i32 {
-    let set = signals();
+    let set = set_of(&all());
     // SAFETY: `set` is an initialised signal set; this changes this thread's mask only.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) }
 }
 
-/// SIGINT and SIGTERM.
-fn signals() -> libc::sigset_t {
+/// Every signal of [`TERMINATING`].
+fn all() -> Vec<libc::c_int> {
+    TERMINATING.iter().map(|(s, _)| *s).collect()
+}
+
+/// The signals [`install`] handles now: SIGINT, SIGTERM, and those of [`TERMINATING`]
+/// whose action is the default one.
+fn handled_now() -> Vec<libc::c_int> {
+    TERMINATING
+        .iter()
+        .map(|(s, _)| *s)
+        .filter(|&s| s == libc::SIGINT || s == libc::SIGTERM || is_default(s))
+        .collect()
+}
+
+/// Whether `signal`'s action is the default one.
+fn is_default(signal: libc::c_int) -> bool {
+    // SAFETY: a null new action only reads the current one into `old`.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal, std::ptr::null(), &mut old) == 0
+            && old.sa_sigaction == libc::SIG_DFL
+    }
+}
+
+/// The signal set of `signals`.
+fn set_of(signals: &[libc::c_int]) -> libc::sigset_t {
     // SAFETY: sigemptyset initialises the set before sigaddset reads it.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
+        for &s in signals {
+            libc::sigaddset(&mut set, s);
+        }
         set
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ignored_signals_stay_ignored_and_sigint_sigterm_are_always_handled() {
+        // SIGPIPE: Rust's runtime ignores it before `main`, so a closed stdout is an error.
+        let handled = handled_now();
+        assert!(!handled.contains(&libc::SIGPIPE), "{handled:?}");
+        assert!(handled.contains(&libc::SIGINT) && handled.contains(&libc::SIGTERM));
+        assert_eq!(name(libc::SIGHUP), "SIGHUP");
+        assert_eq!(name(64), "signal 64");
     }
 }

@@ -3,7 +3,8 @@
 //! what the JUnit file holds, what `ACCPROBE_REQUIRE_GPU` does; in child processes (this
 //! test binary re-executed, see `child`), the real entry point's configuration errors and
 //! device detection (with a stub libcuda built here when `cc` exists), what nextest lists,
-//! one measurement per nextest run, and SIGTERM/SIGINT. The JUnit file is read back with
+//! one measurement per nextest run, termination signals at any moment, a closed or full
+//! stdout, hostile files in the nextest run folder. The JUnit file is read back with
 //! quick-junit's own deserializer.
 
 use accprobe::error::GpuError;
@@ -451,6 +452,69 @@ fn a_logfile_that_cannot_be_written_is_refused_with_exit_code_2_instead_of_a_pan
     assert!(folder.is_dir());
 }
 
+/// The real entry point with stdout `out` (`closed`, `full` or anything else: as given);
+/// (code, stderr).
+fn main_into(sb: &Sandbox, args: &[&str], out: &str) -> (Option<i32>, String) {
+    let o = child_command("main", &sb.dir, args)
+        .env(CHILD_STDOUT, out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_listing_into_a_closed_pipe_ends_quietly_with_141_and_writes_nothing() {
+    // `probe --list | head -1`: libtest-mimic's printer panicked (exit 101, a failed case).
+    if driver_present() {
+        eprintln!("skipped: a real driver here; the listing would open it");
+        return;
+    }
+    let sb = Sandbox::new("list-closed", &["documented"]);
+    let (code, stderr) = main_into(&sb, &["--list"], "closed");
+    assert_eq!(code, Some(141), "{stderr}");
+    assert!(!stderr.contains("panicked"), "quietly: {stderr}");
+    assert!(!sb.paths().junit.exists(), "--list writes nothing");
+}
+
+#[test]
+fn a_logfile_or_stdout_that_fills_up_ends_the_run_with_2_and_says_which() {
+    // `--logfile /dev/full` opens fine and fails at the first line: it panicked, exit 141.
+    if driver_present() || !Path::new("/dev/full").exists() {
+        eprintln!("skipped: a real driver here, or no /dev/full");
+        return;
+    }
+    let sb = Sandbox::new("full", &["documented"]);
+    for (args, out, says) in [
+        (
+            &["--logfile", "/dev/full", "--skip", "compile::"][..],
+            "null",
+            "error: --logfile /dev/full: cannot be written",
+        ),
+        (
+            &["--skip", "compile::"][..],
+            "full",
+            "error: stdout: cannot be written",
+        ),
+    ] {
+        let _ = std::fs::remove_file(sb.paths().junit);
+        let (code, stderr) = main_into(&sb, args, out);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        let r = Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap())
+            .unwrap();
+        assert!(matches!(
+            case_status(&r, harness::INTERRUPTED_CASE),
+            TestCaseStatus::NonSuccess { .. }
+        ));
+    }
+}
+
 #[test]
 fn an_unreadable_profile_fails_its_own_case_instead_of_vanishing() {
     use std::os::unix::fs::symlink;
@@ -706,10 +770,16 @@ fn a_required_gpu_whose_cases_a_filter_leaves_out_is_not_green() {
 const CHILD_MODE: &str = "ACCPROBE_TEST_CHILD";
 const CHILD_ARGS: &str = "ACCPROBE_TEST_CHILD_ARGS";
 const CHILD_DIR: &str = "ACCPROBE_TEST_CHILD_DIR";
+/// `closed` or `full`: the child's stdout becomes a pipe nobody reads or `/dev/full` once
+/// its own libtest has started it (which must print first).
+const CHILD_STDOUT: &str = "ACCPROBE_TEST_CHILD_STDOUT";
 
 /// The entry point of the child processes the tests below start: `main` runs the suite's
-/// real entry point (`tests/probe.rs`'s), `blocking` a run whose GPU never answers,
-/// `nextest` a run on a recorded device that counts its measurements.
+/// real entry point (`tests/probe.rs`'s), `held` the same and then, once it has written
+/// `out/finished`, waits 60 s before it ends as `main` does (a signal then comes after
+/// every case finished, before the end), `blocking` a run whose GPU never answers,
+/// `nextest` a run on a recorded device that counts its measurements. Each ends as the
+/// suite's `main` does, through `interrupt::exit`.
 #[test]
 #[ignore = "entry point of the child processes that the tests below start"]
 fn child() {
@@ -726,8 +796,28 @@ fn child() {
         ),
     );
     let dir = std::env::var_os(CHILD_DIR).map(PathBuf::from);
+    let stdout = match std::env::var(CHILD_STDOUT).as_deref() {
+        Ok("closed") => {
+            let (reader, writer) = std::io::pipe().unwrap();
+            drop(reader);
+            Some(std::os::fd::OwnedFd::from(writer))
+        }
+        Ok("full") => Some(std::fs::File::create("/dev/full").unwrap().into()),
+        _ => None,
+    };
+    if let Some(fd) = stdout {
+        use std::os::fd::AsRawFd;
+        // SAFETY: replaces fd 1 with a descriptor this process owns.
+        assert_eq!(unsafe { libc::dup2(fd.as_raw_fd(), 1) }, 1);
+    }
     let code = match mode.as_str() {
         "main" => harness::main_with(args),
+        "held" => {
+            let code = harness::main_with(args);
+            std::fs::write(dir.unwrap().join("out/finished"), code.to_string()).unwrap();
+            std::thread::sleep(std::time::Duration::from_secs(60));
+            code
+        }
         "blocking" | "slow" => {
             let dir = dir.unwrap();
             harness::install_interrupt_handler();
@@ -759,7 +849,7 @@ fn child() {
         }
         other => panic!("unknown child mode {other}"),
     };
-    std::process::exit(code.into());
+    accprobe::interrupt::exit(code);
 }
 
 /// A child process of this test binary in `mode`, with libtest arguments `args`, and an
@@ -989,6 +1079,39 @@ fn the_files_a_run_writes_are_one_file_however_they_are_spelled() {
 }
 
 #[test]
+fn an_empty_lock_timeout_is_unset_as_every_empty_variable_is() {
+    if driver_present() {
+        eprintln!("skipped: a real driver here");
+        return;
+    }
+    let sb = Sandbox::new("empty-lock-timeout", &["documented"]);
+    for value in ["", " "] {
+        let out = run_child(
+            child_command("main", &sb.dir, &["--skip", "compile::"])
+                .env("ACCPROBE_LOCK_TIMEOUT", value),
+        );
+        assert_eq!(out.code, Some(0), "{value:?}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn a_junit_file_that_cannot_be_written_is_never_said_written() {
+    if driver_present() {
+        eprintln!("skipped: a real driver here");
+        return;
+    }
+    let sb = Sandbox::new("junit-unwritten", &["documented"]);
+    let folder = sb.dir.join("out/junit-folder");
+    std::fs::create_dir_all(&folder).unwrap();
+    let out = run_child(
+        child_command("main", &sb.dir, &["--skip", "compile::"]).env("ACCPROBE_JUNIT", &folder),
+    );
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(!out.stderr.contains("JUnit written"), "{}", out.stderr);
+    assert!(out.stderr.contains("the JUnit file not"), "{}", out.stderr);
+}
+
+#[test]
 fn trace_marks_say_where_the_time_goes_only_when_asked() {
     let sb = Sandbox::new("trace", &["documented"]);
     let traced = run_child(child_command("main", &sb.dir, &[]).env("ACCPROBE_TRACE", "1"));
@@ -1040,9 +1163,15 @@ fn a_closed_stdout_ends_the_run_with_141_and_a_junit_file_that_says_so() {
     let started = sb.dir.join("out/measuring-started");
     let mut child = child_command("slow", &sb.dir, &["--skip", "compile::"])
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reading = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    });
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while !started.exists() {
         assert!(
@@ -1053,7 +1182,9 @@ fn a_closed_stdout_ends_the_run_with_141_and_a_junit_file_that_says_so() {
     }
     drop(child.stdout.take());
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(141), "{status}");
+    let stderr = reading.join().unwrap();
+    assert_eq!(status.code(), Some(141), "{status}: {stderr}");
+    assert!(!stderr.contains("panicked"), "quietly: {stderr}");
     let r =
         Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap();
     let failed: Vec<&str> = r
@@ -1670,6 +1801,277 @@ fn a_signal_ends_the_run_even_when_the_junit_file_cannot_be_written() {
     let m = std::fs::symlink_metadata(&fifo).unwrap();
     use std::os::unix::fs::FileTypeExt;
     assert!(m.file_type().is_fifo(), "the FIFO was replaced");
+}
+
+#[test]
+fn files_in_the_nextest_run_folder_are_read_bounded_and_named_when_refused() {
+    let sb = Sandbox::new("nextest-hostile", &["documented", "h200"]);
+    let run = sb.dir.join("out/runs/hostile-run");
+    let junit_parts = run.join("junit");
+    std::fs::create_dir_all(&junit_parts).unwrap();
+    let fifo = junit_parts.join("1.json");
+    if !std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipped: mkfifo unavailable");
+        return;
+    }
+    std::os::unix::fs::symlink("/dev/zero", run.join("measured.json")).unwrap();
+    let start = || {
+        child_command(
+            "nextest",
+            &sb.dir,
+            &["--exact", "probe::chain7_acc1_effective1", "--nocapture"],
+        )
+        .env("NEXTEST_RUN_ID", "hostile-run")
+        .env("NEXTEST_EXECUTION_MODE", "process-per-test")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+    };
+    // A FIFO as another process's JUnit record and /dev/zero as the measurement: neither
+    // is read (a hang, memory without bound); the run measures and ends.
+    let child = start();
+    let waiting = std::thread::spawn(move || child.wait_with_output().unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !waiting.is_finished() {
+        if std::time::Instant::now() > deadline {
+            // Unblock the reader, if any, so that the test ends with the failure.
+            let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+            panic!("the run hangs on a FIFO in its run folder");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = waiting.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("measured.json") && err.contains("is a character device"),
+        "{err}"
+    );
+    assert!(err.contains("1.json") && err.contains("is a FIFO"), "{err}");
+    // A folder as the JUnit lock: the error names the lock, not the JUnit file.
+    std::fs::remove_file(run.join("measured.json")).unwrap();
+    std::fs::remove_file(&fifo).unwrap();
+    std::fs::remove_file(run.join("junit.lock")).unwrap();
+    std::fs::create_dir(run.join("junit.lock")).unwrap();
+    let out = start().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: cannot open the lock file",
+            run.join("junit.lock").display()
+        )),
+        "{err}"
+    );
+}
+
+// --- every termination signal, at any moment ----------------------------------------------
+
+/// A child run of the real entry point in `mode` (`held`: it does not end on its own before
+/// it is signalled; `main`: the run left to finish), started with the termination signals blocked from its first instruction, as
+/// the suite's `main` blocks them first. Without a GPU: the stub driver with no device
+/// where `cc` builds it, else no driver at all; `None` where neither can be had (a real
+/// driver and no C compiler).
+fn held_child(sb: &Sandbox, mode: &str) -> Option<std::process::Command> {
+    let mut cmd = child_command(mode, &sb.dir, &["--skip", "compile::"]);
+    match stub_driver(&sb.dir) {
+        Some(lib) => with_stub(&mut cmd, &lib, "no_devices"),
+        None if !driver_present() => {}
+        None => return None,
+    }
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| match accprobe::interrupt::block_in_this_thread() {
+            0 => Ok(()),
+            e => Err(std::io::Error::from_raw_os_error(e)),
+        });
+    }
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    Some(cmd)
+}
+
+/// Runs `cmd` (a [`held_child`]) and sends it `signal` `delay` after it started, or, when
+/// `delay` is `None`, once it has finished every case and written its JUnit file. The
+/// exit code and stderr; the JUnit file is left where the sandbox says.
+fn signal_child(
+    sb: &Sandbox,
+    cmd: &mut std::process::Command,
+    signal: i32,
+    delay: Option<std::time::Duration>,
+) -> (Option<i32>, String) {
+    use std::io::Read;
+    let finished = sb.dir.join("out/finished");
+    let _ = std::fs::remove_file(&finished);
+    let _ = std::fs::remove_file(sb.paths().junit);
+    let mut child = cmd.spawn().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reading = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    // Generous bounds, never timing assertions: the child waits 60 s once finished.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    match delay {
+        Some(d) => std::thread::sleep(d),
+        None => {
+            while !finished.exists() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the child never finished its cases"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+    // SAFETY: kill has no memory effects; the child is ours and not yet waited for.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the child did not end after signal {signal}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    (status.code(), reading.join().unwrap())
+}
+
+/// The names and states of a JUnit file's cases.
+fn states(r: &Report) -> std::collections::BTreeMap<String, TestCaseStatus> {
+    r.test_suites
+        .iter()
+        .flat_map(|s| s.test_cases.iter())
+        .map(|c| (c.name.as_str().to_string(), c.status.clone()))
+        .collect()
+}
+
+/// What the contract says of a run interrupted by `signal` (docs/harness.md, "Interrupted
+/// runs"), against `planned`, the cases of the same run left to finish: exit 128 + the
+/// signal; a failing `run::interrupted` case; and either no other case (the signal came
+/// before the plan) or every planned case, each as it ended or skipped as not finished.
+/// The number of cases that did not finish.
+fn assert_interrupted(
+    code: Option<i32>,
+    junit: &Path,
+    signal: i32,
+    planned: &std::collections::BTreeMap<String, TestCaseStatus>,
+    context: &str,
+) -> usize {
+    let name = accprobe::interrupt::name(signal);
+    assert_eq!(code, Some(128 + signal), "{context}");
+    let text =
+        std::fs::read_to_string(junit).unwrap_or_else(|e| panic!("{context}: no JUnit file ({e})"));
+    let r = Report::deserialize_from_str(&text).expect("well-formed JUnit");
+    let mut got = states(&r);
+    let interrupted = got
+        .remove(harness::INTERRUPTED_CASE)
+        .unwrap_or_else(|| panic!("{context}: no {}", harness::INTERRUPTED_CASE));
+    assert!(
+        matches!(interrupted, TestCaseStatus::NonSuccess { .. }),
+        "{context}: {} must fail",
+        harness::INTERRUPTED_CASE
+    );
+    let m = message(&interrupted);
+    assert!(
+        m.contains(&format!("interrupted by {name}")),
+        "{context}: {m}"
+    );
+    assert!(r.failures >= 1, "{context}: a CI must read the file as red");
+    if got.is_empty() {
+        assert!(
+            m.contains("before its cases were planned"),
+            "{context}: {m}"
+        );
+        return 0;
+    }
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        planned.keys().collect::<Vec<_>>(),
+        "{context}: every planned case, once"
+    );
+    let reason = format!("not finished: interrupted by {name}");
+    let mut unfinished = 0;
+    for (case, state) in &got {
+        if message(state) == reason {
+            assert!(
+                matches!(state, TestCaseStatus::Skipped { .. }),
+                "{context}: {case}"
+            );
+            unfinished += 1;
+        } else {
+            assert_eq!(
+                std::mem::discriminant(state),
+                std::mem::discriminant(&planned[case]),
+                "{context}: {case} ended otherwise than in a run left to finish"
+            );
+        }
+    }
+    unfinished
+}
+
+#[test]
+fn a_termination_signal_at_any_moment_exits_non_zero_with_a_red_junit_file() {
+    let sb = Sandbox::new("signal-sweep", &["documented"]);
+    std::fs::create_dir_all(sb.dir.join("out")).unwrap();
+    let (Some(mut cmd), Some(mut plain)) = (held_child(&sb, "held"), held_child(&sb, "main"))
+    else {
+        eprintln!("skipped: a real driver here and no C compiler for the stub");
+        return;
+    };
+    // The run left to finish: what every interrupted file is checked against.
+    let reference = run_child(plain.stderr(std::process::Stdio::piped()));
+    assert_eq!(reference.code, Some(0), "{}", reference.stderr);
+    let planned = states(
+        &Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap(),
+    );
+    assert!(planned.len() > 100, "{}", planned.len());
+    let signals = [
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGTERM,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+    ];
+    // At 0 ms the signal is pending before `main` runs (blocked from exec): before the
+    // profiles load, before anything is planned. Then a sweep of moments, each signal in
+    // turn; whatever moment each one meets, the contract holds.
+    let mut moments: Vec<(i32, Option<u64>)> = signals.iter().map(|&s| (s, Some(0))).collect();
+    for (i, ms) in [1, 3, 10, 30, 100, 300, 1000].into_iter().enumerate() {
+        moments.push((signals[i % signals.len()], Some(ms)));
+    }
+    // After every case finished, before the process ends.
+    moments.push((libc::SIGTERM, None));
+    moments.push((libc::SIGHUP, None));
+    for (signal, ms) in moments {
+        let delay = ms.map(std::time::Duration::from_millis);
+        let (code, stderr) = signal_child(&sb, &mut cmd, signal, delay);
+        let context = format!(
+            "{} at {}: {stderr}",
+            accprobe::interrupt::name(signal),
+            ms.map_or("the end".to_string(), |m| format!("{m} ms"))
+        );
+        let unfinished = assert_interrupted(code, &sb.paths().junit, signal, &planned, &context);
+        if ms.is_none() {
+            let r =
+                Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap())
+                    .unwrap();
+            assert_eq!(states(&r).len(), planned.len() + 1, "{context}");
+            assert_eq!(unfinished, 0, "{context}");
+        }
+    }
 }
 
 #[test]

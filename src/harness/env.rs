@@ -243,12 +243,7 @@ impl RunOptions {
         // wait until then (or pass unnoticed on a machine without a GPU).
         crate::measure::lock::LockSettings::from_env()?;
         crate::compile::parts_for(1).map_err(|e| e.to_string())?;
-        let run_id = std::env::var("NEXTEST_RUN_ID")
-            .ok()
-            .filter(|id| !id.is_empty())
-            .filter(|_| {
-                std::env::var("NEXTEST_EXECUTION_MODE").map_or(true, |m| m == "process-per-test")
-            });
+        let run_id = run_id_from_env();
         Ok(RunOptions {
             profile: std::env::var(catalog::PROFILE_ENV).ok(),
             mode,
@@ -256,6 +251,17 @@ impl RunOptions {
             run_id,
         })
     }
+}
+
+/// `NEXTEST_RUN_ID`, when cargo-nextest runs each case in a process of its own
+/// (`NEXTEST_EXECUTION_MODE` unset or `process-per-test`).
+pub fn run_id_from_env() -> Option<String> {
+    std::env::var("NEXTEST_RUN_ID")
+        .ok()
+        .filter(|id| !id.is_empty())
+        .filter(|_| {
+            std::env::var("NEXTEST_EXECUTION_MODE").map_or(true, |m| m == "process-per-test")
+        })
 }
 
 use crate::input::flag as parse_flag;

@@ -18,7 +18,12 @@
 //! - A profile that fails to load becomes a failing case naming file, line and column; the
 //!   other profiles' cases still run.
 //! - The JUnit file is complete at every moment for what finished, also when a case
-//!   panicked or the run was interrupted (SIGINT, SIGTERM: exit 130, 143).
+//!   panicked or the run was interrupted (a termination signal, at any moment from the
+//!   first instruction of `main`: exit 128 + the signal, and a failing `run::interrupted`
+//!   case; see `crate::interrupt`).
+//! - A closed stdout (`probe | head -1`) ends the run quietly with 141, as SIGPIPE would,
+//!   the JUnit file marking what did not finish; a stdout or `--logfile` that fails
+//!   otherwise (a full disk) ends it with 2.
 //! - After libtest's line, a closing summary counts the ignored cases by reason and says
 //!   whether the GPU was tested.
 
@@ -26,9 +31,11 @@ mod compile_only;
 mod env;
 mod recorder;
 mod shared;
+mod stdout;
 
 pub use env::{Paths, RunOptions, REQUIRE_GPU_ENV};
 pub use recorder::{install_interrupt_handler, INTERRUPTED_CASE, INTERRUPTED_SUITE};
+pub use stdout::quiet_printer_failures;
 
 use crate::catalog;
 use crate::error::{Error, GpuError, GpuErrorKind};
@@ -311,16 +318,19 @@ fn mark(args: &Arguments, what: &str) {
     }
 }
 
-/// The entry point of `tests/probe.rs`.
+/// The entry point of `tests/probe.rs`. The termination signals are taken from its first
+/// instruction on, and the process ends through [`crate::interrupt::exit`]: a signal that
+/// came before the end, however late, ends it with 128 + the signal and a red JUnit file.
 pub fn main() -> ExitCode {
+    install_interrupt_handler();
     if let Some(code) = crate::compile::toolchain::worker_main() {
-        return code;
+        crate::interrupt::exit(if code == ExitCode::SUCCESS { 0 } else { 2 });
     }
     if let Err(e) = crate::compile::toolchain::select_for_process() {
         eprintln!("error: {e}");
-        return ExitCode::from(2);
+        crate::interrupt::exit(2);
     }
-    ExitCode::from(main_with(Arguments::from_args()))
+    crate::interrupt::exit(main_with(Arguments::from_args()))
 }
 
 /// [`main`] with the given arguments; the process's exit code. Configuration errors
@@ -328,12 +338,16 @@ pub fn main() -> ExitCode {
 /// `ACCPROBE_DEVICES` or `ACCPROBE_DEVICE`) exit 2 before the CUDA driver is loaded; a device ordinal out of
 /// range exits 2 as soon as the device count is known.
 pub fn main_with(args: Arguments) -> u8 {
+    install_interrupt_handler();
+    quiet_printer_failures();
     if let Err(e) = crate::trace::start() {
         eprintln!("error: {e}");
         return 2;
     }
+    if args.list {
+        recorder::nothing_to_report();
+    }
     device::prepare_process_environment();
-    install_interrupt_handler();
     // Before CUDA: a refused run must not wait for the compile started before the context.
     if let Err(e) = check_arguments(&args) {
         eprintln!("error: {e}");
@@ -533,7 +547,7 @@ fn finish_session(
         if json {
             eprintln!("{text}");
         } else {
-            println!("{text}");
+            stdout::say(&format!("{text}\n"));
         }
         info.system_out = format!("{}\n{table}", s.selection_note);
         match write_atomic(&results_path, &r.to_json()) {
@@ -819,8 +833,12 @@ fn run_with(
         }
     }
     if args.list {
-        let _ = libtest_mimic::run(args, trials.into_iter().map(|p| p.trial).collect());
-        return 0;
+        quiet_printer_failures();
+        let trials = trials.into_iter().map(|p| p.trial).collect();
+        return match catch_unwind(AssertUnwindSafe(|| libtest_mimic::run(args, trials))) {
+            Ok(_) => 0,
+            Err(payload) => printer_failed(args, payload, None),
+        };
     }
 
     let mut known = suites.clone();
@@ -830,17 +848,17 @@ fn run_with(
             ..Default::default()
         });
     }
-    recorder.set_suites(known);
-    // What will run (for the interrupt report), and what is ignored at list time (into
-    // the JUnit file with its reason, as libtest counts it).
+    // The plan, in one step (for the interrupt report): what will run, and what is
+    // ignored at list time (into the JUnit file with its reason, as libtest counts it).
     let mut expected = Vec::new();
+    let mut ignored = Vec::new();
     for p in &trials {
         if args.is_filtered_out(&p.trial) {
             continue;
         }
         match (&p.ignored, args.is_ignored(&p.trial)) {
-            (Some((reason, skip)), true) => recorder.push(
-                CaseRecord {
+            (Some((reason, skip)), true) => ignored.push(recorder::Record {
+                case: CaseRecord {
                     suite: p.suite.clone(),
                     name: p.trial.name().to_string(),
                     status: Status::Ignored,
@@ -849,13 +867,14 @@ fn run_with(
                     kind: Some(skip.kind().into()),
                     started: SystemTime::now(),
                 },
-                Some(skip.clone()),
-            ),
+                skip: Some(skip.clone()),
+            }),
             (_, true) => {}
             (_, false) => expected.push((p.suite.clone(), p.trial.name().to_string())),
         }
     }
-    recorder.expect(expected);
+    recorder.plan(known, ignored, expected);
+    let _ = recorder.write();
 
     // One thread per device measures what its cases will need, so that devices work in
     // parallel whatever order libtest runs the cases in; the cases wait on their device's
@@ -928,18 +947,13 @@ fn run_with(
         })
         .collect();
     let trials: Vec<Trial> = trials.into_iter().map(|p| p.trial).collect();
+    quiet_printer_failures();
     let conclusion = match catch_unwind(AssertUnwindSafe(|| libtest_mimic::run(args, trials))) {
         Ok(c) => c,
         // libtest-mimic panics when it cannot print (stdout closed: `probe | head -1`, or
         // full, or a --logfile that fails): the JUnit file then marks what did not finish,
         // as on a signal.
-        Err(_) => {
-            let _ = recorder.interrupt("a closed or failing stdout");
-            eprintln!(
-                "accprobe: stdout (or --logfile) failed; the JUnit file marks the cases that did not finish"
-            );
-            return 141;
-        }
+        Err(payload) => return printer_failed(args, payload, Some(&recorder)),
     };
     for t in compiling_threads {
         let _ = t.join();
@@ -968,12 +982,18 @@ fn run_with(
     }
     recorder.set_suites(suites);
     let written = recorder.write();
-    mark(args, "results and JUnit written");
+    mark(
+        args,
+        match written {
+            Ok(()) => "results and JUnit written",
+            Err(_) => "results written, the JUnit file not",
+        },
+    );
     let (text, tested) = summary(&recorder.records(), &sessions, required.as_deref());
     if json_stdout(args) {
         eprint!("{text}");
     } else {
-        print!("{text}");
+        stdout::say(&text);
     }
     // A GPU runner that judged no GPU case (a filter that selects none, say) tested nothing.
     let untested = options.require_gpu && tested == 0;
@@ -992,6 +1012,42 @@ fn run_with(
     } else {
         0
     }
+}
+
+/// The exit code of a run whose libtest output failed (`payload` is the panic that
+/// unwound `libtest_mimic::run`): 141 for a closed stdout, 2 for any other failure of
+/// stdout or `--logfile`. A run marks its unfinished cases in the JUnit file, beside a
+/// failing `run::interrupted` case that says why; `--list` writes nothing.
+fn printer_failed(
+    args: &Arguments,
+    payload: Box<dyn std::any::Any + Send>,
+    recorder: Option<&Arc<Recorder>>,
+) -> u8 {
+    let into = match &args.logfile {
+        Some(log) => format!("--logfile {log}"),
+        None => "stdout".to_string(),
+    };
+    let (why, code) = match stdout::printer_failure() {
+        Some(stdout::Failure::Closed) => (format!("a closed {into}"), 141),
+        Some(stdout::Failure::Other(e)) => {
+            eprintln!("error: {into}: cannot be written: {e}");
+            (format!("a failing {into}"), 2)
+        }
+        // Not the printer's: a panic of libtest-mimic itself, said by the hook as usual.
+        None => {
+            let text = crate::error::panic_text(payload.as_ref());
+            (format!("a panic in libtest-mimic ({text})"), 101)
+        }
+    };
+    if let Some(r) = recorder {
+        match r.interrupt(&why) {
+            Ok(()) => eprintln!(
+                "accprobe: the run stopped on {why}; the JUnit file marks the cases that did not finish"
+            ),
+            Err(e) => eprintln!("accprobe: the run stopped on {why}; cannot write the JUnit file: {e}"),
+        }
+    }
+    code
 }
 
 /// The closing summary: how many cases passed, failed and were ignored, the ignored ones

@@ -1,8 +1,10 @@
 //! The live JUnit recorder: every finished case is recorded, and the JUnit file on disk is
 //! rewritten (atomically, at most every [`JUNIT_EVERY`]) so that an interrupted or killed
-//! run leaves a complete file for what finished. On SIGINT or SIGTERM the cases that had
-//! not finished are added as skipped ("not finished: interrupted by SIGTERM") beside one
-//! failing `run::interrupted` case, and the process exits 130 or 143.
+//! run leaves a complete file for what finished. On a termination signal (see
+//! [`crate::interrupt`]) the cases that had not finished are added as skipped ("not
+//! finished: interrupted by SIGTERM") beside one failing `run::interrupted` case, and the
+//! process exits 128 + the signal; before the cases are planned, the file holds that one
+//! failing case.
 //!
 //! Under cargo-nextest (one process per case) each process writes its records to
 //! `<run dir>/junit/<pid>.json`, and the JUnit file is rebuilt from all of the run's
@@ -67,9 +69,10 @@ pub struct Recorder {
     suites: Mutex<Vec<SuiteInfo>>,
     /// (suite, case) of every case this process will run, for the interrupt report.
     expected: Mutex<Vec<(String, String)>>,
+    /// Whether the cases are planned ([`Recorder::plan`]): an interrupt before has no
+    /// case to list.
+    planned: std::sync::atomic::AtomicBool,
     last_write: Mutex<Option<Instant>>,
-    /// One write at a time within the process (the file lock is per process).
-    writing: Mutex<()>,
     /// Set by [`Recorder::interrupt`]: from then on the record is final, so that a case
     /// finishing while the signal is handled can neither appear twice nor overwrite the
     /// interrupted file.
@@ -83,6 +86,18 @@ pub const JUNIT_EVERY: std::time::Duration = std::time::Duration::from_millis(25
 
 /// The recorder of the run in progress, for the interrupt handler.
 pub static CURRENT: Mutex<Option<Arc<Recorder>>> = Mutex::new(None);
+
+/// One JUnit write at a time in the process, whichever recorder writes (the file lock is
+/// per process), so that the interrupted file is the last one written.
+static WRITING: Mutex<()> = Mutex::new(());
+
+/// Set when the process has no JUnit file to write (`--list`): a signal then only ends it.
+static NOTHING_TO_REPORT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says that this process writes no JUnit file (`--list`), also when interrupted.
+pub fn nothing_to_report() {
+    NOTHING_TO_REPORT.store(true, std::sync::atomic::Ordering::SeqCst);
+}
 
 /// The suite and name of the case an interrupted run adds, failing.
 pub const INTERRUPTED_SUITE: &str = "interrupted";
@@ -133,14 +148,40 @@ impl Recorder {
         }
     }
 
+    /// The suites of the JUnit file; after an interrupt the file is final and this does
+    /// nothing.
     pub fn set_suites(&self, suites: Vec<SuiteInfo>) {
-        *self.suites.lock().unwrap_or_else(|e| e.into_inner()) = suites;
+        let mut known = self.suites.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            *known = suites;
+        }
     }
 
-    /// The cases this process is about to run: on interruption, those not finished are
-    /// reported as such.
+    /// The plan, at once: the suites, the cases ignored at list time (recorded as
+    /// finished) and the cases this process is about to run (on interruption, those not
+    /// finished are reported as such). After an interrupt it does nothing: the file then
+    /// says the run was interrupted before its cases were planned.
+    pub fn plan(
+        &self,
+        suites: Vec<SuiteInfo>,
+        ignored: Vec<Record>,
+        expected: Vec<(String, String)>,
+    ) {
+        let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        self.set_suites(suites);
+        records.extend(ignored);
+        *self.expected.lock().unwrap_or_else(|e| e.into_inner()) = expected;
+        self.planned
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The cases this process is about to run (the plan without suites or ignored cases).
+    #[cfg(test)]
     pub fn expect(&self, cases: Vec<(String, String)>) {
-        *self.expected.lock().unwrap_or_else(|e| e.into_inner()) = cases;
+        self.plan(Vec::new(), Vec::new(), cases);
     }
 
     /// The finished cases so far, with why each ignored one was.
@@ -163,12 +204,14 @@ impl Recorder {
     }
 
     /// Records every expected case that has not finished as skipped, interrupted by
-    /// `signal`, and one failing case saying so; then writes the JUnit file.
+    /// `signal`, and one failing case saying so; then writes the JUnit file. Before the
+    /// plan, the failing case is all the file holds.
     pub fn interrupt(&self, signal: &str) -> std::io::Result<()> {
         let reason = format!("not finished: interrupted by {signal}");
         {
             let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
             self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+            let planned = self.planned.load(std::sync::atomic::Ordering::SeqCst);
             let done: HashSet<(String, String)> = records
                 .iter()
                 .map(|r| (r.case.suite.clone(), r.case.name.clone()))
@@ -197,15 +240,23 @@ impl Recorder {
                 }
             }
             let finished = records.len() - unfinished;
+            let message = if planned {
+                format!(
+                    "the run was interrupted by {signal}: {finished} cases finished, \
+                     {unfinished} did not (reported skipped: {reason})"
+                )
+            } else {
+                format!(
+                    "the run was interrupted by {signal} before its cases were planned: \
+                     no case ran"
+                )
+            };
             records.push(Record {
                 case: CaseRecord {
                     suite: INTERRUPTED_SUITE.into(),
                     name: INTERRUPTED_CASE.into(),
                     status: Status::Failed,
-                    message: format!(
-                        "the run was interrupted by {signal}: {finished} cases finished, \
-                         {unfinished} did not (reported skipped: {reason})"
-                    ),
+                    message,
                     duration: std::time::Duration::ZERO,
                     kind: Some("interrupted".into()),
                     started: std::time::SystemTime::now(),
@@ -236,11 +287,14 @@ impl Recorder {
         let Some(path) = &self.junit else {
             return Ok(());
         };
-        let _one_at_a_time = self.writing.lock().unwrap_or_else(|e| e.into_inner());
-        if self.closed.load(std::sync::atomic::Ordering::SeqCst) && !interrupting {
+        let _one_at_a_time = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+        // Once a signal is taken the interrupted file is the last word.
+        if (self.closed.load(std::sync::atomic::Ordering::SeqCst) || crate::interrupt::taken())
+            && !interrupting
+        {
             return Ok(());
         }
-        let suites = self
+        let mut suites = self
             .suites
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -250,6 +304,15 @@ impl Recorder {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        // A case whose suite is not (yet) known still counts.
+        for r in &records {
+            if !suites.iter().any(|s| s.name == r.case.suite) {
+                suites.push(SuiteInfo {
+                    name: r.case.suite.clone(),
+                    ..Default::default()
+                });
+            }
+        }
         match &self.merge {
             None => {
                 let cases: Vec<CaseRecord> = records.into_iter().map(|r| r.case).collect();
@@ -275,17 +338,24 @@ fn merge(dir: &Path, junit_path: &Path, part: &Part) -> std::io::Result<()> {
     std::fs::create_dir_all(&parts_dir)?;
     let json = serde_json::to_string(part).map_err(std::io::Error::other)?;
     write_atomic(&parts_dir.join(format!("{}.json", part.pid)), &json)?;
-    let lock = std::fs::File::create(dir.join("junit.lock"))?;
-    lock.lock()?;
+    let lock_path = dir.join("junit.lock");
+    let lock = super::shared::lock_file(&lock_path)?;
+    lock.lock()
+        .map_err(|e| super::shared::naming(&lock_path, "lock", e))?;
     let mut parts: Vec<Part> = Vec::new();
     for entry in std::fs::read_dir(&parts_dir)? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "json") {
-            if let Some(p) = std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|t| serde_json::from_str::<Part>(&t).ok())
-            {
-                parts.push(p);
+            // Through the bounded reader: a FIFO or a device there is skipped, not read.
+            match crate::input::read_text(&path, "JUnit record", crate::input::RESULTS_LIMIT) {
+                Ok(t) => match serde_json::from_str::<Part>(&t) {
+                    Ok(p) => parts.push(p),
+                    Err(e) => eprintln!(
+                        "accprobe: {}: not a JUnit record of this suite ({e}); left out of the JUnit file",
+                        path.display()
+                    ),
+                },
+                Err(e) => eprintln!("accprobe: {e}; left out of the JUnit file"),
             }
         }
     }
@@ -325,24 +395,41 @@ fn merged(parts: Vec<Part>) -> (Vec<SuiteInfo>, Vec<CaseRecord>) {
     (suites, cases)
 }
 
-/// On SIGINT or SIGTERM: write the JUnit file with what finished and what did not, then
-/// exit 128 + the signal (130, 143) at once (see [`crate::interrupt`]: within
-/// [`crate::interrupt::ACT_LIMIT`] even when the file cannot be written, and at once on a
-/// second signal). Call it before the process starts any thread.
+/// On a termination signal: write the JUnit file with what finished and what did not
+/// (before the plan: one failing `run::interrupted` case), then exit 128 + the signal
+/// (see [`crate::interrupt`]: within [`crate::interrupt::ACT_LIMIT`] even when the file
+/// cannot be written, and at once on a second signal). A compile worker and `--list`
+/// write nothing. Call it first in `main`, before the process starts any thread.
 pub fn install_interrupt_handler() {
     crate::interrupt::install("accprobe", |name| {
+        if writes_nothing() {
+            return;
+        }
         let current = CURRENT.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        if let Some(r) = current {
-            match r.interrupt(name) {
-                Ok(()) => eprintln!(
-                    "accprobe: interrupted by {name}; the JUnit file marks the cases that did not finish"
-                ),
-                Err(e) => {
-                    eprintln!("accprobe: interrupted by {name}; cannot write the JUnit file: {e}")
-                }
+        // Before the run has its recorder: the one the environment names, with no plan.
+        let r = current.unwrap_or_else(|| {
+            let paths = super::Paths::from_env();
+            let run_dir =
+                super::env::run_id_from_env().map(|id| super::shared::run_dir(&paths.runs, &id));
+            Arc::new(Recorder::new(Some(paths.junit)).merging(run_dir))
+        });
+        match r.interrupt(name) {
+            Ok(()) => eprintln!(
+                "accprobe: interrupted by {name}; the JUnit file marks the cases that did not finish"
+            ),
+            Err(e) => {
+                eprintln!("accprobe: interrupted by {name}; cannot write the JUnit file: {e}")
             }
         }
     });
+}
+
+/// Whether this process writes no JUnit file: a compile worker, or `--list` (said by
+/// [`nothing_to_report`], or among the arguments before they are parsed).
+fn writes_nothing() -> bool {
+    NOTHING_TO_REPORT.load(std::sync::atomic::Ordering::SeqCst)
+        || std::env::var_os(crate::compile::toolchain::WORKER_ENV).is_some()
+        || std::env::args_os().any(|a| a == "--list")
 }
 
 #[cfg(test)]

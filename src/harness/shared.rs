@@ -43,22 +43,13 @@ impl RunShare {
     /// Opens (creates) `runs/<run id>/`, waits for the measuring lock and reads what was
     /// published. When something was, the lock is released at once.
     pub fn open(runs: &Path, run_id: &str) -> std::io::Result<RunShare> {
-        let name: String = run_id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let dir = runs.join(name);
+        let dir = run_dir(runs, run_id);
         if !dir.is_dir() {
             remove_old_runs(runs);
         }
-        std::fs::create_dir_all(&dir)?;
-        let file = File::create(dir.join("measure.lock"))?;
+        std::fs::create_dir_all(&dir).map_err(|e| naming(&dir, "create", e))?;
+        let lock_path = dir.join("measure.lock");
+        let file = lock_file(&lock_path)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -66,13 +57,30 @@ impl RunShare {
                     "accprobe: waiting for another process of this nextest run to measure ({})",
                     dir.display()
                 );
-                file.lock()?;
+                file.lock().map_err(|e| naming(&lock_path, "lock", e))?;
             }
-            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+            Err(std::fs::TryLockError::Error(e)) => return Err(naming(&lock_path, "lock", e)),
         }
-        let published = std::fs::read_to_string(dir.join(MEASURED))
-            .ok()
-            .and_then(|t| serde_json::from_str::<Published>(&t).ok());
+        let measured = dir.join(MEASURED);
+        // Through the bounded reader: a FIFO or a device there is refused, not read.
+        let published =
+            match crate::input::read_text(&measured, "measurement", crate::input::RESULTS_LIMIT) {
+                Ok(t) => match serde_json::from_str::<Published>(&t) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        eprintln!(
+                            "accprobe: {}: not a measurement of this suite ({e}); measuring again",
+                            measured.display()
+                        );
+                        None
+                    }
+                },
+                Err(_) if std::fs::symlink_metadata(&measured).is_err() => None,
+                Err(e) => {
+                    eprintln!("accprobe: {e}; measuring again");
+                    None
+                }
+            };
         let share = RunShare {
             dir,
             lock: Mutex::new(Some(file)),
@@ -107,6 +115,50 @@ impl RunShare {
         self.release();
         written
     }
+}
+
+/// The folder of nextest run `run_id` under `runs` (characters other than letters,
+/// digits, `-` and `_` become `_`).
+pub fn run_dir(runs: &Path, run_id: &str) -> PathBuf {
+    let name: String = run_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    runs.join(name)
+}
+
+/// Opens (creates) the lock file `path`: a regular file, never a FIFO (opening one would
+/// block) or a folder; errors name it.
+pub fn lock_file(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| naming(path, "open the lock file", e))?;
+    let m = file
+        .metadata()
+        .map_err(|e| naming(path, "open the lock file", e))?;
+    if !m.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{}: cannot use it as a lock file: not a regular file",
+            path.display()
+        )));
+    }
+    Ok(file)
+}
+
+/// `e`, saying which file it is about and what was being done.
+pub fn naming(path: &Path, doing: &str, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{}: cannot {doing}: {e}", path.display()))
 }
 
 fn remove_old_runs(runs: &Path) {

@@ -117,12 +117,13 @@ pub struct LockSettings {
 }
 
 impl LockSettings {
-    /// `ACCPROBE_LOCK_DIR` and `ACCPROBE_LOCK_TIMEOUT`; a timeout that is not a number of
-    /// seconds is a configuration error.
+    /// `ACCPROBE_LOCK_DIR` and `ACCPROBE_LOCK_TIMEOUT` (empty, or only spaces, means
+    /// unset, as for every variable); a timeout that is not a number of seconds is a
+    /// configuration error.
     pub fn from_env() -> Result<LockSettings, String> {
         Self::from_values(
             std::env::var_os(LOCK_DIR_ENV).map(PathBuf::from),
-            crate::input::env_text(LOCK_TIMEOUT_ENV)?,
+            crate::input::env_text(LOCK_TIMEOUT_ENV)?.filter(|t| !t.trim().is_empty()),
         )
     }
 
