@@ -13,19 +13,35 @@
 
 /// `println!` that never panics: when stdout is closed (`cargo xtask sass ... | head -1`)
 /// the output stops quietly and the command still finishes its work (files it writes, its
-/// exit code); `println!` would panic on the broken pipe.
+/// exit code); `println!` would panic on the broken pipe. What it prints goes through
+/// [`accprobe::report::text::clean`]: text from a results file or a profile (a GPU name,
+/// a SASS line) never sends a terminal a control sequence.
 macro_rules! say {
     ($($arg:tt)*) => {
-        $crate::say_line(format_args!($($arg)*))
+        $crate::say_line(false, format_args!($($arg)*))
     };
 }
 
-/// Writes one line to stdout; a write error (a closed pipe, a full disk behind a
-/// redirection) ends the output, not the command.
-pub fn say_line(args: std::fmt::Arguments) {
+/// [`say!`] for stderr: `eprintln!` that never panics and escapes what a terminal must
+/// not get raw.
+macro_rules! warn {
+    ($($arg:tt)*) => {
+        $crate::say_line(true, format_args!($($arg)*))
+    };
+}
+
+/// Writes one line to stdout (or stderr), through the terminal sanitiser; a write error
+/// (a closed pipe, a full disk behind a redirection) ends the output, not the command.
+pub fn say_line(to_stderr: bool, args: std::fmt::Arguments) {
     use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_fmt(args).and_then(|()| out.write_all(b"\n"));
+    let text = args.to_string();
+    let mut line = accprobe::report::text::clean(&text).into_owned();
+    line.push('\n');
+    let _ = if to_stderr {
+        std::io::stderr().lock().write_all(line.as_bytes())
+    } else {
+        std::io::stdout().lock().write_all(line.as_bytes())
+    };
 }
 
 mod bless;
@@ -368,18 +384,18 @@ fn main() -> ExitCode {
         return code;
     }
     if let Err(e) = accprobe::compile::toolchain::select_for_process() {
-        eprintln!("error: {e}");
+        warn!("error: {e}");
         return ExitCode::from(2);
     }
     // Before any thread: NVRTC's own signal handler must never end (or hang) the process.
-    accprobe::interrupt::install("xtask", |name| eprintln!("xtask: interrupted by {name}"));
+    accprobe::interrupt::install("xtask", |name| warn!("xtask: interrupted by {name}"));
     if let Err(e) = accprobe::trace::start() {
-        eprintln!("error: {e}");
+        warn!("error: {e}");
         return ExitCode::from(2);
     }
     accprobe::measure::device::prepare_process_environment();
     if let Err(e) = accprobe::compile::parts_for(1) {
-        eprintln!("error: {e}");
+        warn!("error: {e}");
         return ExitCode::from(2);
     }
     let cli = Cli::parse();
@@ -390,20 +406,20 @@ fn main() -> ExitCode {
         Err(Failure::Gpu(e)) => match e.kind() {
             GpuErrorKind::Unavailable => {
                 // The error already says what is missing ("no CUDA driver: ...").
-                eprintln!("error: {e} (this command needs a CUDA GPU)");
+                warn!("error: {e} (this command needs a CUDA GPU)");
                 ExitCode::from(2)
             }
             GpuErrorKind::Config => {
-                eprintln!("error: {e}");
+                warn!("error: {e}");
                 ExitCode::from(2)
             }
             GpuErrorKind::Broken | GpuErrorKind::Busy => {
-                eprintln!("error: {e}");
+                warn!("error: {e}");
                 ExitCode::FAILURE
             }
         },
         Err(Failure::Message(e)) => {
-            eprintln!("error: {e}");
+            warn!("error: {e}");
             ExitCode::FAILURE
         }
     }

@@ -477,7 +477,7 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
     let mut inputs = Vec::new();
     for f in files {
         if let Some(what) = other_json(f) {
-            eprintln!("report: skipped {}: {what}", f.display());
+            warn!("report: skipped {}: {what}", f.display());
             continue;
         }
         let results = RunResults::load(f).map_err(|e| e.to_string())?;

@@ -38,7 +38,7 @@ pub fn compile_only(dir: &Path, profile: &str, bless: bool, dry_run: bool) -> cr
         }
     });
     let mut failed = 0;
-    println!("{:<8} {:<8} {:<60} cases", "arch", "NVRTC", "outcome");
+    say!("{:<8} {:<8} {:<60} cases", "arch", "NVRTC", "outcome");
     for arch in &archs {
         for tc in s.toolchains() {
             let o = s.outcome(&tc, arch);
@@ -52,7 +52,7 @@ pub fn compile_only(dir: &Path, profile: &str, bless: bool, dry_run: bool) -> cr
                     Outcome::Fail(m) => {
                         fail += 1;
                         if fail <= 3 {
-                            eprintln!("FAIL {}: {}", c.name, m.lines().next().unwrap_or(""));
+                            warn!("FAIL {}: {}", c.name, m.lines().next().unwrap_or(""));
                         }
                     }
                     _ => skip += 1,
@@ -82,12 +82,12 @@ pub fn compile_only(dir: &Path, profile: &str, bless: bool, dry_run: bool) -> cr
                 }
                 ArchOutcome::Failed(r) => format!("FAILED: {}", r.lines().next().unwrap_or(r)),
             };
-            println!("{arch:<8} {tc:<8} {what:<60} {pass} pass, {fail} fail, {skip} ignored");
+            say!("{arch:<8} {tc:<8} {what:<60} {pass} pass, {fail} fail, {skip} ignored");
         }
     }
     for tc in s.toolchains() {
         if let Some(r) = s.peek(&tc) {
-            println!("NVRTC {tc}: worker {:.2} s", r.seconds);
+            say!("NVRTC {tc}: worker {:.2} s", r.seconds);
         }
     }
     if bless {
@@ -97,16 +97,16 @@ pub fn compile_only(dir: &Path, profile: &str, bless: bool, dry_run: bool) -> cr
         )
         .map_err(|e| e.to_string())?;
         if b.diff.is_empty() {
-            println!("{}: no change", b.file.display());
+            say!("{}: no change", b.file.display());
         } else {
-            println!("{}:", b.file.display());
+            say!("{}:", b.file.display());
             for l in &b.diff {
-                println!("  {l}");
+                say!("  {l}");
             }
         }
         if !dry_run {
             b.write().map_err(|e| e.to_string())?;
-            println!("written: {}", b.file.display());
+            say!("written: {}", b.file.display());
         }
         return Ok(());
     }
@@ -172,7 +172,7 @@ pub fn gpu(dir: &Path, profile: Option<&str>, toolchains: &[String], out: &Path)
     let mut runs = Vec::new();
     for t in toolchains {
         let file = out.join(format!("results-nvrtc-{}.json", file_stem(t)));
-        eprintln!("accprobe: measuring under NVRTC {t} -> {}", file.display());
+        warn!("accprobe: measuring under NVRTC {t} -> {}", file.display());
         let mut cmd = std::process::Command::new(&exe);
         accprobe::interrupt::unblocked_in_child(&mut cmd)
             .arg("--expectations")
@@ -203,7 +203,7 @@ pub fn gpu(dir: &Path, profile: Option<&str>, toolchains: &[String], out: &Path)
             ))
         };
         if let Err(e) = &outcome {
-            eprintln!("accprobe: {e}");
+            warn!("accprobe: {e}");
         }
         runs.push(Measured {
             toolchain: t.clone(),
@@ -218,7 +218,7 @@ pub fn gpu(dir: &Path, profile: Option<&str>, toolchains: &[String], out: &Path)
     let text = compare(&p, &runs);
     let md = out.join("toolchains.md");
     write_atomic(&md, &text).map_err(|e| format!("cannot write {}: {e}", md.display()))?;
-    println!("{text}\ncomparison: {}", md.display());
+    say!("{text}\ncomparison: {}", md.display());
     Ok(())
 }
 
@@ -253,7 +253,7 @@ pub fn compare_files(dir: &Path, profile: Option<&str>, files: &[PathBuf]) -> cr
         .and_then(|r| r.outcome.as_ref().ok())
         .ok_or("name at least one results file")?;
     let p = find_profile(dir, profile.unwrap_or(&first.profile))?;
-    println!("{}", compare(&p, &runs));
+    say!("{}", compare(&p, &runs));
     Ok(())
 }
 
