@@ -249,6 +249,41 @@ fn control_characters_in_a_results_file_never_reach_the_terminal_raw() {
 }
 
 #[test]
+fn sass_and_gate_refuse_a_summary_its_loop_body_contradicts() {
+    let dir = temp("no-ffma");
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(committed()).unwrap()).unwrap();
+    for v in r["variants"].as_array_mut().unwrap() {
+        v["sass"]["loop_body"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|l| !l.as_str().unwrap().starts_with("FFMA"));
+    }
+    let file = dir.join("no-ffma.json");
+    std::fs::write(&file, serde_json::to_string(&r).unwrap()).unwrap();
+    let file = file.to_str().unwrap();
+    for args in [
+        vec!["sass", "chain7", "acc1", "--results", file],
+        vec!["gate", "--results", file],
+    ] {
+        let o = xtask(&checkout(), &args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(file) && err.contains("but its loop_body has 0 FFMAs"),
+            "{args:?}: {}",
+            text(&o)
+        );
+        assert!(
+            !String::from_utf8_lossy(&o.stdout).contains("FFMAs"),
+            "{args:?}: {}",
+            text(&o)
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn sass_with_a_short_or_non_ascii_digest_prints_it_without_a_panic() {
     let dir = temp("digest");
     let mut r: serde_json::Value =
