@@ -284,6 +284,38 @@ fn sass_and_gate_refuse_a_summary_its_loop_body_contradicts() {
 }
 
 #[test]
+fn toolchains_says_require_toolchains_is_set_only_when_it_is() {
+    let empty = temp("no-toolchains");
+    let run = |require: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
+        c.args(["toolchains", "--profile", "h200"])
+            .current_dir(checkout())
+            .env("ACCPROBE_TOOLCHAINS", &empty)
+            .env_remove("ACCPROBE_NVRTC")
+            .env_remove("ACCPROBE_REQUIRE_TOOLCHAINS");
+        if let Some(v) = require {
+            c.env("ACCPROBE_REQUIRE_TOOLCHAINS", v);
+        }
+        let o = c.output().unwrap();
+        // No toolchain is installed: the command, which compiles every one, fails.
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        text(&o)
+    };
+    let unset = run(None);
+    assert!(
+        unset.contains("not installed") || unset.contains("FAILED"),
+        "{unset}"
+    );
+    assert!(
+        !unset.contains("ACCPROBE_REQUIRE_TOOLCHAINS is set"),
+        "{unset}"
+    );
+    let set = run(Some("1"));
+    assert!(set.contains("ACCPROBE_REQUIRE_TOOLCHAINS is set"), "{set}");
+    std::fs::remove_dir_all(empty).unwrap();
+}
+
+#[test]
 fn sass_with_a_short_or_non_ascii_digest_prints_it_without_a_panic() {
     let dir = temp("digest");
     let mut r: serde_json::Value =
