@@ -126,10 +126,17 @@ impl CompileOnlySession {
                 return all(ArchOutcome::Unsupported(m))
             }
             Err(ToolchainError::NotInstalled(m)) => {
-                return all(ArchOutcome::Failed(format!(
-                    "{m} ({} is set: the compile-only cases must run here)",
-                    toolchain::REQUIRE_ENV
-                )))
+                // Required by the variable, or by the caller (`cargo xtask toolchains`
+                // compiles every toolchain of the profile): say which.
+                let why = if required_by_env() {
+                    format!(
+                        "{} is set: the compile-only cases must run here",
+                        toolchain::REQUIRE_ENV
+                    )
+                } else {
+                    "this command compiles every toolchain of the profile".to_string()
+                };
+                return all(ArchOutcome::Failed(format!("{m} ({why})")));
             }
             Err(ToolchainError::Invalid(m)) => return all(ArchOutcome::Failed(m)),
         };

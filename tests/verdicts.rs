@@ -811,3 +811,72 @@ fn sass_the_disassembler_gave_but_nobody_could_read_fails_the_sass_cases() {
         Outcome::Skipped(m) if m == "no disassembler found"
     ));
 }
+
+/// The committed run with every FFMA removed from `variant`'s stored loop body (its
+/// summary left as measured), written to a file of its own.
+fn without_loop_ffmas(variant: &str, tag: &str) -> std::path::PathBuf {
+    let committed = root().join("expectations/recorded/h200-2026-11-30-wave.json");
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(committed).unwrap()).unwrap();
+    let v = r["variants"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|v| v["name"] == variant)
+        .unwrap();
+    v["sass"]["loop_body"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|l| !l.as_str().unwrap().trim_start().starts_with("FFMA"));
+    let dir = std::env::temp_dir().join(format!("accprobe-verdicts-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("no-ffma.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&r).unwrap()).unwrap();
+    file
+}
+
+#[test]
+fn a_loop_body_without_its_ffmas_is_refused_before_any_verdict() {
+    let file = without_loop_ffmas("chain7_acc1_effective1", "no-ffma");
+    let e = RunResults::load(&file).unwrap_err().to_string();
+    assert!(e.starts_with(&format!("{}:", file.display())), "{e}");
+    assert!(
+        e.contains("\"chain7_acc1_effective1\"")
+            && e.contains("the SASS summary says loop_ffma 7, but its loop_body has 0 FFMAs")
+            && e.contains("loop_partials [7], but its loop_body gives []"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn every_committed_results_file_passes_the_self_check() {
+    let mut files = Vec::new();
+    let mut dirs = vec![
+        root().join("expectations/recorded"),
+        root().join("docs/results"),
+    ];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "json") {
+                files.push(p);
+            }
+        }
+    }
+    let mut checked = 0;
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        if value.get("schema").is_none() {
+            continue; // an agreement or bench file, not results
+        }
+        if let Err(e) = RunResults::load(f) {
+            panic!("{e}");
+        }
+        checked += 1;
+    }
+    assert!(checked >= 7, "{checked} results files of {files:?}");
+}

@@ -6,7 +6,7 @@
 //! `nvdisasm` output (`.text.NAME:` headers, `.L_x_N:` labels, `` `(.L_x_N) `` targets).
 //! Pure text in, plain data out: tested on SASS recorded on the H200.
 
-use crate::model::results::SassSummary;
+use crate::model::results::{self, SassSummary};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
@@ -21,35 +21,16 @@ pub struct Instruction {
 }
 
 impl Instruction {
-    /// The text without its predicate: `@!P0 BRA 0x10` -> `BRA 0x10`. The predicate ends at
-    /// any run of whitespace (a run of spaces or a tab once made the opcode read differently
-    /// here and in the normalised loop body; found by the sass fuzz target).
-    fn unpredicated(&self) -> &str {
-        let t = self.text.trim_start();
-        if t.starts_with('@') {
-            t.split_once(char::is_whitespace)
-                .map_or("", |x| x.1.trim_start())
-        } else {
-            t
-        }
-    }
-
-    /// The opcode without predicate or modifiers: `FFMA`, `BRA`, `LDL`.
+    /// The opcode without predicate or modifiers: `FFMA`, `BRA`, `LDL`
+    /// ([`crate::model::results::sass_opcode`]).
     pub fn opcode(&self) -> &str {
-        let op = self.unpredicated().split_whitespace().next().unwrap_or("");
-        op.split('.').next().unwrap_or(op)
+        results::sass_opcode(&self.text)
     }
 
-    /// Operands, `.reuse` flags removed: `FFMA R10, R10, R9.reuse, UR8` -> [R10, R10, R9, UR8].
+    /// Operands, `.reuse` flags removed: `FFMA R10, R10, R9.reuse, UR8` -> [R10, R10, R9, UR8]
+    /// ([`crate::model::results::sass_operands`]).
     pub fn operands(&self) -> Vec<String> {
-        let rest = self
-            .unpredicated()
-            .split_once(char::is_whitespace)
-            .map_or("", |x| x.1);
-        rest.split(',')
-            .map(|o| o.trim().replace(".reuse", ""))
-            .filter(|o| !o.is_empty())
-            .collect()
+        results::sass_operands(&self.text)
     }
 
     /// The text with the branch target written relative to this instruction, in instructions.
@@ -197,63 +178,12 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseErro
     Ok(out)
 }
 
-/// The independent partials (dependency paths) of the FFMAs in a loop body (see
-/// [`SassSummary::loop_partials`]).
-fn partials(body: &[Instruction]) -> Vec<u32> {
-    let mut lengths: Vec<u32> = Vec::new();
-    for c in chain_of_each(body).into_iter().flatten() {
-        if c >= lengths.len() {
-            lengths.resize(c + 1, 0);
-        }
-        lengths[c] += 1;
-    }
-    lengths
-}
-
 /// For each instruction of a loop body, the FFMA chain (partial accumulator) it extends,
-/// numbered in order of first appearance; `None` for anything but an FFMA.
+/// numbered in order of first appearance; `None` for anything but an FFMA
+/// ([`crate::model::results::chain_of_each`]).
 pub fn chain_of_each(body: &[Instruction]) -> Vec<Option<usize>> {
-    let mut holder: BTreeMap<String, usize> = BTreeMap::new();
-    let mut next = 0;
-    let mut out = Vec::new();
-    for i in body {
-        let ops = i.operands();
-        let Some(dest) = ops
-            .first()
-            .filter(|d| d.starts_with('R') && *d != "RZ")
-            .cloned()
-        else {
-            out.push(None);
-            continue;
-        };
-        match i.opcode() {
-            "FFMA" => {
-                let chain = ops[1..]
-                    .iter()
-                    .find_map(|s| holder.get(s).copied())
-                    .unwrap_or_else(|| {
-                        next += 1;
-                        next - 1
-                    });
-                holder.insert(dest, chain);
-                out.push(Some(chain));
-                continue;
-            }
-            "MOV" => match ops.get(1).and_then(|s| holder.get(s).copied()) {
-                Some(c) => {
-                    holder.insert(dest, c);
-                }
-                None => {
-                    holder.remove(&dest);
-                }
-            },
-            _ => {
-                holder.remove(&dest);
-            }
-        }
-        out.push(None);
-    }
-    out
+    let texts: Vec<&str> = body.iter().map(|i| i.text.as_str()).collect();
+    results::chain_of_each(&texts)
 }
 
 /// Reads normalised loop-body lines (as stored in results) back as instructions.
@@ -294,26 +224,18 @@ pub fn summarise(instructions: &[Instruction]) -> Result<SassSummary, String> {
     });
     let (start, end) =
         back.ok_or("no backward branch around a clock read: the measured loop is not in the SASS")?;
-    let body = &instructions[start..=end];
-    let ffmas: Vec<&Instruction> = body.iter().filter(|i| i.opcode() == "FFMA").collect();
-    let mut dests: Vec<String> = Vec::new();
-    let mut in_place = !ffmas.is_empty();
-    for f in &ffmas {
-        let ops = f.operands();
-        let Some(d) = ops.first() else { continue };
-        if !dests.contains(d) {
-            dests.push(d.clone());
-        }
-        in_place &= ops[1..].contains(d);
-    }
+    // The loop's figures come from the normalised body as it is stored, through the
+    // function the results check recomputes them with: the two never disagree.
+    let loop_body = normalised[start..=end].to_vec();
+    let shape = results::loop_shape(&loop_body);
     Ok(SassSummary {
         digest,
         local_memory_instructions,
-        loop_body: normalised[start..=end].to_vec(),
-        loop_ffma: ffmas.len() as u32,
-        loop_ffma_destinations: dests,
-        ffma_accumulates_in_place: in_place,
-        loop_partials: partials(body),
+        loop_body,
+        loop_ffma: shape.loop_ffma,
+        loop_ffma_destinations: shape.loop_ffma_destinations,
+        ffma_accumulates_in_place: shape.ffma_accumulates_in_place,
+        loop_partials: shape.loop_partials,
     })
 }
 

@@ -342,8 +342,10 @@ impl RunResults {
     /// summary) is consistent; a measured variant's summary and mean must be what its
     /// samples give, its samples must be whole repeats of every warp of the recorded
     /// settings, below the physical ceiling (one loop iteration per budget cycle at most;
-    /// never the poison value), its launch times and SMs one per repeat, and every
-    /// local-memory instruction in its loop must be listed in its SASS summary.
+    /// never the poison value), its launch times and SMs one per repeat, every
+    /// local-memory instruction in its loop must be listed in its SASS summary, and the
+    /// summary's loop figures (FFMAs, destinations, in place, partials) must be what its
+    /// stored loop body gives ([`loop_shape`], the compile stage's own function).
     pub fn check(&self) -> Result<(), Vec<String>> {
         let problems: Vec<String> = self.problems().into_iter().map(|(_, p)| p).collect();
         if problems.is_empty() {
@@ -396,6 +398,9 @@ impl RunResults {
                     say(format!(
                         "the SASS loop body has {unlisted:?}, which local_memory_instructions does not list"
                     ));
+                }
+                for p in shape_problems(sass) {
+                    say(p);
                 }
             }
         }
@@ -587,15 +592,160 @@ fn samples_problems(
     }
 }
 
-/// The opcode of a SASS instruction's text, its predicate and modifiers dropped:
-/// `@P0 STL.64 [R1], R2` -> `STL`.
-fn opcode(text: &str) -> &str {
-    let mut words = text.split_whitespace();
-    let mut op = words.next().unwrap_or("");
-    if op.starts_with('@') {
-        op = words.next().unwrap_or("");
+/// A SASS instruction's text without its predicate: `@!P0 BRA 0x10` -> `BRA 0x10`. The
+/// predicate ends at any run of whitespace (a run of spaces or a tab once made the opcode
+/// read differently in the compile stage and in the normalised loop body; found by the
+/// sass fuzz target).
+fn unpredicated(text: &str) -> &str {
+    let t = text.trim_start();
+    if t.starts_with('@') {
+        t.split_once(char::is_whitespace)
+            .map_or("", |x| x.1.trim_start())
+    } else {
+        t
     }
+}
+
+/// The opcode of a SASS instruction's text, its predicate and modifiers dropped:
+/// `@P0 STL.64 [R1], R2` -> `STL`. The one definition, which the compile stage's parser
+/// (`compile::sass`) and the results check share.
+pub fn sass_opcode(text: &str) -> &str {
+    let op = unpredicated(text).split_whitespace().next().unwrap_or("");
     op.split('.').next().unwrap_or(op)
+}
+
+/// A SASS instruction's operands, `.reuse` flags removed:
+/// `FFMA R10, R10, R9.reuse, UR8` -> [R10, R10, R9, UR8].
+pub fn sass_operands(text: &str) -> Vec<String> {
+    let rest = unpredicated(text)
+        .split_once(char::is_whitespace)
+        .map_or("", |x| x.1);
+    rest.split(',')
+        .map(|o| o.trim().replace(".reuse", ""))
+        .filter(|o| !o.is_empty())
+        .collect()
+}
+
+/// For each instruction of a loop body, the FFMA chain (partial accumulator) it extends,
+/// numbered in order of first appearance; `None` for anything but an FFMA. A chain starts
+/// at an FFMA whose sources no earlier FFMA of the chain wrote, and follows through FFMAs
+/// and MOVs; any other instruction writing a register ends what it held.
+pub fn chain_of_each<S: AsRef<str>>(body: &[S]) -> Vec<Option<usize>> {
+    let mut holder: BTreeMap<String, usize> = BTreeMap::new();
+    let mut next = 0;
+    let mut out = Vec::new();
+    for i in body {
+        let ops = sass_operands(i.as_ref());
+        let Some(dest) = ops
+            .first()
+            .filter(|d| d.starts_with('R') && *d != "RZ")
+            .cloned()
+        else {
+            out.push(None);
+            continue;
+        };
+        match sass_opcode(i.as_ref()) {
+            "FFMA" => {
+                let chain = ops[1..]
+                    .iter()
+                    .find_map(|s| holder.get(s).copied())
+                    .unwrap_or_else(|| {
+                        next += 1;
+                        next - 1
+                    });
+                holder.insert(dest, chain);
+                out.push(Some(chain));
+                continue;
+            }
+            "MOV" => match ops.get(1).and_then(|s| holder.get(s).copied()) {
+                Some(c) => {
+                    holder.insert(dest, c);
+                }
+                None => {
+                    holder.remove(&dest);
+                }
+            },
+            _ => {
+                holder.remove(&dest);
+            }
+        }
+        out.push(None);
+    }
+    out
+}
+
+/// What a loop body alone determines of a [`SassSummary`]: its FFMAs, their destinations,
+/// whether they accumulate in place, and the partials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopShape {
+    pub loop_ffma: u32,
+    pub loop_ffma_destinations: Vec<String>,
+    pub ffma_accumulates_in_place: bool,
+    pub loop_partials: Vec<u32>,
+}
+
+/// The [`LoopShape`] of a normalised loop body: what the compile stage stores in a
+/// summary, and what [`RunResults::check`] recomputes from the stored body.
+pub fn loop_shape<S: AsRef<str>>(body: &[S]) -> LoopShape {
+    let ffmas: Vec<&str> = body
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|i| sass_opcode(i) == "FFMA")
+        .collect();
+    let mut dests: Vec<String> = Vec::new();
+    let mut in_place = !ffmas.is_empty();
+    for f in &ffmas {
+        let ops = sass_operands(f);
+        let Some(d) = ops.first() else { continue };
+        if !dests.contains(d) {
+            dests.push(d.clone());
+        }
+        in_place &= ops[1..].contains(d);
+    }
+    let mut partials: Vec<u32> = Vec::new();
+    for c in chain_of_each(body).into_iter().flatten() {
+        if c >= partials.len() {
+            partials.resize(c + 1, 0);
+        }
+        partials[c] += 1;
+    }
+    LoopShape {
+        loop_ffma: ffmas.len() as u32,
+        loop_ffma_destinations: dests,
+        ffma_accumulates_in_place: in_place,
+        loop_partials: partials,
+    }
+}
+
+/// Where a summary's loop figures differ from what its stored loop body gives.
+fn shape_problems(sass: &SassSummary) -> Vec<String> {
+    let got = loop_shape(&sass.loop_body);
+    let mut out = Vec::new();
+    if sass.loop_ffma != got.loop_ffma {
+        out.push(format!(
+            "the SASS summary says loop_ffma {}, but its loop_body has {} FFMAs",
+            sass.loop_ffma, got.loop_ffma
+        ));
+    }
+    if sass.loop_ffma_destinations != got.loop_ffma_destinations {
+        out.push(format!(
+            "the SASS summary says loop_ffma_destinations {:?}, but its loop_body gives {:?}",
+            sass.loop_ffma_destinations, got.loop_ffma_destinations
+        ));
+    }
+    if sass.ffma_accumulates_in_place != got.ffma_accumulates_in_place {
+        out.push(format!(
+            "the SASS summary says ffma_accumulates_in_place {}, but its loop_body gives {}",
+            sass.ffma_accumulates_in_place, got.ffma_accumulates_in_place
+        ));
+    }
+    if sass.loop_partials != got.loop_partials {
+        out.push(format!(
+            "the SASS summary says loop_partials {:?}, but its loop_body gives {:?}",
+            sass.loop_partials, got.loop_partials
+        ));
+    }
+    out
 }
 
 /// The loop body's local-memory instructions that `local_memory_instructions` (entries
@@ -615,7 +765,7 @@ fn unlisted_local_memory(sass: &SassSummary) -> Vec<String> {
         .collect();
     let mut unlisted = Vec::new();
     for i in &sass.loop_body {
-        if !matches!(opcode(i), "STL" | "LDL") {
+        if !matches!(sass_opcode(i), "STL" | "LDL") {
             continue;
         }
         let normal = i.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -718,6 +868,32 @@ mod tests {
         let e = RunResults::from_json("{\n  \"schema\": 2,\n  \"bogus\": 2\n}", path).unwrap_err();
         assert_eq!(e.position.map(|p| p.0), Some(3), "{e}");
         assert!(e.to_string().starts_with("r.json:3:"), "{e}");
+    }
+
+    #[test]
+    fn loop_shape_counts_ffmas_partials_and_in_place_accumulation() {
+        let body = [
+            // Normalised, as a results file stores them: no address, no `;`.
+            "FFMA R10, R10, R9.reuse, UR8",
+            "@P0 FFMA R11, R11, R9, UR8",
+            "MOV R12, R10",
+            "FFMA R12, R12, R9, UR8",
+            "IADD3 R2, R2, 0x1, RZ",
+            "@P1 BRA -5",
+        ];
+        assert_eq!(
+            loop_shape(&body),
+            LoopShape {
+                loop_ffma: 3,
+                loop_ffma_destinations: vec!["R10".into(), "R11".into(), "R12".into()],
+                ffma_accumulates_in_place: true,
+                loop_partials: vec![2, 1],
+            }
+        );
+        let none: [&str; 0] = [];
+        assert_eq!(loop_shape(&none).loop_ffma, 0);
+        assert!(!loop_shape(&none).ffma_accumulates_in_place);
+        assert_eq!(sass_opcode("@!P0\tSTL.64 [R1], R2"), "STL");
     }
 
     #[test]

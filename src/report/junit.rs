@@ -16,7 +16,11 @@
 //!   `no-result`, `known-deviation-gone`, ...: [`crate::verdict::FailureKind`]), a skip the
 //!   kind of reason (`no-gpu`, `known-deviation`, `cannot-judge`).
 //! - A suite none of whose cases ran (all filtered out) is left out.
+//! - Every text goes through [`super::text`] first: bodies keep their newlines, names,
+//!   attributes and properties are one line, and nothing XML cannot hold (a control
+//!   character, U+FFFE) reaches the file, whatever a profile or a results file holds.
 
+use super::text::{clean, line};
 use crate::verdict::{Outcome, Verdict};
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 use std::time::{Duration, SystemTime};
@@ -98,7 +102,7 @@ pub fn classname(suite: &str) -> String {
 /// The first line of `text`, cut at 200 characters: what goes in a `message` attribute.
 fn one_line(text: &str) -> String {
     let first = text.lines().next().unwrap_or("").trim_end();
-    let mut cut: String = first.chars().take(200).collect();
+    let mut cut: String = line(first).chars().take(200).collect();
     if cut.len() < first.len() || text.trim_end().lines().nth(1).is_some() {
         cut.push_str(" [...]");
     }
@@ -109,9 +113,9 @@ fn one_line(text: &str) -> String {
 /// the body, and a type.
 fn not_passed(mut st: TestCaseStatus, c: &CaseRecord, default_kind: &str) -> TestCaseStatus {
     st.set_message(one_line(&c.message));
-    st.set_type(c.kind.as_deref().unwrap_or(default_kind));
+    st.set_type(line(c.kind.as_deref().unwrap_or(default_kind)));
     if !c.message.is_empty() {
-        st.set_description(c.message.as_str());
+        st.set_description(clean(&c.message));
     }
     st
 }
@@ -149,16 +153,16 @@ pub fn junit(suites: &[SuiteInfo], cases: &[CaseRecord]) -> String {
         let Some((start, time)) = span(in_suite()) else {
             continue;
         };
-        let mut suite = TestSuite::new(s.name.as_str());
+        let mut suite = TestSuite::new(line(&s.name));
         suite
             .set_timestamp(chrono::DateTime::<chrono::Utc>::from(start))
             .set_time(time);
-        suite.extra.insert("hostname".into(), host.as_str().into());
+        suite.extra.insert("hostname".into(), line(&host).into());
         for (k, v) in &s.properties {
-            suite.add_property(Property::new(k.as_str(), v.as_str()));
+            suite.add_property(Property::new(line(k), line(v)));
         }
         if !s.system_out.is_empty() {
-            suite.set_system_out(s.system_out.as_str());
+            suite.set_system_out(clean(&s.system_out));
         }
         let classname = classname(&s.name);
         for c in in_suite() {
@@ -176,10 +180,10 @@ pub fn junit(suites: &[SuiteInfo], cases: &[CaseRecord]) -> String {
                 ),
                 Status::Ignored => not_passed(TestCaseStatus::skipped(), c, SKIPPED),
             };
-            let mut case = TestCase::new(c.name.as_str(), status);
-            case.set_classname(classname.as_str()).set_time(c.duration);
+            let mut case = TestCase::new(line(&c.name), status);
+            case.set_classname(line(&classname)).set_time(c.duration);
             if c.status == Status::Passed && !c.message.is_empty() {
-                case.set_system_out(c.message.as_str());
+                case.set_system_out(clean(&c.message));
             }
             suite.add_test_case(case);
         }
@@ -353,5 +357,52 @@ mod tests {
             Some("accprobe::probe [gpu]")
         );
         assert_eq!(s.test_cases[1].time, Some(Duration::from_millis(5)));
+    }
+
+    #[test]
+    fn bytes_from_a_file_never_make_the_junit_file_ill_formed() {
+        // What a profile (its comments reach known-deviation reasons) or a replayed results
+        // file (its gpu_name reaches the properties) may hold.
+        let bad = "H200\u{fffe}\u{ffff}\u{1b}[31m\u{7}\u{9b}2J\r";
+        let suites = [SuiteInfo {
+            name: format!("replay {bad}"),
+            properties: vec![("gpu_name".into(), bad.into())],
+            system_out: format!("table of {bad}\nsecond line"),
+        }];
+        let cases = [
+            CaseRecord {
+                suite: format!("replay {bad}"),
+                ..rec(
+                    &format!("case {bad}"),
+                    Status::Failed,
+                    &format!("{bad}\nmore {bad}"),
+                    None,
+                )
+            },
+            CaseRecord {
+                suite: format!("replay {bad}"),
+                ..rec("passed", Status::Passed, bad, None)
+            },
+        ];
+        let xml = junit(&suites, &cases);
+        let allowed = |c: char| {
+            matches!(c, '\t' | '\n' | '\r')
+                || ('\u{20}'..='\u{d7ff}').contains(&c)
+                || ('\u{e000}'..='\u{fffd}').contains(&c)
+                || c >= '\u{10000}'
+        };
+        if let Some(c) = xml
+            .chars()
+            .find(|&c| !allowed(c) || c.is_control() && c != '\n')
+        {
+            panic!("{c:?} is in the JUnit file: {xml}");
+        }
+        let report = Report::deserialize_from_str(&xml).unwrap();
+        let suite = &report.test_suites[0];
+        assert_eq!(suite.test_cases.len(), 2, "{xml}");
+        assert!(
+            xml.contains("H200\\u{fffe}\\u{ffff}\\u{1b}[31m"),
+            "escaped visibly, not dropped: {xml}"
+        );
     }
 }

@@ -1,11 +1,13 @@
 //! Stage 7 of the pipeline: report. The study's table as text and Markdown (here), the
-//! JUnit file (`junit`), and the atomic writer every output goes through (`write`).
+//! JUnit file (`junit`), the sanitiser every text from a file goes through on its way out
+//! (`text`), and the atomic writer every output goes through (`write`).
 
 use crate::model::results::RunResults;
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::{Sink, Variant};
 
 pub mod junit;
+pub mod text;
 mod write;
 
 pub use write::{write_atomic, write_atomic_bytes};
@@ -121,14 +123,15 @@ fn header(accumulators: &[u32]) -> Vec<String> {
 
 /// The study's table: progress per chain and accumulator count with the best per chain
 /// marked `*`, then the gain of each count over acc1, then the largest spread seen.
-/// Cells without a result are `-`.
+/// Cells without a result are `-`. Text from the results file (its source, a variant's
+/// name) goes through [`text::line`]: the table is printed to a terminal.
 pub fn table(results: &RunResults, chains: &[u32], accumulators: &[u32]) -> String {
     let g = grid(results, chains, accumulators, Sink::A);
     let (progress, gain) = progress_and_gain(&g, accumulators);
     let h = header(accumulators);
     let mut t = format!(
         "progress (mean loop iterations per warp; * = best of its chain) [{}]\n{}",
-        results.source,
+        text::line(&results.source),
         text_grid(&h, &progress)
     );
     t.push_str(&format!("\ngain over acc1\n{}", text_grid(&h, &gain)));
@@ -140,7 +143,8 @@ pub fn table(results: &RunResults, chains: &[u32], accumulators: &[u32]) -> Stri
     if let Some((s, name)) = spread {
         t.push_str(&format!(
             "\nlargest relative spread (max-min)/mean over warps and repeats: {:.4}% ({name})\n",
-            s * 100.0
+            s * 100.0,
+            name = text::line(name)
         ));
     }
     t

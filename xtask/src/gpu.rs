@@ -33,7 +33,7 @@ fn session(
     if let Some(m) = mode {
         sel.profile.probe.mode = m;
     }
-    eprintln!("accprobe: {}", sel.why);
+    warn!("accprobe: {}", sel.why);
     let target: Arc<dyn Target> = Arc::new(CudaTarget::new(device, cache));
     Ok(GpuSession::new(sel.profile, sel.why, Ok(target)))
 }
@@ -293,7 +293,7 @@ pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Outcome 
                 wave_distinct_sms: distinct_sms_per_wave(&rw),
             };
             // One line per run, in logs too; above the bar on a terminal.
-            bar.suspend(|| eprintln!(
+            bar.suspend(|| warn!(
             "run {}: cold compile {:.3} s (NVRTC {:.3}, SASS {:.3}), cached {:.3} s ({}), serial GPU {:.3} s, wave GPU {:.3} s",
             i + 1,
             row.cold_compile_s,

@@ -13,19 +13,35 @@
 
 /// `println!` that never panics: when stdout is closed (`cargo xtask sass ... | head -1`)
 /// the output stops quietly and the command still finishes its work (files it writes, its
-/// exit code); `println!` would panic on the broken pipe.
+/// exit code); `println!` would panic on the broken pipe. What it prints goes through
+/// [`accprobe::report::text::clean`]: text from a results file or a profile (a GPU name,
+/// a SASS line) never sends a terminal a control sequence.
 macro_rules! say {
     ($($arg:tt)*) => {
-        $crate::say_line(format_args!($($arg)*))
+        $crate::say_line(false, format_args!($($arg)*))
     };
 }
 
-/// Writes one line to stdout; a write error (a closed pipe, a full disk behind a
-/// redirection) ends the output, not the command.
-pub fn say_line(args: std::fmt::Arguments) {
+/// [`say!`] for stderr: `eprintln!` that never panics and escapes what a terminal must
+/// not get raw.
+macro_rules! warn {
+    ($($arg:tt)*) => {
+        $crate::say_line(true, format_args!($($arg)*))
+    };
+}
+
+/// Writes one line to stdout (or stderr), through the terminal sanitiser; a write error
+/// (a closed pipe, a full disk behind a redirection) ends the output, not the command.
+pub fn say_line(to_stderr: bool, args: std::fmt::Arguments) {
     use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_fmt(args).and_then(|()| out.write_all(b"\n"));
+    let text = args.to_string();
+    let mut line = accprobe::report::text::clean(&text).into_owned();
+    line.push('\n');
+    let _ = if to_stderr {
+        std::io::stderr().lock().write_all(line.as_bytes())
+    } else {
+        std::io::stdout().lock().write_all(line.as_bytes())
+    };
 }
 
 mod bless;
@@ -368,18 +384,18 @@ fn main() -> ExitCode {
         return code;
     }
     if let Err(e) = accprobe::compile::toolchain::select_for_process() {
-        eprintln!("error: {e}");
+        warn!("error: {e}");
         return ExitCode::from(2);
     }
     // Before any thread: NVRTC's own signal handler must never end (or hang) the process.
-    accprobe::interrupt::install("xtask", |name| eprintln!("xtask: interrupted by {name}"));
+    accprobe::interrupt::install("xtask", |name| warn!("xtask: interrupted by {name}"));
     if let Err(e) = accprobe::trace::start() {
-        eprintln!("error: {e}");
+        warn!("error: {e}");
         return ExitCode::from(2);
     }
     accprobe::measure::device::prepare_process_environment();
     if let Err(e) = accprobe::compile::parts_for(1) {
-        eprintln!("error: {e}");
+        warn!("error: {e}");
         return ExitCode::from(2);
     }
     let cli = Cli::parse();
@@ -390,20 +406,20 @@ fn main() -> ExitCode {
         Err(Failure::Gpu(e)) => match e.kind() {
             GpuErrorKind::Unavailable => {
                 // The error already says what is missing ("no CUDA driver: ...").
-                eprintln!("error: {e} (this command needs a CUDA GPU)");
+                warn!("error: {e} (this command needs a CUDA GPU)");
                 ExitCode::from(2)
             }
             GpuErrorKind::Config => {
-                eprintln!("error: {e}");
+                warn!("error: {e}");
                 ExitCode::from(2)
             }
             GpuErrorKind::Broken | GpuErrorKind::Busy => {
-                eprintln!("error: {e}");
+                warn!("error: {e}");
                 ExitCode::FAILURE
             }
         },
         Err(Failure::Message(e)) => {
-            eprintln!("error: {e}");
+            warn!("error: {e}");
             ExitCode::FAILURE
         }
     }
@@ -606,7 +622,75 @@ mod tests {
                 "report.md does not show {c}"
             );
         }
-        assert!(md.contains(" #2\n"), "the second heading is told apart");
+        assert!(md.contains(" \\#2\n"), "the second heading is told apart");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn report_under_a_long_folder_name_writes_short_chart_names_and_names_a_file_it_cannot_write() {
+        let dir = temp("report-long");
+        // Two inputs with one label: each label gets its (long) path.
+        let long = dir.join("d".repeat(200)).join("e".repeat(200));
+        std::fs::create_dir_all(&long).unwrap();
+        let (a, b) = (long.join("a.json"), long.join("b.json"));
+        std::fs::copy(committed(), &a).unwrap();
+        std::fs::copy(committed(), &b).unwrap();
+        let out = dir.join("out");
+        report::run(&expectations(), &[a.clone(), b.clone()], &out).unwrap();
+        let names: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 4, "report.md and 3 charts: {names:?}");
+        assert!(names.iter().all(|n| n.len() < 80), "{names:?}");
+        // A chart that cannot be written (a folder is in its place) is named.
+        let blocked = dir.join("blocked");
+        std::fs::create_dir_all(blocked.join("gain.svg")).unwrap();
+        let e = report::run(&expectations(), &[a], &blocked).unwrap_err();
+        assert!(
+            e.contains(&blocked.join("gain.svg").display().to_string()),
+            "{e}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn report_escapes_what_a_results_file_holds_in_markdown_and_svg() {
+        let dir = temp("report-bytes");
+        let mut r = accprobe::model::results::RunResults::load(&committed()).unwrap();
+        let e = r.environment.as_mut().unwrap();
+        e.gpu_name = "H200\n# injected | col\u{1b}[2J\u{7}\u{fffe}\u{9b}".into();
+        let file = dir.join("bytes.json");
+        accprobe::report::write_atomic(&file, &r.to_json()).unwrap();
+        let out = dir.join("out");
+        report::run(&expectations(), &[file], &out).unwrap();
+        let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+        assert!(
+            !md.lines().any(|l| l.starts_with("# injected")),
+            "a newline in gpu_name injects no heading: {md}"
+        );
+        assert!(md.contains("H200\\\\n\\# injected \\| col"), "{md}");
+        // Every table row has as many columns as its header: the `|` is escaped.
+        let columns = |l: &str| l.replace("\\|", "").matches('|').count();
+        let mut header = None;
+        for l in md.lines() {
+            match (l.starts_with('|'), header) {
+                (true, None) => header = Some(columns(l)),
+                (true, Some(n)) => assert_eq!(columns(l), n, "{l}"),
+                (false, _) => header = None,
+            }
+        }
+        for f in std::fs::read_dir(&out).unwrap() {
+            let f = f.unwrap().path();
+            let text = std::fs::read_to_string(&f).unwrap();
+            assert!(
+                !text.contains(['\u{1b}', '\u{7}', '\u{fffe}', '\u{9b}']),
+                "{} holds a raw control character",
+                f.display()
+            );
+        }
+        let svg = std::fs::read_to_string(out.join("gain.svg")).unwrap();
+        assert!(svg.contains("H200\\n# injected | col\\u{1b}"), "{svg}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 

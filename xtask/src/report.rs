@@ -5,6 +5,7 @@ use crate::find_profile;
 use accprobe::expectations::profile::Profile;
 use accprobe::model::results::RunResults;
 use accprobe::model::variant::{Sink, Variant};
+use accprobe::report::text::{line, markdown, markdown_code};
 use accprobe::report::{markdown_grid, markdown_table, write_atomic};
 use accprobe::verdict::{self, Outcome};
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
@@ -37,8 +38,15 @@ fn label(r: &RunResults, file: &Path) -> String {
     }
 }
 
+/// The longest slug a chart's file name is built from: a label may hold a whole input
+/// path (see [`distinguish`]), and a file name component has at most 255 bytes.
+const SLUG_CHARS: usize = 48;
+
+/// `s` as a short file name component: lowercase ASCII letters and digits joined by `-`,
+/// at most [`SLUG_CHARS`] characters.
 fn slug(s: &str) -> String {
-    s.chars()
+    let full = s
+        .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() {
                 c.to_ascii_lowercase()
@@ -50,7 +58,12 @@ fn slug(s: &str) -> String {
         .split('-')
         .filter(|p| !p.is_empty())
         .collect::<Vec<_>>()
-        .join("-")
+        .join("-");
+    full.chars()
+        .take(SLUG_CHARS)
+        .collect::<String>()
+        .trim_end_matches('-')
+        .to_string()
 }
 
 const COLOURS: [RGBColor; 6] = [
@@ -147,6 +160,7 @@ fn draw_line<'a, 'b: 'a>(
     label: String,
 ) -> Result<(), String> {
     let style = c.stroke_width(look.width);
+    let label = line(&label).into_owned();
     let anno = match look.dash {
         None => chart.draw_series(LineSeries::new(pts.to_vec(), style)),
         Some((d, g)) => chart.draw_series(DashedLineSeries::new(pts.to_vec(), d, g, style)),
@@ -204,7 +218,7 @@ fn ticks_at(values: &[f64], pad: f64) -> Ticks {
 
 /// Progress relative to acc1 against K (log2 axis, a tick at each measured K), one line
 /// per chain length, the study's table dashed beside it.
-fn progress_chart(path: &Path, input: &Input, study: &RunResults) -> Result<(), String> {
+fn progress_chart(svg: &mut String, input: &Input, study: &RunResults) -> Result<(), String> {
     let p = &input.profile.probe;
     let series = |r: &RunResults, n: u32| -> Vec<(f64, f64)> {
         let base = r.get(Variant::new(n, 1)).map(|x| x.mean_progress);
@@ -234,13 +248,13 @@ fn progress_chart(path: &Path, input: &Input, study: &RunResults) -> Result<(), 
     let mut ks: Vec<f64> = p.accumulators.iter().map(|&k| (k as f64).log2()).collect();
     ks.sort_by(f64::total_cmp);
     ks.dedup();
-    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (900, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!(
                 "Progress relative to acc1 vs accumulator count: {}",
-                input.label
+                line(&input.label)
             ),
             ("sans-serif", 20),
         )
@@ -292,7 +306,7 @@ fn progress_chart(path: &Path, input: &Input, study: &RunResults) -> Result<(), 
 /// one line per input, each in its own look so that coinciding inputs stay visible, the
 /// study's dashed black.
 fn gain_chart(
-    path: &Path,
+    svg: &mut String,
     inputs: &[Input],
     study: &RunResults,
     chains: &[u32],
@@ -318,7 +332,7 @@ fn gain_chart(
     let mut ns: Vec<f64> = chains.iter().map(|&n| n as f64).collect();
     ns.sort_by(f64::total_cmp);
     ns.dedup();
-    let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (900, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let mut chart = ChartBuilder::on(&root)
         .caption("acc2 / acc1 gain vs chain length", ("sans-serif", 20))
@@ -464,6 +478,16 @@ fn other_json(file: &Path) -> Option<String> {
     Some(format!("not a results file: {kind}"))
 }
 
+/// Why the chart for `path` could not be drawn, naming it.
+fn chart_error(path: &Path, e: &str) -> String {
+    format!("cannot draw {}: {e}", path.display())
+}
+
+/// Writes a drawn chart, atomically, like every output; an error names the file.
+fn write_chart(path: &Path, svg: &str) -> Result<(), String> {
+    write_atomic(path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
 /// Writes `report.md`, `progress-<gpu>.svg` per input and `gain.svg` into `out`.
 pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
     if files.is_empty() {
@@ -477,7 +501,7 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
     let mut inputs = Vec::new();
     for f in files {
         if let Some(what) = other_json(f) {
-            eprintln!("report: skipped {}: {what}", f.display());
+            warn!("report: skipped {}: {what}", f.display());
             continue;
         }
         let results = RunResults::load(f).map_err(|e| e.to_string())?;
@@ -507,26 +531,26 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
     );
     md.push_str(&format!(
         "From {}. Progress is the mean number of loop iterations per warp in the clock64 budget.\n\n",
-        inputs.iter().map(|i| format!("`{}`", i.file.display())).collect::<Vec<_>>().join(", ")
+        inputs.iter().map(|i| markdown(&i.file.display().to_string())).collect::<Vec<_>>().join(", ")
     ));
     md.push_str("![acc2/acc1 gain against chain length](gain.svg)\n\n");
     for i in &inputs {
         let p = &i.profile.probe;
-        md.push_str(&format!("## {}\n\n", i.label));
+        md.push_str(&format!("## {}\n\n", markdown(&i.label)));
         if let Some(e) = &i.results.environment {
             md.push_str(&format!(
                 "{}, compute capability {}, {} SMs, driver {}, CUDA {}, NVRTC {}, SM clock {} MHz rated / {} MHz measured, measured {} ({:?} mode), profile `{}`.\n\n",
-                e.gpu_name,
-                e.compute_capability,
+                markdown(&e.gpu_name),
+                markdown(&e.compute_capability.to_string()),
                 e.sm_count,
-                e.driver_version,
-                e.cuda_driver_api,
-                e.nvrtc_version,
+                markdown(&e.driver_version),
+                markdown(&e.cuda_driver_api.to_string()),
+                markdown(&e.nvrtc_version),
                 e.sm_clock_rated_mhz.map_or("?".into(), |c| format!("{c:.0}")),
                 e.sm_clock_measured_mhz.map_or("?".into(), |c| format!("{c:.0}")),
-                e.date,
+                markdown(&e.date.to_string()),
                 i.results.mode,
-                i.profile.name
+                markdown_code(&i.profile.name)
             ));
         }
         md.push_str(&markdown_table(
@@ -540,10 +564,12 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
             &format!("progress-{}", slug(&i.label)),
             "svg",
         );
-        progress_chart(&out.join(&chart), i, &study)?;
+        let mut svg = String::new();
+        progress_chart(&mut svg, i, &study).map_err(|e| chart_error(&out.join(&chart), &e))?;
+        write_chart(&out.join(&chart), &svg)?;
         md.push_str(&format!(
             "\n![progress relative to acc1, {}]({chart})\n\n",
-            i.label
+            markdown(&i.label)
         ));
         for &m in &p.sink_modes {
             md.push_str(&format!("Sink mode {} ({}):\n\n", m.letter(), m.describe()));
@@ -568,7 +594,7 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
         }
     }
     let header: Vec<String> = std::iter::once("case".to_string())
-        .chain(inputs.iter().map(|i| i.label.clone()))
+        .chain(inputs.iter().map(|i| markdown(&i.label)))
         .collect();
     // Each input's verdicts by case name, evaluated once.
     let verdicts: Vec<std::collections::BTreeMap<String, &'static str>> = inputs
@@ -589,7 +615,7 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
     let rows: Vec<Vec<String>> = names
         .iter()
         .map(|n| {
-            std::iter::once(format!("`{n}`"))
+            std::iter::once(markdown_code(n))
                 .chain(
                     verdicts
                         .iter()
@@ -602,7 +628,10 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
     md.push_str(&markdown_grid(&header, &rows));
     md.push_str(&toolchain_view(&inputs));
     let chains = inputs[0].profile.probe.chains.clone();
-    gain_chart(&out.join("gain.svg"), &inputs, &study, &chains)?;
+    let gain = out.join("gain.svg");
+    let mut svg = String::new();
+    gain_chart(&mut svg, &inputs, &study, &chains).map_err(|e| chart_error(&gain, &e))?;
+    write_chart(&gain, &svg)?;
     let path = out.join("report.md");
     write_atomic(&path, &md).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     say!("report: {} (and SVG charts beside it)", path.display());

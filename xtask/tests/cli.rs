@@ -186,6 +186,136 @@ fn sass_into_a_closed_pipe_ends_quietly() {
 }
 
 #[test]
+fn toolchains_compare_into_a_closed_pipe_ends_quietly() {
+    let runs = checkout().join("docs/results/toolchains-2026-11-30");
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["toolchains", "--compare"])
+        .arg(runs.join("results-nvrtc12.4.json"))
+        .arg(runs.join("results-nvrtc12.8.json"))
+        .current_dir(checkout())
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(o.status.code(), Some(0), "{err}");
+}
+
+/// The committed run with `bad` in its GPU name and in every variant's SASS loop body,
+/// written to `dir`.
+fn with_bytes(dir: &Path, bad: &str) -> PathBuf {
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(committed()).unwrap()).unwrap();
+    let name = r["environment"]["gpu_name"].as_str().unwrap().to_string();
+    r["environment"]["gpu_name"] = format!("{name}{bad}").into();
+    r["source"] = format!("measured{bad}").into();
+    for v in r["variants"].as_array_mut().unwrap() {
+        for l in v["sass"]["loop_body"].as_array_mut().unwrap() {
+            *l = format!("{}{bad}", l.as_str().unwrap()).into();
+        }
+    }
+    let file = dir.join("bytes.json");
+    std::fs::write(&file, serde_json::to_string(&r).unwrap()).unwrap();
+    file
+}
+
+#[test]
+fn control_characters_in_a_results_file_never_reach_the_terminal_raw() {
+    let dir = temp("bytes");
+    let file = with_bytes(&dir, "\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}\u{fffe}");
+    let file = file.to_str().unwrap();
+    // The gate fails baselines::environment (another GPU name than the blessed one) and
+    // prints the name in its failure; sass prints it in its first line.
+    for (args, code) in [
+        (vec!["gate", "--results", file], 1),
+        (vec!["sass", "chain29", "acc4", "--results", file], 0),
+    ] {
+        let o = xtask(&checkout(), &args);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", text(&o));
+        assert!(
+            !out.contains(['\u{1b}', '\u{7}', '\u{9b}', '\u{fffe}']),
+            "{args:?}: {out:?}"
+        );
+        assert!(
+            out.contains("\\u{1b}]0;owned"),
+            "shown escaped: {args:?}: {out}"
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn sass_and_gate_refuse_a_summary_its_loop_body_contradicts() {
+    let dir = temp("no-ffma");
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(committed()).unwrap()).unwrap();
+    for v in r["variants"].as_array_mut().unwrap() {
+        v["sass"]["loop_body"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|l| !l.as_str().unwrap().starts_with("FFMA"));
+    }
+    let file = dir.join("no-ffma.json");
+    std::fs::write(&file, serde_json::to_string(&r).unwrap()).unwrap();
+    let file = file.to_str().unwrap();
+    for args in [
+        vec!["sass", "chain7", "acc1", "--results", file],
+        vec!["gate", "--results", file],
+    ] {
+        let o = xtask(&checkout(), &args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(file) && err.contains("but its loop_body has 0 FFMAs"),
+            "{args:?}: {}",
+            text(&o)
+        );
+        assert!(
+            !String::from_utf8_lossy(&o.stdout).contains("FFMAs"),
+            "{args:?}: {}",
+            text(&o)
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn toolchains_says_require_toolchains_is_set_only_when_it_is() {
+    let empty = temp("no-toolchains");
+    let run = |require: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
+        c.args(["toolchains", "--profile", "h200"])
+            .current_dir(checkout())
+            .env("ACCPROBE_TOOLCHAINS", &empty)
+            .env_remove("ACCPROBE_NVRTC")
+            .env_remove("ACCPROBE_REQUIRE_TOOLCHAINS");
+        if let Some(v) = require {
+            c.env("ACCPROBE_REQUIRE_TOOLCHAINS", v);
+        }
+        let o = c.output().unwrap();
+        // No toolchain is installed: the command, which compiles every one, fails.
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        text(&o)
+    };
+    let unset = run(None);
+    assert!(
+        unset.contains("not installed") || unset.contains("FAILED"),
+        "{unset}"
+    );
+    assert!(
+        !unset.contains("ACCPROBE_REQUIRE_TOOLCHAINS is set"),
+        "{unset}"
+    );
+    let set = run(Some("1"));
+    assert!(set.contains("ACCPROBE_REQUIRE_TOOLCHAINS is set"), "{set}");
+    std::fs::remove_dir_all(empty).unwrap();
+}
+
+#[test]
 fn sass_with_a_short_or_non_ascii_digest_prints_it_without_a_panic() {
     let dir = temp("digest");
     let mut r: serde_json::Value =

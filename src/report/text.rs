@@ -1,0 +1,166 @@
+//! Text from files on its way out: the one sanitiser every writer uses, whatever the
+//! destination (JUnit XML, Markdown, SVG, a terminal).
+//!
+//! A results file, a profile or a baseline may hold any Unicode. What no destination can
+//! hold as is, and what this module therefore escapes, visibly, as `\u{..}`:
+//! - C0 control characters (ESC, BEL, ...) other than newline and tab, DEL and the C1
+//!   controls (U+0080 to U+009F; U+009B is a terminal's CSI): they move a terminal's cursor,
+//!   change its colours or its title, and XML 1.0 forbids C0 outright;
+//! - carriage return: it overwrites a terminal line and XML readers fold it;
+//! - Unicode noncharacters (U+FFFE, U+FFFF, U+FDD0 to U+FDEF and the last two of every
+//!   plane): U+FFFE and U+FFFF are not XML characters, and a well-formedness error takes the
+//!   whole JUnit file with it;
+//! - the bidirectional overrides and isolates (U+202A to U+202E, U+2066 to U+2069), which
+//!   reorder what a terminal or a page shows.
+//!
+//! Lone surrogates cannot occur in a Rust string. [`clean`] keeps newlines and tabs (a
+//! multi-line body: a JUnit failure text, a terminal line); [`line`] escapes them too (a
+//! name, a heading, an attribute, a chart label); [`markdown`] and [`markdown_code`] also
+//! keep a Markdown line from becoming a heading, a link or a table column.
+
+use std::borrow::Cow;
+use std::fmt::Write;
+
+/// Whether `c` is escaped wherever it goes (see the module's list); newline and tab are
+/// the callers' choice.
+fn never_raw(c: char) -> bool {
+    let u = c as u32;
+    (c.is_control() && c != '\n' && c != '\t')
+        || (u & 0xFFFE) == 0xFFFE
+        || (0xFDD0..=0xFDEF).contains(&u)
+        || (0x202A..=0x202E).contains(&u)
+        || (0x2066..=0x2069).contains(&u)
+}
+
+fn escape(out: &mut String, c: char) {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\t' => out.push_str("\\t"),
+        '\r' => out.push_str("\\r"),
+        _ => {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        }
+    }
+}
+
+fn escaped(text: &str, keep_lines: bool) -> Cow<'_, str> {
+    let bad = |c: char| never_raw(c) || (!keep_lines && (c == '\n' || c == '\t'));
+    if !text.chars().any(bad) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if bad(c) {
+            escape(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// `text` with newlines and tabs kept and everything else no destination can hold
+/// escaped: for a JUnit body, a terminal, a multi-line message.
+pub fn clean(text: &str) -> Cow<'_, str> {
+    escaped(text, true)
+}
+
+/// `text` as one line: [`clean`], with newlines and tabs escaped too: for a name, an XML
+/// attribute, an SVG label, a Markdown heading or cell.
+pub fn line(text: &str) -> Cow<'_, str> {
+    escaped(text, false)
+}
+
+/// `text` as Markdown inline text on one line: [`line`], with every character Markdown
+/// could read as markup backslash-escaped, so that it shows as written and a `|` never
+/// starts a table column, a `#` never a heading, a `[` never a link.
+pub fn markdown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in line(text).chars() {
+        if matches!(
+            c,
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '#' | '!' | '~'
+        ) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `text` as a Markdown code span on one line, for a table cell: fenced by more backticks
+/// than any run in it, `|` escaped (GitHub's tables split on it even inside code).
+pub fn markdown_code(text: &str) -> String {
+    let body = line(text).replace('|', "\\|");
+    let mut longest = 0;
+    let mut run = 0;
+    for c in body.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = if body.starts_with('`') || body.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{body}{pad}{fence}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every character XML 1.0 does not allow (`Char` in the XML 1.0 grammar), for the
+    /// code points a Rust string can hold.
+    fn xml_invalid(c: char) -> bool {
+        let u = c as u32;
+        !(u == 0x9
+            || u == 0xA
+            || u == 0xD
+            || (0x20..=0xD7FF).contains(&u)
+            || (0xE000..=0xFFFD).contains(&u)
+            || (0x10000..=0x10FFFF).contains(&u))
+    }
+
+    #[test]
+    fn nothing_a_destination_cannot_hold_survives() {
+        let every: String = (0..=0x10FFFFu32).filter_map(char::from_u32).collect();
+        let out = clean(&every);
+        assert!(
+            !out.chars().any(xml_invalid),
+            "an XML-invalid character left"
+        );
+        assert!(
+            !out.chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t'),
+            "a control character left"
+        );
+        assert!(!line(&every).contains(['\n', '\t']));
+        for c in [
+            '\u{1b}', '\u{7}', '\u{9b}', '\u{fffe}', '\u{ffff}', '\u{202e}', '\r',
+        ] {
+            assert!(!clean(&format!("a{c}b")).contains(c), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn escapes_are_visible_and_plain_text_is_untouched() {
+        assert_eq!(clean("H200\u{1b}[31m\u{7}"), "H200\\u{1b}[31m\\u{7}");
+        assert_eq!(clean("a\u{fffe}b"), "a\\u{fffe}b");
+        assert_eq!(clean("two\nlines\tok"), "two\nlines\tok");
+        assert_eq!(line("two\nlines"), "two\\nlines");
+        assert!(matches!(clean("NVIDIA H200 é"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn markdown_never_makes_a_heading_a_column_or_a_link() {
+        // The escape's own backslash is escaped too, so the page shows `H200\n# owned`.
+        assert_eq!(markdown("H200\n# owned"), "H200\\\\n\\# owned");
+        assert_eq!(markdown("a | b"), "a \\| b");
+        assert_eq!(markdown("[x](y)"), "\\[x\\](y)");
+        assert_eq!(markdown_code("a|b"), "`a\\|b`");
+        assert_eq!(markdown_code("x`y"), "``x`y``");
+        assert_eq!(markdown_code("`"), "`` ` ``");
+    }
+}
