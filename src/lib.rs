@@ -21,6 +21,7 @@ pub mod interrupt;
 pub mod measure;
 pub mod model;
 pub mod report;
+pub mod sync;
 pub mod toolchains;
 pub mod trace;
 pub mod verdict;
