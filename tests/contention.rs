@@ -153,19 +153,27 @@ fn hot() -> Snapshot {
 }
 
 fn session(target: &Arc<Keyed>, dir: &Path, monitor: Arc<dyn Monitor>, retries: u32) -> GpuSession {
+    let settings = LockSettings {
+        dir: dir.to_path_buf(),
+        timeout: Duration::from_millis(300),
+        named: true,
+    };
+    session_locking_in(target, settings, monitor, retries)
+}
+
+fn session_locking_in(
+    target: &Arc<Keyed>,
+    settings: LockSettings,
+    monitor: Arc<dyn Monitor>,
+    retries: u32,
+) -> GpuSession {
     let t: Arc<dyn Target> = target.clone();
     GpuSession::guarded(
         profile(),
         "test".into(),
         Ok(t),
         Guard {
-            lock: Some((
-                key(),
-                Ok(LockSettings {
-                    dir: dir.to_path_buf(),
-                    timeout: Duration::from_millis(300),
-                }),
-            )),
+            lock: Some((key(), Ok(settings))),
             monitor: Some(monitor),
             retries,
             wait: Duration::ZERO,
@@ -367,6 +375,49 @@ fn a_gpu_held_by_another_process_is_waited_for_then_an_error() {
     let s2 = session(&t, &dir, Script::new(vec![clean()]), 0);
     assert!(s2.results_for(&[Variant::new(7, 2)]).is_ok());
     drop((s, s2));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A lock directory the user named (`ACCPROBE_LOCK_DIR`) that cannot be used is a
+/// configuration error, never a measurement without the lock; the default directory that
+/// cannot be used is measured without it.
+#[test]
+fn a_named_lock_directory_that_is_a_file_is_a_configuration_error() {
+    let dir = temp("lock-dir-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("not-a-directory");
+    std::fs::write(&file, b"").unwrap();
+    let settings = LockSettings {
+        dir: file.clone(),
+        timeout: Duration::from_millis(300),
+        named: true,
+    };
+    let t = Keyed::new();
+    let s = session_locking_in(&t, settings.clone(), Script::new(vec![clean()]), 0);
+    let e = s.results_for(&[Variant::new(7, 2)]).unwrap_err();
+    assert_eq!(e.kind(), GpuErrorKind::Config, "{e}");
+    assert!(
+        e.to_string().starts_with(&format!(
+            "ACCPROBE_LOCK_DIR={:?} cannot be used: ",
+            file.display().to_string()
+        )),
+        "{e}"
+    );
+    assert_eq!(t.measured.load(Ordering::SeqCst), 0);
+    // Every later measurement fails at once with it.
+    assert_eq!(s.results_for(&[Variant::new(7, 1)]).unwrap_err(), e);
+    drop(s);
+
+    let t = Keyed::new();
+    let default = LockSettings {
+        named: false,
+        ..settings
+    };
+    let s = session_locking_in(&t, default, Script::new(vec![clean()]), 0);
+    assert!(s.results_for(&[Variant::new(7, 2)]).is_ok());
+    assert_eq!(t.measured.load(Ordering::SeqCst), 1);
+    assert!(!s.holds_lock());
+    drop(s);
     let _ = std::fs::remove_dir_all(dir);
 }
 

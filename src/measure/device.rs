@@ -280,7 +280,7 @@ fn open(found: Found) -> Result<Device, GpuError> {
         capability,
     } = found;
     let key = device_key(ordinal);
-    let registration = register_device(&key);
+    let registration = register_device(&key).map_err(GpuError::Config)?;
     let ctx = CudaContext::new(ordinal).map_err(|e| {
         GpuError::Device(format!("cannot create a context on device {ordinal}: {e}"))
     })?;

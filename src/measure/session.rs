@@ -168,12 +168,16 @@ impl GpuSession {
         guard: Guard,
     ) -> GpuSession {
         let registration = match &guard.lock {
+            // A directory the user named that cannot be used is refused when the lock
+            // is taken: nothing to note here.
             Some((key, Ok(settings))) => key.stem().and_then(|stem| {
                 lock::register(&settings.dir, &stem)
                     .map_err(|e| {
-                        note_once(&format!(
-                            "{e}: other accprobe processes may count as work on the GPU"
-                        ))
+                        if !settings.named {
+                            note_once(&format!(
+                                "{e}: other accprobe processes may count as work on the GPU"
+                            ))
+                        }
                     })
                     .ok()
             }),
@@ -276,6 +280,9 @@ impl GpuSession {
                 lock::LOCK_TIMEOUT_ENV
             ))),
             Err(LockError::Io(e)) => {
+                if let Some(refusal) = settings.refusal(&e) {
+                    return fail(GpuError::Config(refusal));
+                }
                 note_once(&format!(
                     "{e}: measuring {label} without the cross-process lock (set {} to a shared, writable directory)",
                     lock::LOCK_DIR_ENV

@@ -16,7 +16,7 @@ mod registration;
 mod settings;
 
 pub use key::{format_uuid, normalize_bus_id, DeviceKey};
-pub use registration::{peers, register, register_device, Registration};
+pub use registration::{peers, register, register_device, register_device_in, Registration};
 pub use settings::{LockSettings, DEFAULT_DIR, DEFAULT_TIMEOUT, LOCK_DIR_ENV, LOCK_TIMEOUT_ENV};
 
 use crate::sync::lock_ignoring_poison;

@@ -37,11 +37,29 @@ pub fn register(dir: &Path, stem: &str) -> Result<Arc<Registration>, String> {
 }
 
 /// Registers this process for `key`'s device in the lock directory the environment names,
-/// before the process creates a context on it (see the module's note); `None` where the
-/// device has no stable name or the directory cannot be used (the session says why).
-pub fn register_device(key: &DeviceKey) -> Option<Arc<Registration>> {
-    let settings = LockSettings::from_env().ok()?;
-    register(&settings.dir, &key.stem()?).ok()
+/// before the process creates a context on it (see the module's note). `Ok(None)` where
+/// the device has no stable name, the settings are wrong or the default directory cannot
+/// be used (the session says why); `Err` where the directory the user named cannot be
+/// used, a configuration error.
+pub fn register_device(key: &DeviceKey) -> Result<Option<Arc<Registration>>, String> {
+    match LockSettings::from_env() {
+        Ok(settings) => register_device_in(&settings, key),
+        Err(_) => Ok(None),
+    }
+}
+
+/// [`register_device`] with the given settings.
+pub fn register_device_in(
+    settings: &LockSettings,
+    key: &DeviceKey,
+) -> Result<Option<Arc<Registration>>, String> {
+    let Some(stem) = key.stem() else {
+        return Ok(None);
+    };
+    match register(&settings.dir, &stem) {
+        Ok(r) => Ok(Some(r)),
+        Err(why) => settings.refusal(&why).map_or(Ok(None), Err),
+    }
 }
 
 /// The PIDs of the other live processes registered for the device `stem`. Registrations
@@ -236,5 +254,42 @@ mod tests {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    #[test]
+    fn a_lock_directory_the_user_named_that_cannot_be_used_is_refused() {
+        let dir = temp_dir("named");
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("a-file");
+        std::fs::write(&file, b"").unwrap();
+        let key = DeviceKey {
+            ordinal: 0,
+            pci_bus_id: Some("0000:19:00.0".into()),
+            uuid: None,
+        };
+        let named = LockSettings::from_values(Some(file.clone()), None).unwrap();
+        let e = register_device_in(&named, &key).unwrap_err();
+        assert!(
+            e.starts_with(&format!(
+                "ACCPROBE_LOCK_DIR={:?} cannot be used: ",
+                file.display().to_string()
+            )),
+            "{e}"
+        );
+        // The default directory unusable: registered nowhere, measured without the lock.
+        let default = LockSettings {
+            named: false,
+            ..named.clone()
+        };
+        assert!(register_device_in(&default, &key).unwrap().is_none());
+        // A usable one registers; a device without a stable name needs none.
+        let usable = LockSettings::from_values(Some(dir.clone()), None).unwrap();
+        assert!(register_device_in(&usable, &key).unwrap().is_some());
+        let unnamed = DeviceKey {
+            pci_bus_id: None,
+            ..key
+        };
+        assert!(register_device_in(&named, &unnamed).unwrap().is_none());
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -18,6 +18,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(900);
 pub struct LockSettings {
     pub dir: PathBuf,
     pub timeout: Duration,
+    /// Whether the user named `dir` (`ACCPROBE_LOCK_DIR`): one that cannot be used is then
+    /// a configuration error, as any other bad variable is. The default one that cannot be
+    /// used (another user's, say) only means measuring without the lock, said once.
+    pub named: bool,
 }
 
 impl LockSettings {
@@ -48,11 +52,23 @@ impl LockSettings {
                 Duration::from_secs_f64(secs.min(1e9))
             }
         };
+        let dir = dir.filter(|d| !d.as_os_str().is_empty());
         Ok(LockSettings {
-            dir: dir
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_DIR)),
+            named: dir.is_some(),
+            dir: dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DIR)),
             timeout,
+        })
+    }
+
+    /// The configuration error for a lock directory the user named that cannot be used
+    /// (`why`); `None` for the default one, which is measured without instead.
+    pub fn refusal(&self, why: &str) -> Option<String> {
+        self.named.then(|| {
+            format!(
+                "{LOCK_DIR_ENV}={:?} cannot be used: {why} (name a shared, writable \
+                 directory, or unset it for {DEFAULT_DIR})",
+                self.dir.display().to_string()
+            )
         })
     }
 }
@@ -66,10 +82,18 @@ mod tests {
         let d = LockSettings::from_values(None, None).unwrap();
         assert_eq!(d.dir, PathBuf::from(DEFAULT_DIR));
         assert_eq!(d.timeout, DEFAULT_TIMEOUT);
+        assert!(!d.named && d.refusal("why").is_none());
+        let empty = LockSettings::from_values(Some("".into()), None).unwrap();
+        assert_eq!(empty, d, "empty is unset");
         let s = LockSettings::from_values(Some("/x".into()), Some("2.5".into())).unwrap();
+        let refusal = s.refusal("it is a file").unwrap();
+        assert!(
+            refusal.starts_with("ACCPROBE_LOCK_DIR=\"/x\" cannot be used: it is a file"),
+            "{refusal}"
+        );
         assert_eq!(
-            (s.dir, s.timeout),
-            ("/x".into(), Duration::from_millis(2500))
+            (s.dir, s.timeout, s.named),
+            ("/x".into(), Duration::from_millis(2500), true)
         );
         for bad in ["-1", "abc", "", "NaN", "inf"] {
             let e = LockSettings::from_values(None, Some(bad.into())).unwrap_err();
