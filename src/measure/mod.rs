@@ -19,6 +19,7 @@
 
 pub mod contention;
 pub mod device;
+mod guard;
 pub mod lock;
 pub mod session;
 pub mod target;

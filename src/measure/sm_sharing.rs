@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 
 /// The variants of one wave (indices into `rs`) that had a block on an SM another block of
 /// the wave also ran on, in some counted launch, each with what it shared. The block
-/// scheduler spread every wave seen so far (on the H200, 2026-11-30: 132 blocks of 66
-/// variants on its 132 SMs in every launch), but nothing promises it.
+/// scheduler usually gives each block of a wave an SM of its own, but nothing promises it.
 pub fn shared_sms(rs: &[Result<VariantResult, GpuError>]) -> BTreeMap<usize, String> {
     let mut shared = BTreeMap::new();
     let launches = rs

@@ -14,6 +14,7 @@ use crate::model::results::{Contention, RunResults, VariantResult};
 use crate::model::settings::Mode;
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::Variant;
+use crate::sync::lock_ignoring_poison;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -207,10 +208,7 @@ impl CudaTarget {
     fn probe(&self, all: &[Variant]) -> Result<&LoadedMatrix, GpuError> {
         let p = self.probe.get_or_init(|| {
             let options = matrix_options(self.device.capability);
-            let ahead = self
-                .ahead
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
+            let ahead = lock_ignoring_poison(&self.ahead)
                 .take()
                 .and_then(|a| a.take_for(all, &options));
             let (compiled, info) = match ahead {

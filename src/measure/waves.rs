@@ -144,7 +144,7 @@ mod tests {
 
     #[test]
     fn a_wave_never_holds_more_blocks_than_the_gpu_has_sms() {
-        // The H200 profile: 69 variants of one block on 132 SMs, one wave.
+        // 69 variants of one block on 132 SMs: one wave.
         assert_eq!(wave_sets(69, 1, 132), vec![0..69]);
         // Two blocks each: 66 variants fill the SMs, the other 3 run in a second wave.
         assert_eq!(wave_sets(69, 2, 132), vec![0..66, 66..69]);

@@ -126,7 +126,7 @@ fn same_process(pid: u32, path: &Path, recorded: Option<&str>) -> bool {
 }
 
 /// A registration's record: the start time and the PID namespace of the process that wrote
-/// it, each when there (files of the first builds of 2026-11-30 hold the time alone).
+/// it, each when there (a record written by an older accprobe holds the time alone).
 fn record(path: &Path) -> (Option<String>, Option<String>) {
     let text = crate::input::read_text(path, "registration", 256).unwrap_or_default();
     let mut words = text.split_whitespace().map(str::to_string);
