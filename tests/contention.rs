@@ -10,7 +10,7 @@ use accprobe::harness::{self, Paths, RunOptions};
 use accprobe::measure::contention::{GpuProcess, Monitor, Snapshot};
 use accprobe::measure::lock::{self, DeviceKey, LockSettings};
 use accprobe::measure::session::{GpuSession, Guard};
-use accprobe::measure::target::{CompileInfo, RecordedTarget, Target};
+use accprobe::measure::target::{RecordedTarget, Target};
 use accprobe::model::gpu::{Environment, GpuIdentity};
 use accprobe::model::results::{Contention, RunResults, VariantResult};
 use accprobe::model::settings::ProbeSettings;
@@ -542,49 +542,25 @@ fn the_lock_is_let_go_once_everything_planned_is_measured() {
 /// contention record, so what was disturbed there is an error here too.
 #[test]
 fn a_replayed_measurement_keeps_the_measuring_process_record() {
-    struct Published(RecordedTarget, Contention);
-    impl Target for Published {
-        fn ordinal(&self) -> usize {
-            0
-        }
-        fn identity(&self) -> &GpuIdentity {
-            self.0.identity()
-        }
-        fn prepare(&self, all: &[Variant]) -> Result<(), GpuError> {
-            self.0.prepare(all)
-        }
-        fn measure(
-            &self,
-            v: &[Variant],
-            s: &ProbeSettings,
-            all: &[Variant],
-        ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
-            self.0.measure(v, s, all)
-        }
-        fn environment(&self, c: Option<f64>) -> Environment {
-            self.0.environment(c)
-        }
-        fn compiled(&self) -> Option<&accprobe::compile::Compiled> {
-            None
-        }
-        fn compile_info(&self) -> Option<CompileInfo> {
-            None
-        }
-        fn healthy(&self) -> Result<(), GpuError> {
-            Ok(())
-        }
-        fn contention(&self) -> Option<Contention> {
-            Some(self.1.clone())
-        }
-    }
     let mut record = Contention::default();
     record.contaminated.insert(
         "chain7_acc2_effective2".into(),
         "GPU busy: PID 4242 (python3) had a context on the GPU while it was measured".into(),
     );
-    let t: Arc<dyn Target> = Arc::new(Published(
-        RecordedTarget::new(0, recorded()).unwrap(),
-        record.clone(),
+    let mut measured = recorded();
+    measured.contention = Some(record.clone());
+    let environment = measured.environment.clone().unwrap();
+    let identity = GpuIdentity {
+        name: environment.gpu_name.clone(),
+        compute_capability: environment.compute_capability.clone(),
+    };
+    let t: Arc<dyn Target> = Arc::new(RecordedTarget::published(
+        0,
+        identity,
+        environment,
+        Some(measured),
+        vec![],
+        None,
     ));
     let s = GpuSession::new(profile(), "test".into(), Ok(t));
     let r = s.results_for(&[Variant::new(7, 2)]).unwrap();
