@@ -22,6 +22,7 @@ pub mod interrupt;
 pub mod measure;
 pub mod model;
 pub mod report;
+pub mod sync;
 pub mod trace;
 pub mod verdict;
 

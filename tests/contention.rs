@@ -10,7 +10,7 @@ use accprobe::harness::{self, Paths, RunOptions};
 use accprobe::measure::contention::{GpuProcess, Monitor, Snapshot};
 use accprobe::measure::lock::{self, DeviceKey, LockSettings};
 use accprobe::measure::session::{GpuSession, Guard};
-use accprobe::measure::target::{CompileInfo, RecordedTarget, Target};
+use accprobe::measure::target::{RecordedTarget, Target};
 use accprobe::model::gpu::{Environment, GpuIdentity};
 use accprobe::model::results::{Contention, RunResults, VariantResult};
 use accprobe::model::settings::ProbeSettings;
@@ -153,19 +153,27 @@ fn hot() -> Snapshot {
 }
 
 fn session(target: &Arc<Keyed>, dir: &Path, monitor: Arc<dyn Monitor>, retries: u32) -> GpuSession {
+    let settings = LockSettings {
+        dir: dir.to_path_buf(),
+        timeout: Duration::from_millis(300),
+        named: true,
+    };
+    session_locking_in(target, settings, monitor, retries)
+}
+
+fn session_locking_in(
+    target: &Arc<Keyed>,
+    settings: LockSettings,
+    monitor: Arc<dyn Monitor>,
+    retries: u32,
+) -> GpuSession {
     let t: Arc<dyn Target> = target.clone();
     GpuSession::guarded(
         profile(),
         "test".into(),
         Ok(t),
         Guard {
-            lock: Some((
-                key(),
-                Ok(LockSettings {
-                    dir: dir.to_path_buf(),
-                    timeout: Duration::from_millis(300),
-                }),
-            )),
+            lock: Some((key(), Ok(settings))),
             monitor: Some(monitor),
             retries,
             wait: Duration::ZERO,
@@ -370,6 +378,49 @@ fn a_gpu_held_by_another_process_is_waited_for_then_an_error() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A lock directory the user named (`ACCPROBE_LOCK_DIR`) that cannot be used is a
+/// configuration error, never a measurement without the lock; the default directory that
+/// cannot be used is measured without it.
+#[test]
+fn a_named_lock_directory_that_is_a_file_is_a_configuration_error() {
+    let dir = temp("lock-dir-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("not-a-directory");
+    std::fs::write(&file, b"").unwrap();
+    let settings = LockSettings {
+        dir: file.clone(),
+        timeout: Duration::from_millis(300),
+        named: true,
+    };
+    let t = Keyed::new();
+    let s = session_locking_in(&t, settings.clone(), Script::new(vec![clean()]), 0);
+    let e = s.results_for(&[Variant::new(7, 2)]).unwrap_err();
+    assert_eq!(e.kind(), GpuErrorKind::Config, "{e}");
+    assert!(
+        e.to_string().starts_with(&format!(
+            "ACCPROBE_LOCK_DIR={:?} cannot be used: ",
+            file.display().to_string()
+        )),
+        "{e}"
+    );
+    assert_eq!(t.measured.load(Ordering::SeqCst), 0);
+    // Every later measurement fails at once with it.
+    assert_eq!(s.results_for(&[Variant::new(7, 1)]).unwrap_err(), e);
+    drop(s);
+
+    let t = Keyed::new();
+    let default = LockSettings {
+        named: false,
+        ..settings
+    };
+    let s = session_locking_in(&t, default, Script::new(vec![clean()]), 0);
+    assert!(s.results_for(&[Variant::new(7, 2)]).is_ok());
+    assert_eq!(t.measured.load(Ordering::SeqCst), 1);
+    assert!(!s.holds_lock());
+    drop(s);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// The suite on a device another process holds past the limit: every GPU case is a JUnit
 /// error saying so, the run fails, replay cases still pass.
 #[test]
@@ -491,49 +542,25 @@ fn the_lock_is_let_go_once_everything_planned_is_measured() {
 /// contention record, so what was disturbed there is an error here too.
 #[test]
 fn a_replayed_measurement_keeps_the_measuring_process_record() {
-    struct Published(RecordedTarget, Contention);
-    impl Target for Published {
-        fn ordinal(&self) -> usize {
-            0
-        }
-        fn identity(&self) -> &GpuIdentity {
-            self.0.identity()
-        }
-        fn prepare(&self, all: &[Variant]) -> Result<(), GpuError> {
-            self.0.prepare(all)
-        }
-        fn measure(
-            &self,
-            v: &[Variant],
-            s: &ProbeSettings,
-            all: &[Variant],
-        ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
-            self.0.measure(v, s, all)
-        }
-        fn environment(&self, c: Option<f64>) -> Environment {
-            self.0.environment(c)
-        }
-        fn compiled(&self) -> Option<&accprobe::compile::Compiled> {
-            None
-        }
-        fn compile_info(&self) -> Option<CompileInfo> {
-            None
-        }
-        fn healthy(&self) -> Result<(), GpuError> {
-            Ok(())
-        }
-        fn contention(&self) -> Option<Contention> {
-            Some(self.1.clone())
-        }
-    }
     let mut record = Contention::default();
     record.contaminated.insert(
         "chain7_acc2_effective2".into(),
         "GPU busy: PID 4242 (python3) had a context on the GPU while it was measured".into(),
     );
-    let t: Arc<dyn Target> = Arc::new(Published(
-        RecordedTarget::new(0, recorded()).unwrap(),
-        record.clone(),
+    let mut measured = recorded();
+    measured.contention = Some(record.clone());
+    let environment = measured.environment.clone().unwrap();
+    let identity = GpuIdentity {
+        name: environment.gpu_name.clone(),
+        compute_capability: environment.compute_capability.clone(),
+    };
+    let t: Arc<dyn Target> = Arc::new(RecordedTarget::published(
+        0,
+        identity,
+        environment,
+        Some(measured),
+        vec![],
+        None,
     ));
     let s = GpuSession::new(profile(), "test".into(), Ok(t));
     let r = s.results_for(&[Variant::new(7, 2)]).unwrap();

@@ -14,11 +14,9 @@
 //! Run folders older than a day are removed when a new run starts.
 
 use crate::error::GpuError;
-use crate::measure::target::Target;
+use crate::measure::target::{RecordedTarget, Target};
 use crate::model::gpu::{Environment, GpuIdentity};
-use crate::model::results::{RunResults, VariantResult};
-use crate::model::settings::ProbeSettings;
-use crate::model::variant::Variant;
+use crate::model::results::RunResults;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -206,75 +204,18 @@ impl Published {
         self.devices
             .iter()
             .map(|d| {
-                Arc::new(SharedTarget {
-                    identity: GpuIdentity {
+                Arc::new(RecordedTarget::published(
+                    d.ordinal,
+                    GpuIdentity {
                         name: d.gpu_name.clone(),
                         compute_capability: d.compute_capability.clone(),
                     },
-                    record: d.clone(),
-                }) as Arc<dyn Target>
+                    d.environment.clone(),
+                    d.results.clone(),
+                    d.errors.clone(),
+                    d.sass_unavailable.clone(),
+                )) as Arc<dyn Target>
             })
             .collect()
-    }
-}
-
-/// A device as an earlier process of the run measured it.
-pub struct SharedTarget {
-    identity: GpuIdentity,
-    record: DeviceRecord,
-}
-
-impl Target for SharedTarget {
-    fn ordinal(&self) -> usize {
-        self.record.ordinal
-    }
-
-    fn identity(&self) -> &GpuIdentity {
-        &self.identity
-    }
-
-    fn measure(
-        &self,
-        variants: &[Variant],
-        _: &ProbeSettings,
-        _: &[Variant],
-    ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
-        Ok(variants
-            .iter()
-            .map(|&v| {
-                if let Some(r) = self.record.results.as_ref().and_then(|r| r.get(v)) {
-                    return Ok(r.clone());
-                }
-                Err(self
-                    .record
-                    .errors
-                    .iter()
-                    .find(|(name, _)| *name == v.name())
-                    .map(|(_, e)| e.clone())
-                    .unwrap_or_else(|| {
-                        GpuError::Variant(format!(
-                            "{v} was not measured by this nextest run's measuring process"
-                        ))
-                    }))
-            })
-            .collect())
-    }
-
-    fn environment(&self, _: Option<f64>) -> Environment {
-        self.record
-            .results
-            .as_ref()
-            .and_then(|r| r.environment.clone())
-            .unwrap_or_else(|| self.record.environment.clone())
-    }
-
-    fn sass_unavailable(&self) -> Option<String> {
-        self.record.sass_unavailable.clone()
-    }
-
-    /// What the measuring process's contention checks saw: a measurement disturbed there
-    /// is an error in every process of the run, never a regression.
-    fn contention(&self) -> Option<crate::model::results::Contention> {
-        self.record.results.as_ref()?.contention.clone()
     }
 }

@@ -18,8 +18,8 @@ use std::sync::Arc;
 ///
 /// It leaves `CUDA_DEVICE_MAX_CONNECTIONS` (the hardware queues a context opens) at the
 /// driver's default of 8: a wave needs no more, since nothing in it waits between launches
-/// (see `crate::measure::LoadedMatrix::run`), and 32 queues cost the H200 about
-/// 0.4 s more to create the context and 0.3 s more to release it (docs/speed.md).
+/// (see `crate::measure::LoadedMatrix::run`), and more queues make creating and releasing
+/// the context slower (docs/speed.md).
 pub fn prepare_process_environment() {
     crate::compile::disable_compute_cache();
 }
@@ -69,7 +69,7 @@ pub fn detect_all() -> Result<Vec<Device>, GpuError> {
 }
 
 /// [`detect_all`], calling `found` for each device as soon as the driver names it, before
-/// its context is created (0.1 s and more on an H200): what depends only on the device's
+/// its context is created (which takes a while): what depends only on the device's
 /// identity, compiling its matrix say, can start then.
 pub fn detect_all_with(found: impl FnMut(&Found)) -> Result<Vec<Device>, GpuError> {
     let named = selection_from_env()?;
@@ -268,11 +268,11 @@ fn device_key(ordinal: usize) -> DeviceKey {
     }
 }
 
-/// A context on the device `found` names, and what else identifies it. The process registers as a user
-/// of the device before the context exists, so that another accprobe measuring on it
-/// never sees our context unannounced (2026-11-30: two suites started together, one
-/// checked the GPU in the 30 ms between the other's context and its registration, and
-/// waited 10 s to measure again).
+/// A context on the device `found` names, and what else identifies it. The process
+/// registers as a user of the device before the context exists, so that another accprobe
+/// measuring on it never sees our context unannounced (it would take it for other work
+/// and wait to measure again). A lock directory the user named that cannot be used is a
+/// [`GpuError::Config`].
 fn open(found: Found) -> Result<Device, GpuError> {
     let Found {
         ordinal,
@@ -280,7 +280,7 @@ fn open(found: Found) -> Result<Device, GpuError> {
         capability,
     } = found;
     let key = device_key(ordinal);
-    let registration = register_device(&key);
+    let registration = register_device(&key).map_err(GpuError::Config)?;
     let ctx = CudaContext::new(ordinal).map_err(|e| {
         GpuError::Device(format!("cannot create a context on device {ordinal}: {e}"))
     })?;
@@ -372,7 +372,7 @@ mod tests {
     fn driver_version_is_read_from_the_nvrm_line() {
         let t = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu Oct  2 2025\nGCC version: gcc 12\n";
         assert_eq!(parse_driver_version(t).as_deref(), Some("580.159.04"));
-        // As read on the H200 of 2026-11-29 (open kernel module).
+        // The open kernel module's line.
         let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \n";
         assert_eq!(parse_driver_version(open).as_deref(), Some("580.159.04"));
         assert_eq!(parse_driver_version("garbage"), None);

@@ -13,110 +13,18 @@
 use crate::compile;
 use crate::error::GpuError;
 use crate::expectations::profile::Profile;
-use crate::measure::contention::{classify, Classification, Monitor, NvmlMonitor, Ours, Snapshot};
-use crate::measure::lock::{
-    self, DeviceKey, DeviceLock, LockError, LockSettings, Registration, Waiting,
-};
+use crate::measure::contention::{classify, Classification, Monitor, Ours, Snapshot};
+use crate::measure::guard::note_once;
+pub use crate::measure::guard::{Guard, RETRIES_ENV, WAIT_ENV};
+use crate::measure::lock::{self, DeviceLock, LockError, Registration, Waiting};
 use crate::measure::target::Target;
 use crate::model::results::{Contention, RunResults, Timings, VariantResult, SCHEMA};
 use crate::model::settings::Mode;
 use crate::model::variant::Variant;
+use crate::sync::lock_ignoring_poison;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-
-/// How many times a disturbed measurement is made again (default 2).
-pub const RETRIES_ENV: &str = "ACCPROBE_CONTENTION_RETRIES";
-/// Seconds to wait before measuring again after a disturbed measurement (default 10).
-pub const WAIT_ENV: &str = "ACCPROBE_CONTENTION_WAIT";
-
-/// How a session keeps its GPU to itself: the device's cross-process lock and the checks
-/// for other work around each measurement.
-pub struct Guard {
-    /// The device (its key has a file stem) and where and how long to wait for its lock;
-    /// `None`: no lock (a replay). `Err`: the settings are wrong (told at first use).
-    pub lock: Option<(DeviceKey, Result<LockSettings, String>)>,
-    /// What reads the GPU's state; `None`: no checks (a replay).
-    pub monitor: Option<Arc<dyn Monitor>>,
-    /// A disturbed measurement is made again at most this many times...
-    pub retries: u32,
-    /// ...each after this wait.
-    pub wait: Duration,
-}
-
-impl Guard {
-    /// No lock, no checks.
-    pub fn none() -> Guard {
-        Guard {
-            lock: None,
-            monitor: None,
-            retries: 0,
-            wait: Duration::ZERO,
-        }
-    }
-
-    /// The guard for a target: a lock and NVML checks for a real device (one with a
-    /// [`DeviceKey`]), none for a replay; settings from the environment.
-    pub fn for_target(target: &Result<Arc<dyn Target>, GpuError>) -> Guard {
-        let Some(key) = target.as_ref().ok().and_then(|t| t.device_key()) else {
-            return Guard::none();
-        };
-        let (retries, wait) = contention_settings();
-        Guard {
-            monitor: Some(Arc::new(NvmlMonitor::new(
-                key.pci_bus_id.clone(),
-                key.uuid.clone(),
-            ))),
-            lock: key
-                .stem()
-                .is_some()
-                .then(|| (key, LockSettings::from_env())),
-            retries,
-            wait,
-        }
-    }
-
-    fn active(&self) -> bool {
-        self.lock.is_some() || self.monitor.is_some()
-    }
-}
-
-/// `ACCPROBE_CONTENTION_RETRIES` and `ACCPROBE_CONTENTION_WAIT`, with their defaults for
-/// what is unset, not UTF-8 or not a number (said on stderr).
-fn contention_settings() -> (u32, Duration) {
-    let read = |name: &str| -> Option<f64> {
-        let text = match crate::input::env_text(name) {
-            Ok(text) => text?,
-            Err(e) => {
-                eprintln!("accprobe: {e}; using the default");
-                return None;
-            }
-        };
-        match text.trim().parse::<f64>() {
-            Ok(x) if x.is_finite() && x >= 0.0 => Some(x),
-            _ => {
-                eprintln!(
-                    "accprobe: {name}={text:?} is not a number of 0 or more; using the default"
-                );
-                None
-            }
-        }
-    };
-    (
-        read(RETRIES_ENV).map_or(2, |x| x.min(100.0) as u32),
-        Duration::from_secs_f64(read(WAIT_ENV).unwrap_or(10.0).min(3600.0)),
-    )
-}
-
-/// Says once per process what the checks cannot see.
-fn note_once(text: &str) {
-    static SAID: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
-    if !said.iter().any(|s| s == text) {
-        eprintln!("accprobe: {text}");
-        said.push(text.to_string());
-    }
-}
 
 /// The GPU side of one run on one device: a target (or the reason there is none), the
 /// profile chosen for it, and each variant measured at first use.
@@ -168,12 +76,16 @@ impl GpuSession {
         guard: Guard,
     ) -> GpuSession {
         let registration = match &guard.lock {
+            // A directory the user named that cannot be used is refused when the lock
+            // is taken: nothing to note here.
             Some((key, Ok(settings))) => key.stem().and_then(|stem| {
                 lock::register(&settings.dir, &stem)
                     .map_err(|e| {
-                        note_once(&format!(
-                            "{e}: other accprobe processes may count as work on the GPU"
-                        ))
+                        if !settings.named {
+                            note_once(&format!(
+                                "{e}: other accprobe processes may count as work on the GPU"
+                            ))
+                        }
                     })
                     .ok()
             }),
@@ -200,12 +112,7 @@ impl GpuSession {
     /// target carries from the process that measured (a shared nextest measurement).
     pub fn contention(&self) -> Option<Contention> {
         if self.guard.active() {
-            Some(
-                self.contention
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clone(),
-            )
+            Some(lock_ignoring_poison(&self.contention).clone())
         } else {
             self.target.as_ref().ok()?.contention()
         }
@@ -224,7 +131,7 @@ impl GpuSession {
         if let Some(e) = self.lock_failed.get() {
             return Err(e.clone());
         }
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = lock_ignoring_poison(&self.held);
         if held.is_some() {
             return Ok(());
         }
@@ -262,9 +169,7 @@ impl GpuSession {
             tell,
         ) {
             Ok(l) => {
-                self.contention
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
+                lock_ignoring_poison(&self.contention)
                     .lock_wait_s += l.waited.as_secs_f64();
                 *held = Some(l);
                 Ok(())
@@ -276,6 +181,9 @@ impl GpuSession {
                 lock::LOCK_TIMEOUT_ENV
             ))),
             Err(LockError::Io(e)) => {
+                if let Some(refusal) = settings.refusal(&e) {
+                    return fail(GpuError::Config(refusal));
+                }
                 note_once(&format!(
                     "{e}: measuring {label} without the cross-process lock (set {} to a shared, writable directory)",
                     lock::LOCK_DIR_ENV
@@ -288,18 +196,15 @@ impl GpuSession {
     /// Lets the device's lock go once every planned variant is measured (with nothing
     /// planned: after each measurement).
     fn release_when_done(&self, measured: &BTreeMap<Variant, Result<VariantResult, GpuError>>) {
-        let planned = self.planned.lock().unwrap_or_else(|e| e.into_inner());
+        let planned = lock_ignoring_poison(&self.planned);
         if planned.iter().all(|v| measured.contains_key(v)) {
-            *self.held.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            *lock_ignoring_poison(&self.held) = None;
         }
     }
 
     /// Whether this session holds its device's lock now.
     pub fn holds_lock(&self) -> bool {
-        self.held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
+        lock_ignoring_poison(&self.held).is_some()
     }
 
     /// The GPU's state now, or `None` when it cannot be read (said once).
@@ -309,20 +214,14 @@ impl GpuSession {
                 for gap in &s.gaps {
                     note_once(&format!("NVML cannot read {gap}: not checked"));
                 }
-                self.contention
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .checks += 1;
+                lock_ignoring_poison(&self.contention).checks += 1;
                 Some(s)
             }
             Err(why) => {
                 note_once(&format!(
                     "{why}: other processes' work and clock throttling on the GPU are not checked"
                 ));
-                self.contention
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .unchecked = Some(why);
+                lock_ignoring_poison(&self.contention).unchecked = Some(why);
                 None
             }
         }
@@ -351,7 +250,7 @@ impl GpuSession {
             (Some(x), None) | (None, Some(x)) => classify(x, x, &ours),
             (None, None) => Classification::Clean,
         };
-        let mut rec = self.contention.lock().unwrap_or_else(|e| e.into_inner());
+        let mut rec = lock_ignoring_poison(&self.contention);
         match &c {
             Classification::Clean => {}
             Classification::Busy { processes, .. } => {
@@ -382,8 +281,7 @@ impl GpuSession {
     ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
         let start = Instant::now();
         let rs = target.measure(batch, &self.profile.probe, all);
-        *self.gpu_seconds.lock().unwrap_or_else(|e| e.into_inner()) +=
-            start.elapsed().as_secs_f64();
+        *lock_ignoring_poison(&self.gpu_seconds) += start.elapsed().as_secs_f64();
         rs
     }
 
@@ -433,7 +331,7 @@ impl GpuSession {
                         )
                     };
                     eprintln!("accprobe: {}: {cause}", self.device_label());
-                    let mut rec = self.contention.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut rec = lock_ignoring_poison(&self.contention);
                     for v in batch {
                         rec.contaminated.insert(v.name(), cause.clone());
                     }
@@ -442,10 +340,7 @@ impl GpuSession {
                 other => {
                     let c = other.map_or(early, |(_, c)| c);
                     attempt += 1;
-                    self.contention
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .retries += 1;
+                    lock_ignoring_poison(&self.contention).retries += 1;
                     eprintln!(
                         "accprobe: {}: {}; measuring again in {:.0} s (attempt {} of {})",
                         self.device_label(),
@@ -464,7 +359,7 @@ impl GpuSession {
     /// environment and timings.
     pub fn measure_all(&self) -> Result<RunResults, GpuError> {
         let all = self.profile.probe.variants();
-        *self.planned.lock().unwrap_or_else(|e| e.into_inner()) = all.clone();
+        *lock_ignoring_poison(&self.planned) = all.clone();
         self.results_for(&all)?;
         self.measured_results()
             .ok_or_else(|| GpuError::Variant("nothing was measured".into()))
@@ -482,11 +377,17 @@ impl GpuSession {
         }
     }
 
-    /// The case name on this device: `gpuN::` in front when the run has several devices.
+    /// The case name on this device, as the verdict stage names it
+    /// ([`crate::verdict::cases::on_device`]).
     pub fn case_name(&self, name: &str) -> String {
+        crate::verdict::cases::on_device(name, self.named_ordinal())
+    }
+
+    /// The device's ordinal when case names carry it (several devices in the run).
+    pub fn named_ordinal(&self) -> Option<usize> {
         match (&self.target, self.prefix) {
-            (Ok(t), true) => format!("gpu{}::{name}", t.ordinal()),
-            _ => name.to_string(),
+            (Ok(t), true) => Some(t.ordinal()),
+            _ => None,
         }
     }
 
@@ -495,7 +396,7 @@ impl GpuSession {
     /// in parallel.
     pub fn results_for(&self, needs: &[Variant]) -> Result<RunResults, GpuError> {
         let target = self.target.as_ref().map_err(Clone::clone)?;
-        let mut measured = self.measured.lock().unwrap_or_else(|e| e.into_inner());
+        let mut measured = lock_ignoring_poison(&self.measured);
         if let Some(cause) = self.unusable.get() {
             return Err(GpuError::Unusable(cause.clone()));
         }
@@ -516,11 +417,7 @@ impl GpuSession {
             // so that later cases find their variants measured.
             let mut batch = missing;
             if self.profile.probe.mode == Mode::Wave {
-                let planned = self
-                    .planned
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clone();
+                let planned = lock_ignoring_poison(&self.planned).clone();
                 batch.extend(planned.into_iter().filter(|v| !measured.contains_key(v)));
                 batch.sort();
                 batch.dedup();
@@ -573,14 +470,14 @@ impl GpuSession {
             nvrtc_s: c.nvrtc_seconds,
             sass_s: c.sass_seconds,
             compile_cache: c.cache,
-            gpu_s: *self.gpu_seconds.lock().unwrap_or_else(|e| e.into_inner()),
+            gpu_s: *lock_ignoring_poison(&self.gpu_seconds),
         })
     }
 
     /// Everything measured so far, with the environment, or `None` when nothing was.
     pub fn measured_results(&self) -> Option<RunResults> {
         let target = self.target.as_ref().ok()?;
-        let measured = self.measured.lock().unwrap_or_else(|e| e.into_inner());
+        let measured = lock_ignoring_poison(&self.measured);
         let variants: Vec<VariantResult> = self
             .profile
             .probe

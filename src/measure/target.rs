@@ -14,6 +14,7 @@ use crate::model::results::{Contention, RunResults, VariantResult};
 use crate::model::settings::Mode;
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::Variant;
+use crate::sync::lock_ignoring_poison;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -207,10 +208,7 @@ impl CudaTarget {
     fn probe(&self, all: &[Variant]) -> Result<&LoadedMatrix, GpuError> {
         let p = self.probe.get_or_init(|| {
             let options = matrix_options(self.device.capability);
-            let ahead = self
-                .ahead
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
+            let ahead = lock_ignoring_poison(&self.ahead)
                 .take()
                 .and_then(|a| a.take_for(all, &options));
             let (compiled, info) = match ahead {
@@ -306,31 +304,71 @@ impl Target for CudaTarget {
     }
 }
 
-/// A device that replays recorded results: the suite's multi-device paths without a GPU.
+/// A device that replays recorded results: a results file (the suite's multi-device paths
+/// without a GPU), or another process's measurement (a nextest run's published one).
 pub struct RecordedTarget {
     ordinal: usize,
     identity: GpuIdentity,
-    results: RunResults,
+    environment: Environment,
+    /// What was measured; `None` when nothing was.
+    results: Option<RunResults>,
+    /// (variant name, why it was not measured).
+    errors: Vec<(String, GpuError)>,
+    /// Said after the variant's name when it is neither measured nor in `errors`.
+    missing: &'static str,
+    sass_unavailable: Option<String>,
+    contention: Option<Contention>,
 }
 
 impl RecordedTarget {
     /// Replays `results` as device `ordinal`; its identity comes from the results'
     /// environment.
     pub fn new(ordinal: usize, results: RunResults) -> Result<RecordedTarget, GpuError> {
-        let e = results.environment.as_ref().ok_or_else(|| {
+        let e = results.environment.clone().ok_or_else(|| {
             GpuError::Device(
                 "recorded results without an environment cannot stand for a device".into(),
             )
         })?;
-        let identity = GpuIdentity {
-            name: e.gpu_name.clone(),
-            compute_capability: e.compute_capability.clone(),
-        };
         Ok(RecordedTarget {
             ordinal,
-            identity,
-            results,
+            identity: GpuIdentity {
+                name: e.gpu_name.clone(),
+                compute_capability: e.compute_capability.clone(),
+            },
+            environment: e,
+            sass_unavailable: results.sass_unavailable.clone(),
+            results: Some(results),
+            errors: Vec::new(),
+            missing: "is not in the recorded results",
+            contention: None,
         })
+    }
+
+    /// Replays another process's measurement of device `ordinal`: the `results` of what it
+    /// measured (with their environment, else `environment`) and the error of each variant
+    /// it did not. It carries what that process's contention checks saw, so that a
+    /// measurement disturbed there is an error here too, never a regression.
+    pub fn published(
+        ordinal: usize,
+        identity: GpuIdentity,
+        environment: Environment,
+        results: Option<RunResults>,
+        errors: Vec<(String, GpuError)>,
+        sass_unavailable: Option<String>,
+    ) -> RecordedTarget {
+        RecordedTarget {
+            ordinal,
+            identity,
+            environment: results
+                .as_ref()
+                .and_then(|r| r.environment.clone())
+                .unwrap_or(environment),
+            contention: results.as_ref().and_then(|r| r.contention.clone()),
+            results,
+            errors,
+            missing: "was not measured by this nextest run's measuring process",
+            sass_unavailable,
+        }
     }
 }
 
@@ -352,19 +390,30 @@ impl Target for RecordedTarget {
         Ok(variants
             .iter()
             .map(|&v| {
-                self.results
-                    .get(v)
-                    .cloned()
-                    .ok_or_else(|| GpuError::Variant(format!("{v} is not in the recorded results")))
+                if let Some(r) = self.results.as_ref().and_then(|r| r.get(v)) {
+                    return Ok(r.clone());
+                }
+                Err(self
+                    .errors
+                    .iter()
+                    .find(|(name, _)| *name == v.name())
+                    .map(|(_, e)| e.clone())
+                    .unwrap_or_else(|| GpuError::Variant(format!("{v} {}", self.missing))))
             })
             .collect())
     }
 
     fn environment(&self, _: Option<f64>) -> Environment {
-        self.results.environment.clone().expect("checked in new")
+        self.environment.clone()
     }
 
     fn sass_unavailable(&self) -> Option<String> {
-        self.results.sass_unavailable.clone()
+        self.sass_unavailable.clone()
+    }
+
+    /// What the measuring process's contention checks saw, for a published measurement;
+    /// `None` for a results file.
+    fn contention(&self) -> Option<Contention> {
+        self.contention.clone()
     }
 }

@@ -163,3 +163,12 @@ pub fn cases(profile: &Profile) -> Vec<Case> {
     }
     cases
 }
+
+/// A case's name on one device of a run: `gpuN::` in front, N being the device's ordinal,
+/// when the run has several devices (`ordinal` is then `Some`); the name as it is else.
+pub fn on_device(name: &str, ordinal: Option<usize>) -> String {
+    match ordinal {
+        Some(n) => format!("gpu{n}::{name}"),
+        None => name.to_string(),
+    }
+}
