@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Sends termination signals to a prebuilt accprobe GPU suite binary at a sweep of moments and
+# checks the harness contract each time (docs/harness.md, "Interrupted runs"): the process
+# exits 128 + the signal, and its JUnit file is well-formed and red (a failing
+# `run::interrupted` case) and lists either nothing but that case (signal before the plan) or
+# every planned case (finished, or skipped "not finished: interrupted by SIG...").
+#
+#   bash ci/device/signals.sh BINARY LABEL "SIGNALS" "DELAYS" [extra suite arguments...]
+#
+# SIGNALS are names (`INT TERM HUP QUIT USR1`), DELAYS seconds (`0 0.02 0.05 0.2 0.5`). One
+# line per run lands in $OUT/all/LABEL.txt, the JUnit file of each run beside it; the last
+# line counts the runs that broke the contract. Exits 1 when any did.
+set -u
+# Job control on, so that the suite starts with SIGINT and SIGQUIT as a terminal or CI runner
+# leaves them (without it, bash starts background jobs with both ignored).
+set -m
+out=${OUT:-/tmp/accprobe-out}
+bin=$1; label=$2; signals=$3; delays=$4; shift 4
+mkdir -p "$out/all"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export ACCPROBE_EXPECTATIONS=${ACCPROBE_EXPECTATIONS:-$PWD/expectations}
+log=$out/all/$label.txt
+: > "$log"
+broken=0 runs=0
+for sig in $signals; do
+  num=$(kill -l "$sig")
+  for delay in $delays; do
+    runs=$((runs + 1))
+    junit=$out/all/$label-$sig-$delay.junit.xml
+    rm -f "$junit"
+    ACCPROBE_JUNIT=$junit ACCPROBE_RESULTS=$out/all/$label-sweep.json \
+      "$bin" "$@" > /dev/null 2>&1 &
+    pid=$!
+    sleep "$delay"
+    # sent: 1 when the signal reached the process, 0 when it had ended before.
+    if kill -s "$sig" "$pid" 2>/dev/null; then sent=1; else sent=0; fi
+    wait "$pid"
+    rc=$?
+    verdict=$(python3 - "$junit" "$rc" "$num" "$sent" <<'PY'
+import sys, xml.etree.ElementTree as ET
+path, rc, num, sent = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+problems = []
+if sent and rc != 128 + num:
+    problems.append(f"exit {rc}, not {128 + num}")
+cases = failed = unfinished = 0
+interrupted = False
+try:
+    root = ET.parse(path).getroot()
+    for case in root.iter("testcase"):
+        cases += 1
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed += 1
+            if case.get("name", "").endswith("interrupted"):
+                interrupted = True
+        skipped = case.find("skipped")
+        if skipped is not None and "not finished: interrupted" in (skipped.get("message") or ""):
+            unfinished += 1
+except FileNotFoundError:
+    problems.append("no JUnit file")
+except ET.ParseError as e:
+    problems.append(f"JUnit not well-formed: {e}")
+# A run that ended before the signal was due is an ordinary run (ci/device/run.sh judges
+# those); a signalled one must be red.
+if sent and not interrupted:
+    problems.append("no failing run::interrupted case")
+state = ("ok" if sent else "ended before the signal") if not problems else "BROKEN: " + "; ".join(problems)
+print(f"exit {rc} cases {cases} failed {failed} unfinished {unfinished} {state}")
+PY
+)
+    echo "$label $sig after ${delay}s: $verdict" | tee -a "$log"
+    case "$verdict" in *BROKEN*) broken=$((broken + 1)) ;; esac
+    left=$(pgrep -x nvdisasm | wc -l)
+    [ "$left" -eq 0 ] || { echo "$label $sig after ${delay}s: $left nvdisasm left running" | tee -a "$log"; broken=$((broken + 1)); }
+  done
+done
+echo "$label: $runs runs, $broken broke the contract" | tee -a "$log"
+[ "$broken" -eq 0 ]
