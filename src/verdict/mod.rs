@@ -20,6 +20,7 @@ mod validity;
 use crate::expectations::profile::Profile;
 use crate::model::results::{RunResults, VariantResult};
 use cases::{Case, Check};
+use std::path::PathBuf;
 
 pub use failure::FailureKind;
 pub(crate) use known_deviations::with_known_deviations;
@@ -105,21 +106,34 @@ pub fn judge(case: &Case, profile: &Profile, results: &RunResults) -> Verdict {
 
 /// Refuses to judge `results` by `profile` when they were measured with other launch
 /// settings than the profile asks for: a verdict never mixes the two.
-pub fn comparable(profile: &Profile, results: &RunResults) -> Result<(), String> {
+pub fn comparable(profile: &Profile, results: &RunResults) -> Result<(), NotComparable> {
     let Some(measured) = &results.settings else {
         return Ok(());
     };
-    let diff = measured.differences(&profile.probe.run_settings());
-    if diff.is_empty() {
+    let differences = measured.differences(&profile.probe.run_settings());
+    if differences.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "the results were measured with other settings than profile {:?} ({}) asks for: {}",
-            profile.name,
-            profile.file.display(),
-            diff.join(", ")
-        ))
+        Err(NotComparable {
+            profile: profile.name.clone(),
+            file: profile.file.clone(),
+            differences,
+        })
     }
+}
+
+/// Results measured with other launch settings than the profile asks for
+/// ([`comparable`]): each difference as `setting: measured vs asked`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the results were measured with other settings than profile {profile:?} ({}) asks for: {}",
+    .file.display(),
+    .differences.join(", ")
+)]
+pub struct NotComparable {
+    pub profile: String,
+    pub file: PathBuf,
+    pub differences: Vec<String>,
 }
 
 fn evaluate_raw(
