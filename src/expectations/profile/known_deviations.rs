@@ -1,9 +1,9 @@
-//! A profile's known deviations, read from the file: each with a measured reason, each
-//! case once.
+//! A profile's known deviations: read from the file (each with a measured reason, each
+//! case once), and checked against the names of the cases the profile generates.
 
 use super::file::DeviationFile;
-use super::KnownDeviation;
-use crate::error::Result;
+use super::{KnownDeviation, Profile};
+use crate::error::{Error, Result};
 use crate::expectations::yaml::at;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -42,4 +42,31 @@ pub(super) fn read(
         }
     }
     Ok(known_deviations)
+}
+
+impl Profile {
+    /// Refuses a known deviation that names no case of `cases`, the names of every case
+    /// this profile generates (the verdict stage's, which the caller gives), at the
+    /// deviation's line and column, with an example of a case name.
+    pub fn check_known_deviations(&self, cases: &[String]) -> Result<()> {
+        for (case, d) in &self.known_deviations {
+            if !cases.contains(case) {
+                let example = cases
+                    .iter()
+                    .find(|n| n.starts_with("invariant::"))
+                    .or(cases.first())
+                    .cloned()
+                    .unwrap_or_default();
+                return Err(Error::at(
+                    &self.file,
+                    d.line,
+                    d.column,
+                    format!(
+                        "known deviation names case {case:?}, which this profile does not generate (cases look like {example:?})"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
 }

@@ -6,8 +6,9 @@
 //! checked types every stage reads; `file` is the YAML format, `read` turns one into the
 //! other and checks everything this stage can, naming file, line and column when it
 //! refuses (`probe` the probe section and its bounds, `known_deviations` the deviations).
-//! Whether each known deviation names a generated case is checked by [`crate::catalog`],
-//! which knows the cases (they belong to the verdict stage).
+//! Whether each known deviation names a generated case needs the cases, which belong to
+//! the verdict stage: [`Profile::check_known_deviations`] takes their names from the
+//! caller ([`crate::catalog`]).
 
 mod file;
 mod known_deviations;

@@ -2,19 +2,38 @@
 
 use super::file::{InvariantFile, ProfileFile};
 use super::{known_deviations, probe, Invariant, PolicyGate, Profile};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::expectations::baselines::{self, Baselines};
 use crate::expectations::policy::Policy;
 use crate::expectations::recorded;
-use crate::expectations::yaml::{at, parse_document, path_inside, referenced_from};
+use crate::expectations::yaml::{at, parse_document, path_inside, read_text, referenced_from};
 use serde_saphyr::Spanned;
 use std::collections::BTreeMap;
 use std::path::Path;
 
 impl Profile {
+    /// Reads and checks a profile file, and the files it names. A symlink that cannot be
+    /// followed is refused naming where it points.
+    pub(crate) fn load(file: &Path) -> Result<Profile> {
+        let is_link = std::fs::symlink_metadata(file).is_ok_and(|m| m.file_type().is_symlink());
+        if is_link {
+            if let Err(e) = std::fs::metadata(file) {
+                let to = std::fs::read_link(file)
+                    .map_or_else(|_| "?".into(), |t| t.display().to_string());
+                return Err(Error::in_file(
+                    file,
+                    format!("cannot read profile: a symlink to {to} that cannot be followed ({e})"),
+                ));
+            }
+        }
+        let text = read_text(file, "profile")?;
+        Profile::read(&text, file)
+    }
+
     /// Reads a profile given as text, and the files it names (policy, baselines, recorded
     /// results); `file` names it in errors and anchors relative paths. Known deviations are
-    /// not yet checked against the cases: [`crate::catalog::parse`] does that.
+    /// not yet checked against the cases: [`Profile::check_known_deviations`] does that,
+    /// given their names.
     pub(crate) fn read(text: &str, file: &Path) -> Result<Profile> {
         let raw: ProfileFile = parse_document(
             text,
