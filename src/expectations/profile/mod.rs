@@ -8,7 +8,7 @@
 //! refuses (`probe` the probe section and its bounds, `known_deviations` the deviations).
 //! Whether each known deviation names a generated case needs the cases, which belong to
 //! the verdict stage: [`Profile::check_known_deviations`] takes their names from the
-//! caller ([`crate::catalog`]).
+//! caller (the catalog).
 
 mod file;
 mod known_deviations;
