@@ -79,7 +79,7 @@ pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Re
         );
     }
     if let Err(e) = verdict::comparable(profile, results) {
-        wrong.push(e);
+        wrong.push(e.to_string());
     }
     if results.mode != profile.probe.mode {
         wrong.push(format!(

@@ -1,13 +1,13 @@
-//! The catalog of profiles: reading one (stage 1) and checking its known deviations
-//! against the cases it generates (the verdict stage's vocabulary), loading a folder, and
-//! choosing the profile for a GPU. The harness and xtask load profiles only through here.
+//! The catalog of profiles, as the front ends load and choose them: a profile read by
+//! stage 1 ([`Profile::load`]) with its known deviations checked against the names of the
+//! cases it generates (the verdict stage's), every profile of a folder, and the profile for
+//! a GPU. It sits above the verdict stage, beside the front ends it serves: the harness and
+//! xtask load profiles only through here.
 
 use crate::error::{Error, Result};
 use crate::expectations::profile::Profile;
-use crate::expectations::yaml::read_text;
 use crate::model::gpu::GpuIdentity;
-use crate::verdict::cases::cases;
-use crate::verdict::compile_only;
+use crate::verdict::{cases, compile_only};
 use std::path::{Path, PathBuf};
 
 /// The profile that applies when no other matches the GPU: the study itself.
@@ -17,45 +17,25 @@ pub const PROFILE_ENV: &str = "ACCPROBE_PROFILE";
 
 /// Reads and checks one profile file, and the files it names.
 pub fn load(file: &Path) -> Result<Profile> {
-    let is_link = std::fs::symlink_metadata(file).is_ok_and(|m| m.file_type().is_symlink());
-    if is_link {
-        if let Err(e) = std::fs::metadata(file) {
-            let to =
-                std::fs::read_link(file).map_or_else(|_| "?".into(), |t| t.display().to_string());
-            return Err(Error::in_file(
-                file,
-                format!("cannot read profile: a symlink to {to} that cannot be followed ({e})"),
-            ));
-        }
-    }
-    let text = read_text(file, "profile")?;
-    parse(&text, file)
+    checked(Profile::load(file)?)
 }
 
 /// Checks a profile given as text; `file` names it in errors and anchors relative paths.
 pub fn parse(text: &str, file: &Path) -> Result<Profile> {
-    let profile = Profile::read(text, file)?;
-    let mut names: Vec<String> = cases(&profile).into_iter().map(|c| c.name).collect();
-    names.extend(compile_only::cases(&profile).into_iter().map(|c| c.name));
-    for (case, d) in &profile.known_deviations {
-        if !names.contains(case) {
-            let example = names
-                .iter()
-                .find(|n| n.starts_with("invariant::"))
-                .or(names.first())
-                .cloned()
-                .unwrap_or_default();
-            return Err(Error::at(
-                file,
-                d.line,
-                d.column,
-                format!(
-                    "known deviation names case {case:?}, which this profile does not generate (cases look like {example:?})"
-                ),
-            ));
-        }
-    }
+    checked(Profile::read(text, file)?)
+}
+
+/// `profile`, once each of its known deviations names a case it generates.
+fn checked(profile: Profile) -> Result<Profile> {
+    profile.check_known_deviations(&case_names(&profile))?;
     Ok(profile)
+}
+
+/// The name of every case `profile` generates: GPU cases, then compile-only cases.
+fn case_names(profile: &Profile) -> Vec<String> {
+    let mut names: Vec<String> = cases::cases(profile).into_iter().map(|c| c.name).collect();
+    names.extend(compile_only::cases(profile).into_iter().map(|c| c.name));
+    names
 }
 
 /// Every `*.yaml` profile directly in `dir`, sorted by file name; each file that fails to

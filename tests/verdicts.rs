@@ -880,3 +880,37 @@ fn every_committed_results_file_passes_the_self_check() {
     }
     assert!(checked >= 7, "{checked} results files of {files:?}");
 }
+
+#[test]
+fn results_measured_with_other_settings_are_not_comparable_and_say_which() {
+    let p = load("h200");
+    let mut r = p.recorded.clone().unwrap();
+    assert_eq!(accprobe::verdict::comparable(&p, &r), Ok(()));
+    let asked = r.settings.unwrap();
+    let mut measured = asked;
+    measured.repeats += 1;
+    measured.budget_cycles *= 2;
+    r.settings = Some(measured);
+    let e = accprobe::verdict::comparable(&p, &r).unwrap_err();
+    assert_eq!(
+        e.differences,
+        [
+            format!(
+                "repeats: asked {}, measured {}",
+                asked.repeats, measured.repeats
+            ),
+            format!(
+                "budget_cycles: asked {}, measured {}",
+                asked.budget_cycles, measured.budget_cycles
+            ),
+        ]
+    );
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "the results were measured with other settings than profile \"h200\" ({}) asks for: {}",
+            p.file.display(),
+            e.differences.join(", ")
+        )
+    );
+}

@@ -7,11 +7,11 @@
 //! Case names: `compile::sm_100::nvrtc12.8::no_spills`,
 //! `compile::sm_100::nvrtc12.8::chain7_acc2_effective2::shape` and `...::unchanged`.
 
+use super::{shape, with_known_deviations, Outcome};
 use crate::expectations::baselines::COMPILE_DIGEST_CHARS;
 use crate::expectations::profile::Profile;
 use crate::model::compiled::{ArchOutcome, CompiledMatrix};
 use crate::model::variant::Variant;
-use crate::verdict::{shape, with_known_deviations, Outcome};
 
 /// One compile-only case.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,13 +5,7 @@ use accprobe::bless;
 use accprobe::model::results::RunResults;
 use std::path::Path;
 
-pub fn run(
-    dir: &Path,
-    name: &str,
-    from: &Path,
-    allow_invalid: bool,
-    dry_run: bool,
-) -> crate::Outcome {
+pub fn run(dir: &Path, name: &str, from: &Path, allow_invalid: bool, dry_run: bool) -> crate::Done {
     let p = find_profile(dir, name)?;
     let r = RunResults::load(from).map_err(|e| e.to_string())?;
     bless::check(&p, &r, allow_invalid).map_err(|e| e.to_string())?;

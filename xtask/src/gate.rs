@@ -7,7 +7,7 @@ use accprobe::verdict::{self, cases::cases, Outcome};
 use std::path::Path;
 
 /// Prints every case's verdict; `Err("")` when any failed (already printed).
-pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> crate::Outcome {
+pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> crate::Done {
     let r = RunResults::load(results).map_err(|e| e.to_string())?;
     let p = find_profile(dir, profile.unwrap_or(&r.profile))?;
     verdict::comparable(&p, &r).map_err(|e| format!("{}: {e}", results.display()))?;

@@ -59,7 +59,7 @@ fn env_line(r: &RunResults) -> String {
 }
 
 /// `cargo xtask probe`: the whole matrix, the study's table, a results file.
-pub fn probe(dir: &Path, name: Option<&str>, mode: Option<Mode>, out: &Path) -> crate::Outcome {
+pub fn probe(dir: &Path, name: Option<&str>, mode: Option<Mode>, out: &Path) -> crate::Done {
     let s = session(dir, name, mode, Some(default_cache()))?;
     let bar = progress::steps(1);
     bar.set_message(format!(
@@ -105,7 +105,7 @@ struct Agreement {
 }
 
 /// `cargo xtask agree`: serial and wave on the same matrix, per-variant differences.
-pub fn agree(dir: &Path, name: Option<&str>, tolerance: f64, out: &Path) -> crate::Outcome {
+pub fn agree(dir: &Path, name: Option<&str>, tolerance: f64, out: &Path) -> crate::Done {
     let bar = progress::steps(2);
     let measured = (|| -> Result<(RunResults, RunResults), crate::Failure> {
         bar.set_message("serial run");
@@ -255,7 +255,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// `cargo xtask bench`: GPU phase of each mode against its floor, compile cold and cached,
 /// medians of `runs` runs.
-pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Outcome {
+pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Done {
     let cache = std::env::temp_dir().join(format!("accprobe-bench-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&cache);
     let mut rows = Vec::new();

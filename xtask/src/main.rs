@@ -251,7 +251,7 @@ impl From<GpuError> for Failure {
 }
 
 /// What a command returns.
-pub type Outcome = Result<(), Failure>;
+pub type Done = Result<(), Failure>;
 
 /// The workspace root: the nearest folder, from the working directory up, that holds a
 /// Cargo.toml with `[workspace]` or an `expectations/` folder. `cargo xtask` runs in the
@@ -301,7 +301,7 @@ pub fn find_profile(dir: &Path, name: &str) -> Result<Profile, String> {
     Err(msg)
 }
 
-fn run(cli: &Cli) -> Outcome {
+fn run(cli: &Cli) -> Done {
     let dir = &or_workspace(&cli.expectations, "expectations")?;
     let mode = |m: &Option<ModeArg>| {
         m.map(|m| match m {

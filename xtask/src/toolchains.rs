@@ -19,7 +19,7 @@ use accprobe::verdict::{self, cases::cases, compile_only, Outcome};
 use std::path::{Path, PathBuf};
 
 /// `cargo xtask toolchains --profile P [--bless] [--dry-run]`: compile-only, no GPU.
-pub fn compile_only(dir: &Path, profile: &str, bless: bool, dry_run: bool) -> crate::Outcome {
+pub fn compile_only(dir: &Path, profile: &str, bless: bool, dry_run: bool) -> crate::Done {
     let p = find_profile(dir, profile)?;
     let cache = cache_under(Some(&workspace()?.join("target/accprobe/cache")));
     let s = CompileOnlySession::new(p.clone(), toolchain::default_root(), cache, true)
@@ -160,7 +160,7 @@ fn file_stem(toolchain: &str) -> String {
 
 /// `cargo xtask toolchains --gpu --toolchain A --toolchain B`: the profile measured under
 /// each toolchain, one `cargo xtask probe` process each, then compared.
-pub fn gpu(dir: &Path, profile: Option<&str>, toolchains: &[String], out: &Path) -> crate::Outcome {
+pub fn gpu(dir: &Path, profile: Option<&str>, toolchains: &[String], out: &Path) -> crate::Done {
     if toolchains.is_empty() {
         return Err("name the toolchains to compare: --toolchain 12.8 --toolchain 13.0".into());
     }
@@ -232,7 +232,7 @@ fn last_line(s: &str) -> String {
 }
 
 /// `cargo xtask toolchains --compare A.json B.json`: the comparison from results files.
-pub fn compare_files(dir: &Path, profile: Option<&str>, files: &[PathBuf]) -> crate::Outcome {
+pub fn compare_files(dir: &Path, profile: Option<&str>, files: &[PathBuf]) -> crate::Done {
     let mut runs = Vec::new();
     for f in files {
         let r = RunResults::load(f).map_err(|e| e.to_string())?;

@@ -1,0 +1,108 @@
+//! The profile file's format, as serde reads it. Spanned fields are those whose values are
+//! checked after parsing (in [`super::read`]), so that a refusal can point at them.
+
+use super::{GpuMatch, Validity};
+use crate::expectations::baselines::Wider;
+use crate::expectations::compile_only::CompileOnlyFile;
+use crate::expectations::recorded::RecordedFile;
+use crate::expectations::yaml::number;
+use crate::model::settings::Mode;
+use crate::model::variant::Sink;
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+use std::collections::BTreeMap;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ProfileFile {
+    pub(super) name: Spanned<String>,
+    pub(super) description: String,
+    #[serde(default, rename = "match")]
+    pub(super) matches: GpuMatch,
+    pub(super) probe: ProbeFile,
+    pub(super) invariants: Vec<InvariantFile>,
+    #[serde(default)]
+    pub(super) known_deviations: Vec<DeviationFile>,
+    pub(super) baselines: Option<BaselinesRef>,
+    pub(super) recorded: Option<RecordedFile>,
+    pub(super) validity: Option<Spanned<Validity>>,
+    pub(super) sink_isolation: Option<SinkFile>,
+    pub(super) policy_gate: Option<PolicyGateFile>,
+    pub(super) compile_only: Option<CompileOnlyFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SinkFile {
+    pub(super) modes: Vec<Spanned<Sink>>,
+    #[serde(deserialize_with = "number::spanned_seq")]
+    pub(super) accumulators: Spanned<Vec<Spanned<u32>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PolicyGateFile {
+    /// The policy file, relative to the profile's folder.
+    pub(super) file: Spanned<String>,
+    #[serde(deserialize_with = "number::spanned")]
+    pub(super) tolerance: Spanned<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ProbeFile {
+    #[serde(deserialize_with = "number::spanned")]
+    pub(super) blocks: Spanned<u32>,
+    #[serde(deserialize_with = "number::spanned")]
+    pub(super) block_threads: Spanned<u32>,
+    #[serde(deserialize_with = "number::spanned")]
+    pub(super) warmup_launches: Spanned<u32>,
+    #[serde(deserialize_with = "number::spanned")]
+    pub(super) repeats: Spanned<u32>,
+    #[serde(deserialize_with = "number::spanned")]
+    pub(super) budget_cycles: Spanned<u64>,
+    #[serde(deserialize_with = "number::spanned_seq")]
+    pub(super) chains: Spanned<Vec<Spanned<u32>>>,
+    #[serde(deserialize_with = "number::spanned_seq")]
+    pub(super) accumulators: Spanned<Vec<Spanned<u32>>>,
+    #[serde(default)]
+    pub(super) mode: Mode,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub(super) enum InvariantFile {
+    Peak {
+        #[serde(deserialize_with = "number::spanned")]
+        accumulators: Spanned<u32>,
+        #[serde(deserialize_with = "number::spanned")]
+        tolerance: Spanned<f64>,
+    },
+    GainGrows {
+        #[serde(deserialize_with = "number::spanned")]
+        accumulators: Spanned<u32>,
+        #[serde(deserialize_with = "number::spanned")]
+        over: Spanned<u32>,
+        #[serde(deserialize_with = "number::spanned")]
+        min_increase: Spanned<f64>,
+    },
+    NoSpills {},
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DeviationFile {
+    pub(super) case: Spanned<String>,
+    pub(super) reason: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BaselinesRef {
+    /// Relative to the profile's folder.
+    pub(super) file: Spanned<String>,
+    #[serde(deserialize_with = "number::spanned")]
+    pub(super) tolerance: Spanned<f64>,
+    #[serde(default)]
+    pub(super) wider: BTreeMap<String, Spanned<Wider>>,
+}

@@ -1,0 +1,190 @@
+//! The probe section of a profile: its settings, checked, and the bounds past which a run
+//! would take hours, compile for minutes, or measure something other than what the probe
+//! stands for. A profile beyond one is refused at the value, naming the bound.
+
+use super::file::{ProbeFile, SinkFile};
+use crate::error::Result;
+use crate::expectations::yaml::at;
+use crate::model::settings::ProbeSettings;
+use crate::model::variant::Sink;
+use serde_saphyr::Spanned;
+use std::path::Path;
+
+/// The longest chain and the most accumulators a variant may have. The kernel template
+/// unrolls N FFMAs per loop iteration and keeps E = min(K, N) partials in registers; a
+/// thread has at most 255 registers, so beyond 256 every extra partial lives in local
+/// memory and the loop no longer measures a register accumulation, and an N-FFMA body
+/// per variant, for every variant of the matrix in one NVRTC program, is what compile time
+/// grows with.
+pub const MAX_COUNT: u32 = 256;
+/// The most values `probe.chains` or `probe.accumulators` may list: 64 x 64 variants (and
+/// as many again per sink mode) already make one NVRTC program of thousands of kernels.
+pub const MAX_VALUES: usize = 64;
+/// The most counted repeats: each is one launch per variant (a wave in wave mode).
+pub const MAX_REPEATS: u32 = 1000;
+/// The most warm-up launches: a few settle the clocks; more only add time.
+pub const MAX_WARMUP: u32 = 100;
+/// The most blocks per launch: more than any GPU has SMs (an H200 has 132).
+pub const MAX_BLOCKS: u32 = 1024;
+/// The longest clock64 budget: 10^10 cycles, a launch of about 5 s at 2 GHz, per variant
+/// and repeat.
+pub const MAX_BUDGET_CYCLES: u64 = 10_000_000_000;
+
+/// The checked probe settings of `p` (and of the sink isolation section `sink`, which
+/// adds sink modes at some of the probe's accumulator counts).
+pub(super) fn probe(file: &Path, p: &ProbeFile, sink: Option<&SinkFile>) -> Result<ProbeSettings> {
+    let positive = |s: &Spanned<u32>, what: &str| -> Result<u32> {
+        if s.value == 0 {
+            Err(at(
+                file,
+                s,
+                format!("probe.{what} is 0: expected a whole number >= 1"),
+            ))
+        } else {
+            Ok(s.value)
+        }
+    };
+    let block_threads = positive(&p.block_threads, "block_threads")?;
+    if block_threads % 32 != 0 || block_threads > 1024 {
+        return Err(at(file, &p.block_threads, format!("probe.block_threads {block_threads}: expected a multiple of 32 (whole warps) up to 1024")));
+    }
+    let at_most = |s: &Spanned<u32>, what: &str, max: u32, why: &str| -> Result<()> {
+        if s.value > max {
+            Err(at(
+                file,
+                s,
+                format!("probe.{what} {} is above {max}: {why}", s.value),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    at_most(
+        &p.blocks,
+        "blocks",
+        MAX_BLOCKS,
+        "more blocks than any GPU has SMs",
+    )?;
+    at_most(
+        &p.repeats,
+        "repeats",
+        MAX_REPEATS,
+        "each repeat is one more launch of every variant",
+    )?;
+    at_most(
+        &p.warmup_launches,
+        "warmup_launches",
+        MAX_WARMUP,
+        "a few warm-up launches settle the clocks; more only add time",
+    )?;
+    if p.budget_cycles.value > MAX_BUDGET_CYCLES {
+        return Err(at(
+            file,
+            &p.budget_cycles,
+            format!(
+                "probe.budget_cycles {} is above {MAX_BUDGET_CYCLES}, about 5 s per launch at 2 GHz",
+                p.budget_cycles.value
+            ),
+        ));
+    }
+    if p.budget_cycles.value == 0 {
+        return Err(at(
+            file,
+            &p.budget_cycles,
+            "probe.budget_cycles is 0: expected a clock64 budget >= 1 cycle",
+        ));
+    }
+    let mut probe = ProbeSettings {
+        blocks: positive(&p.blocks, "blocks")?,
+        block_threads,
+        warmup_launches: p.warmup_launches.value,
+        repeats: positive(&p.repeats, "repeats")?,
+        budget_cycles: p.budget_cycles.value,
+        chains: counts(file, "chains", &p.chains)?,
+        accumulators: counts(file, "accumulators", &p.accumulators)?,
+        sink_modes: Vec::new(),
+        sink_accumulators: Vec::new(),
+        mode: p.mode,
+    };
+    if let Some(si) = sink {
+        for m in &si.modes {
+            if m.value == Sink::A {
+                return Err(at(
+                    file,
+                    m,
+                    "sink_isolation.modes: A is the documented probe itself; list only B, C or D",
+                ));
+            }
+            if probe.sink_modes.contains(&m.value) {
+                return Err(at(
+                    file,
+                    m,
+                    format!("sink mode {:?} is listed twice", m.value),
+                ));
+            }
+            probe.sink_modes.push(m.value);
+        }
+        probe.sink_accumulators = counts(file, "sink_isolation.accumulators", &si.accumulators)?;
+        if let Some(k) = si
+            .accumulators
+            .value
+            .iter()
+            .find(|k| !probe.accumulators.contains(&k.value))
+        {
+            return Err(at(file, k, format!("sink_isolation.accumulators: {} is not in probe.accumulators {:?}, so mode A would not be measured at it", k.value, probe.accumulators)));
+        }
+    }
+    Ok(probe)
+}
+
+/// Checks a list of positive, distinct counts, at most [`MAX_VALUES`] of them, each at most
+/// [`MAX_COUNT`]; an empty list is refused at its own position.
+fn counts(file: &Path, what: &str, whole: &Spanned<Vec<Spanned<u32>>>) -> Result<Vec<u32>> {
+    let list = &whole.value;
+    if list.is_empty() {
+        return Err(at(
+            file,
+            whole,
+            format!("probe.{what} is empty: expected at least one count"),
+        ));
+    }
+    if let Some(s) = list.get(MAX_VALUES) {
+        return Err(at(
+            file,
+            s,
+            format!(
+                "probe.{what} lists {} values: at most {MAX_VALUES} (each is a row or column of variants, all compiled into one program)",
+                list.len()
+            ),
+        ));
+    }
+    let mut out = Vec::new();
+    for s in list {
+        if s.value > MAX_COUNT {
+            return Err(at(
+                file,
+                s,
+                format!(
+                    "probe.{what}: {} is above {MAX_COUNT}, the most this probe measures (the kernel unrolls N FFMAs per iteration and keeps up to N partials in registers; a thread has at most 255)",
+                    s.value
+                ),
+            ));
+        }
+        if s.value == 0 {
+            return Err(at(
+                file,
+                s,
+                format!("probe.{what}: 0 is not a count: expected a whole number >= 1"),
+            ));
+        }
+        if out.contains(&s.value) {
+            return Err(at(
+                file,
+                s,
+                format!("probe.{what}: {} is listed twice", s.value),
+            ));
+        }
+        out.push(s.value);
+    }
+    Ok(out)
+}

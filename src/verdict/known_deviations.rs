@@ -1,0 +1,37 @@
+//! A profile's known deviations, applied strictly to a case's raw outcome.
+
+use super::{FailureKind, Outcome};
+use crate::expectations::profile::Profile;
+
+/// Applies the profile's known deviations to case `name`'s raw outcome, strictly: a
+/// deviation that fails is excused, one that holds again fails. With the kind of the
+/// failure, where it fails (`kind_of_failure` for a failure of the check itself).
+pub(super) fn apply(
+    name: &str,
+    profile: &Profile,
+    raw: Outcome,
+    kind_of_failure: impl FnOnce() -> FailureKind,
+) -> (Outcome, Option<FailureKind>) {
+    match (profile.known_deviations.get(name).map(|d| &d.reason), raw) {
+        (None, Outcome::Fail(text)) => (Outcome::Fail(text), Some(kind_of_failure())),
+        (None, raw) => (raw, None),
+        (Some(reason), Outcome::Fail(detail)) => (
+            Outcome::KnownDeviation { reason: reason.clone(), detail },
+            None,
+        ),
+        (Some(reason), Outcome::Pass(detail)) => (
+            Outcome::Fail(format!(
+                "known deviation no longer present: {name} now holds ({detail}); the profile {} says it should not: {reason}. \
+                 If this is the new normal, remove it from known_deviations.",
+                profile.file.display()
+            )),
+            Some(FailureKind::KnownDeviationGone),
+        ),
+        (Some(_), other) => (other, None),
+    }
+}
+
+/// [`apply`], the outcome alone (the compile-only gate's cases).
+pub(crate) fn with_known_deviations(name: &str, profile: &Profile, raw: Outcome) -> Outcome {
+    apply(name, profile, raw, || FailureKind::Invariant).0
+}

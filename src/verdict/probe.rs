@@ -1,0 +1,66 @@
+//! The `probe::<variant>` cases: a variant ran, its output is valid, it does not spill,
+//! and its progress is within the tolerance of its blessed baseline.
+
+use super::spills::spill_problem;
+use super::{pct, Outcome};
+use crate::expectations::profile::Profile;
+use crate::model::results::VariantResult;
+use crate::model::variant::Variant;
+
+/// `v` made progress in every warp, its output is valid, it does not spill, and its
+/// progress is within the tolerance of its baseline (where the profile has baselines).
+pub(super) fn variant(v: Variant, r: &VariantResult, profile: &Profile) -> Outcome {
+    let mut problems = Vec::new();
+    if let Some(z) = r.samples.iter().flatten().position(|&p| p == 0) {
+        let warps = r.samples.first().map_or(1, |w| w.len().max(1));
+        problems.push(format!(
+            "warp {} of repeat {} made no progress",
+            z % warps,
+            z / warps
+        ));
+    }
+    problems.extend(
+        r.output_problems
+            .iter()
+            .map(|p| format!("invalid output: {p}")),
+    );
+    problems.extend(spill_problem(r));
+    let mut detail = format!("progress {:.1}", r.mean_progress);
+    if let Some(b) = &profile.baselines {
+        match b.progress.get(&v.name()) {
+            None => problems.push(format!(
+                "no baseline for {v} in {}{} (bless one with `cargo xtask bless --profile {} --from RESULTS`)",
+                b.file.display(),
+                if b.file.exists() { "" } else { ", which does not exist" },
+                profile.name
+            )),
+            Some(&base) => {
+                let now = r.baseline_progress();
+                let rel = (now - base) / base;
+                let wider = b.wider.get(&v.name());
+                let tolerance = wider.map_or(b.tolerance, |w| w.tolerance);
+                let line = format!(
+                    "{} progress {now:.1} vs baseline {base:.1}: {} (tolerance ±{:.2}%{})",
+                    if r.summary.is_some() { "median" } else { "mean" },
+                    pct(rel),
+                    tolerance * 100.0,
+                    wider.map_or(String::new(), |w| format!(", wider for this variant: {}", w.reason))
+                );
+                if rel.abs() > tolerance {
+                    let dir = if rel > 0.0 { "faster" } else { "slower" };
+                    problems.push(format!(
+                        "{line}: {dir} than its baseline beyond tolerance; if the change is expected, re-bless {}",
+                        b.file.display()
+                    ));
+                } else {
+                    detail = line;
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        Outcome::Pass(detail)
+    } else {
+        Outcome::Fail(format!("{v}: {}", problems.join("; ")))
+    }
+}

@@ -1,0 +1,89 @@
+//! Spills, by each source (the ptxas report, the local memory size, `LDL`/`STL` in the
+//! SASS): the `invariant::no_spills::<source>` cases, and the spill checks that the
+//! `probe::` cases and the failure kinds share.
+
+use super::cases::SpillSource;
+use super::sass::without_sass;
+use super::Outcome;
+use crate::model::results::{RunResults, VariantResult};
+
+/// Why a variant counts as spilling, or as unknown, by the ptxas report and the local
+/// memory size; `None` when it is clean.
+pub(super) fn spill_problem(r: &VariantResult) -> Option<String> {
+    if r.resources.is_none() {
+        return Some("no register/spill report".into());
+    }
+    let mut found: Vec<String> = SpillSource::ALL
+        .iter()
+        .filter(|s| **s != SpillSource::Sass)
+        .filter_map(|s| spill_by(*s, r).ok().flatten())
+        .collect();
+    found.extend(spill_by(SpillSource::Sass, r).ok().flatten());
+    (!found.is_empty()).then(|| format!("spills: {}", found.join("; ")))
+}
+
+/// A spill by one source: `Ok(Some(what))` spills, `Ok(None)` clean, `Err(())` this source
+/// is absent from the results.
+pub(super) fn spill_by(src: SpillSource, r: &VariantResult) -> Result<Option<String>, ()> {
+    match src {
+        SpillSource::PtxasReport => {
+            let res = r.resources.ok_or(())?;
+            let n = res.spill_store_bytes + res.spill_load_bytes;
+            Ok((n > 0).then(|| {
+                format!(
+                    "ptxas reports {} bytes spill stores, {} bytes spill loads",
+                    res.spill_store_bytes, res.spill_load_bytes
+                )
+            }))
+        }
+        SpillSource::LocalMemory => {
+            let res = r.resources.ok_or(())?;
+            Ok((res.local_bytes > 0).then(|| format!("{} bytes local memory", res.local_bytes)))
+        }
+        SpillSource::Sass => {
+            let s = r.sass.as_ref().ok_or(())?;
+            Ok((!s.local_memory_instructions.is_empty()).then(|| {
+                format!(
+                    "local memory instructions in the SASS: {}",
+                    s.local_memory_instructions.join(", ")
+                )
+            }))
+        }
+    }
+}
+
+/// No variant of `found` spills by `src`. A result without that source fails, except SASS
+/// missing from every result, which is [`without_sass`]'s outcome.
+pub(super) fn no_spills(
+    src: SpillSource,
+    found: &[&VariantResult],
+    results: &RunResults,
+) -> Outcome {
+    let mut bad = Vec::new();
+    let mut absent = Vec::new();
+    for r in found {
+        match spill_by(src, r) {
+            Ok(Some(p)) => bad.push(format!("{}: {p}", r.name)),
+            Ok(None) => {}
+            Err(()) => absent.push(r.name.clone()),
+        }
+    }
+    if !bad.is_empty() {
+        return Outcome::Fail(format!(
+            "spills by the {} (expected none): {}",
+            src.id(),
+            bad.join("; ")
+        ));
+    }
+    if absent.len() == found.len() && src == SpillSource::Sass {
+        return without_sass(results);
+    }
+    if !absent.is_empty() {
+        return Outcome::Fail(format!("no {} for {}", src.id(), absent.join(", ")));
+    }
+    Outcome::Pass(format!(
+        "no spills by the {} in {} variants",
+        src.id(),
+        found.len()
+    ))
+}

@@ -1,0 +1,120 @@
+//! The validity cases: `validity::<variant>::ceiling` (progress within the launch's
+//! physical ceiling) and `validity::<variant>::duration` (each launch takes budget / SM
+//! clock). Both read the launch settings from the results, never from the profile.
+
+use super::{pct, Outcome};
+use crate::expectations::profile::Profile;
+use crate::model::results::{RunResults, VariantResult};
+use crate::model::settings::RunSettings;
+use crate::model::variant::Variant;
+
+/// The launch settings the results were measured with, or why a verdict that needs them
+/// is skipped.
+fn settings(results: &RunResults) -> Result<RunSettings, Outcome> {
+    results.settings.ok_or_else(|| {
+        Outcome::Skipped(format!(
+            "the results carry no launch settings (schema {} file, source: {}): re-measure to judge this",
+            results.schema, results.source
+        ))
+    })
+}
+
+/// `v`'s best progress does not exceed the launch's physical ceiling: the lower of the
+/// issue bound and the FFMA latency bound.
+pub(super) fn ceiling(
+    v: Variant,
+    r: &VariantResult,
+    profile: &Profile,
+    results: &RunResults,
+) -> Outcome {
+    let Some(val) = profile.validity else {
+        return Outcome::Skipped("the profile has no validity settings".into());
+    };
+    let p = match settings(results) {
+        Ok(p) => p,
+        Err(skip) => return skip,
+    };
+    let warps_per_scheduler = p
+        .block_threads
+        .div_ceil(32)
+        .div_ceil(val.schedulers_per_sm)
+        .max(1);
+    let (instructions, source) = match &r.sass {
+        Some(s) => (s.loop_body.len() as u32, "SASS loop body"),
+        None => (v.chain, "N FFMAs, a lower bound without SASS"),
+    };
+    let budget = p.budget_cycles as f64;
+    let issue = budget / (instructions as f64 * warps_per_scheduler as f64);
+    let latency = budget * v.effective() as f64 / (v.chain as f64 * val.ffma_latency_cycles as f64);
+    let limit = issue.min(latency);
+    let best = r.summary.map_or(r.mean_progress, |s| s.max as f64);
+    let text = format!(
+        "progress {best:.1} vs ceiling {limit:.1} (issue-bound {issue:.1}: {instructions} instructions per iteration from the {source}, \
+         {warps_per_scheduler} warps per scheduler; latency-bound {latency:.1}: {} partials, {}-cycle FFMA latency)",
+        v.effective(),
+        val.ffma_latency_cycles
+    );
+    if best > limit {
+        Outcome::Fail(format!("{v}: {text}: progress above the physical ceiling means the chain was optimised away or the clock misread"))
+    } else {
+        Outcome::Pass(text)
+    }
+}
+
+/// The median launch takes budget / SM clock, within the profile's tolerance.
+pub(super) fn duration(r: &VariantResult, profile: &Profile, results: &RunResults) -> Outcome {
+    let Some(val) = profile.validity else {
+        return Outcome::Skipped("the profile has no validity settings".into());
+    };
+    if r.launch_ms.is_empty() {
+        return Outcome::Skipped(format!(
+            "no launch durations in the results (source: {})",
+            results.source
+        ));
+    }
+    let Some(mhz) = results
+        .environment
+        .as_ref()
+        .and_then(|e| e.sm_clock_rated_mhz)
+    else {
+        return Outcome::Skipped("no SM clock in the results' environment".into());
+    };
+    let p = match settings(results) {
+        Ok(p) => p,
+        Err(skip) => return skip,
+    };
+    let expected = p.budget_cycles as f64 / (mhz * 1e3);
+    // The median launch is judged, the worst reported: progress counts SM cycles, so a
+    // rare launch that takes longer in wall time (the events also time the GPU's launch
+    // latency) does not touch it, while a wrong clock or budget moves every launch.
+    let mut sorted = r.launch_ms.clone();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    let median = if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    };
+    let worst = sorted
+        .iter()
+        .copied()
+        .max_by(|a, b| {
+            (a / expected - 1.0)
+                .abs()
+                .total_cmp(&(b / expected - 1.0).abs())
+        })
+        .unwrap_or(expected);
+    let rel = median / expected - 1.0;
+    let text = format!(
+        "{n} launches {}, median {median:.4} ms vs budget / SM clock = {expected:.4} ms at {mhz:.0} MHz: {} (tolerance ±{:.1}%; worst launch {worst:.4} ms, {})",
+        r.launch_timer.describe(),
+        pct(rel),
+        val.duration_tolerance * 100.0,
+        pct(worst / expected - 1.0)
+    );
+    if rel.abs() > val.duration_tolerance || sorted.iter().any(|x| !x.is_finite()) {
+        Outcome::Fail(format!("{}: {text}", r.name))
+    } else {
+        Outcome::Pass(text)
+    }
+}
