@@ -7,7 +7,8 @@
 //!   driver refuses is recorded as such; the others are compared.
 //! - `--compare FILE...`: the same comparison from results files already measured.
 
-use crate::{find_profile, workspace, Failure};
+use crate::paths::{find_profile, workspace};
+use crate::Failure;
 use accprobe::compile::{process_nvrtc::NVRTC_ENV, toolchain};
 use accprobe::compile_only::{cache_under, prepare_compile_bless, CompileOnlySession};
 use accprobe::expectations::profile::Profile;
@@ -258,7 +259,8 @@ pub fn compare_files(dir: &Path, profile: Option<&str>, files: &[PathBuf]) -> cr
     Ok(())
 }
 
-fn class(o: &Outcome) -> &'static str {
+/// How a table names a verdict: `holds`, `fails`...
+pub fn class(o: &Outcome) -> &'static str {
     match o {
         Outcome::Pass(_) => "holds",
         Outcome::Fail(_) => "fails",
@@ -409,7 +411,9 @@ fn longest_backticks(s: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::file_stem;
+    use super::{compare, driver_refused, file_stem, Measured};
+    use crate::paths::find_profile;
+    use crate::testing::{committed, expectations};
 
     #[test]
     fn a_folder_toolchain_names_one_file_not_a_tree() {
@@ -417,5 +421,61 @@ mod tests {
         assert_eq!(file_stem("/usr/local/cuda/lib64"), "usr_local_cuda_lib64");
         assert_eq!(file_stem("../x y"), ".._x_y");
         assert_eq!(file_stem("/"), "_");
+    }
+
+    #[test]
+    fn toolchains_compare_shows_progress_sass_changes_flips_and_refused_toolchains() {
+        let p = find_profile(&expectations(), "h200").unwrap();
+        let a = accprobe::model::results::RunResults::load(&committed()).unwrap();
+        let mut b = a.clone();
+        b.environment.as_mut().unwrap().nvrtc_version = "12.8".into();
+        let v = b
+            .variants
+            .iter_mut()
+            .find(|v| v.name == "chain13_acc2_effective2")
+            .unwrap();
+        v.summary.as_mut().unwrap().median *= 1.05;
+        v.mean_progress *= 1.05;
+        let s = v.sass.as_mut().unwrap();
+        s.digest = "0".repeat(64);
+        s.loop_body[0] = "NOP".into();
+        let refused =
+            "the driver cannot run CUBINs from NVRTC 13.5: CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
+        assert!(driver_refused(refused));
+        assert!(!driver_refused("cuInit failed"));
+        let md = compare(
+            &p,
+            &[
+                Measured {
+                    toolchain: "13.0".into(),
+                    outcome: Ok(a),
+                },
+                Measured {
+                    toolchain: "12.8".into(),
+                    outcome: Ok(b),
+                },
+                Measured {
+                    toolchain: "13.5".into(),
+                    outcome: Err(refused.into()),
+                },
+            ],
+        );
+        assert!(
+            md.contains("| 13.5 | not measured: the driver cannot run CUBINs from NVRTC 13.5"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| chain13_acc2_effective2 | 144926.0 | 152172.3 (+5.00%) |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- chain13_acc2_effective2, 13.0 -> 12.8:") && md.contains("+NOP"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `invariant::acc2_is_peak::chain13` | fails | holds |"),
+            "{md}"
+        );
+        assert!(!md.contains("`invariant::acc2_gain_grows`"), "{md}");
     }
 }
