@@ -305,13 +305,8 @@ pub fn compare(profile: &Profile, runs: &[Measured]) -> String {
     if ok.is_empty() {
         return s;
     }
-    s.push_str("\n## Progress per toolchain (median; change against the first)\n\n| variant |");
-    for (t, _) in &ok {
-        s.push_str(&format!(" {} |", markdown(t)));
-    }
-    s.push_str("\n| --- |");
-    s.push_str(&" ---: |".repeat(ok.len()));
-    s.push('\n');
+    s.push_str("\n## Progress per toolchain (median; change against the first)\n\n");
+    s.push_str(&header("variant", &ok, " ---: |"));
     let variants = profile.probe.variants();
     for v in &variants {
         s.push_str(&format!("| {v} |"));
@@ -391,16 +386,24 @@ pub fn compare(profile: &Profile, runs: &[Measured]) -> String {
     if flips.is_empty() {
         s.push_str("None: every case ends the same under every toolchain.\n");
     } else {
-        s.push_str("| case |");
-        for (t, _) in &ok {
-            s.push_str(&format!(" {} |", markdown(t)));
-        }
-        s.push_str("\n| --- |");
-        s.push_str(&" --- |".repeat(ok.len()));
-        s.push('\n');
+        s.push_str(&header("case", &ok, " --- |"));
         s.push_str(&flips.join("\n"));
         s.push('\n');
     }
+    s
+}
+
+/// The head of a table with a column per toolchain that ran: `first`, then each
+/// toolchain's name, and the separator row with `align` (` --- |` or ` ---: |`) per
+/// toolchain.
+fn header(first: &str, ok: &[(&str, &RunResults)], align: &str) -> String {
+    let mut s = format!("| {first} |");
+    for (t, _) in ok {
+        s.push_str(&format!(" {} |", markdown(t)));
+    }
+    s.push_str("\n| --- |");
+    s.push_str(&align.repeat(ok.len()));
+    s.push('\n');
     s
 }
 

@@ -205,6 +205,7 @@ fn samples_problems(
         }
     }
 }
+
 /// Where a summary's loop figures differ from what its stored loop body gives.
 fn shape_problems(sass: &SassSummary) -> Vec<String> {
     let got = loop_shape(&sass.loop_body);
