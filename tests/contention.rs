@@ -42,12 +42,6 @@ fn profile() -> Profile {
     p
 }
 
-fn temp(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("accprobe-contention-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
 fn key() -> DeviceKey {
     DeviceKey {
         ordinal: 0,
@@ -188,7 +182,8 @@ fn verdict(p: &Profile, r: &RunResults, name: &str) -> Outcome {
 
 #[test]
 fn a_clean_gpu_is_measured_once_and_the_checks_are_recorded() {
-    let dir = temp("clean");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lock");
     let t = Keyed::new();
     let s = session(&t, &dir, Script::new(vec![clean()]), 2);
     let v = Variant::new(7, 2);
@@ -208,12 +203,12 @@ fn a_clean_gpu_is_measured_once_and_the_checks_are_recorded() {
     let back = RunResults::from_json(&r.to_json(), Path::new("r.json")).unwrap();
     assert_eq!(back.contention, Some(c));
     drop(s);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn a_passing_disturbance_is_measured_again_and_then_judged() {
-    let dir = temp("passing");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lock");
     let t = Keyed::new();
     // Clean before, busy after the first measurement; clean around the second.
     let s = session(&t, &dir, Script::new(vec![clean(), busy(), clean()]), 2);
@@ -224,12 +219,12 @@ fn a_passing_disturbance_is_measured_again_and_then_judged() {
     assert_eq!(c.foreign_pids, vec![4242]);
     assert!(c.contaminated.is_empty());
     drop(s);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn a_gpu_that_stays_busy_makes_timing_cases_errors_never_regressions() {
-    let dir = temp("busy");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lock");
     let t = Keyed::new();
     // Clean before each measurement, busy after: measured 1 + 2 times.
     let script = vec![clean(), busy(), clean(), busy(), clean(), busy()];
@@ -268,12 +263,12 @@ fn a_gpu_that_stays_busy_makes_timing_cases_errors_never_regressions() {
         }
     }
     drop(s);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn a_disturbance_seen_before_measuring_postpones_the_measurement() {
-    let dir = temp("postpone");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lock");
     let t = Keyed::new();
     let s = session(&t, &dir, Script::new(vec![busy()]), 2);
     let r = s.results_for(&[Variant::new(7, 2)]).unwrap();
@@ -283,12 +278,12 @@ fn a_disturbance_seen_before_measuring_postpones_the_measurement() {
     assert_eq!(c.retries, 2);
     assert!(c.contaminated["chain7_acc2_effective2"].starts_with("GPU busy: PID 4242"));
     drop(s);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn slowed_clocks_are_errors_too() {
-    let dir = temp("hot");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lock");
     let t = Keyed::new();
     let s = session(&t, &dir, Script::new(vec![clean(), hot()]), 0);
     let r = s.results_for(&[Variant::new(7, 2)]).unwrap();
@@ -299,12 +294,12 @@ fn slowed_clocks_are_errors_too() {
         other => panic!("{other:?}"),
     }
     drop(s);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn a_waiting_accprobe_is_no_foreign_process() {
-    let dir = temp("peer");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lock");
     let t = Keyed::new();
     // Another accprobe process registered for the device (here: our parent, which lives).
     let peer = std::os::unix::process::parent_id();
@@ -326,12 +321,12 @@ fn a_waiting_accprobe_is_no_foreign_process() {
     assert!(!dir
         .join(format!("{stem}.pid-{}", std::process::id()))
         .exists());
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn without_nvml_the_run_says_so_and_measures() {
-    let dir = temp("nonvml");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lock");
     let t = Keyed::new();
     let s = session(&t, &dir, Arc::new(NoNvml), 2);
     let r = s.results_for(&[Variant::new(7, 2)]).unwrap();
@@ -340,12 +335,12 @@ fn without_nvml_the_run_says_so_and_measures() {
     assert_eq!(c.checks, 0);
     assert!(c.unchecked.unwrap().starts_with("NVML is not available"));
     drop(s);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn a_gpu_held_by_another_process_is_waited_for_then_an_error() {
-    let dir = temp("held");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lock");
     let stem = key().stem().unwrap();
     // Another open file description of the lock conflicts as another process's would.
     let other = lock::acquire(
@@ -375,7 +370,6 @@ fn a_gpu_held_by_another_process_is_waited_for_then_an_error() {
     let s2 = session(&t, &dir, Script::new(vec![clean()]), 0);
     assert!(s2.results_for(&[Variant::new(7, 2)]).is_ok());
     drop((s, s2));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A lock directory the user named (`ACCPROBE_LOCK_DIR`) that cannot be used is a
@@ -383,8 +377,8 @@ fn a_gpu_held_by_another_process_is_waited_for_then_an_error() {
 /// cannot be used is measured without it.
 #[test]
 fn a_named_lock_directory_that_is_a_file_is_a_configuration_error() {
-    let dir = temp("lock-dir-file");
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let file = dir.join("not-a-directory");
     std::fs::write(&file, b"").unwrap();
     let settings = LockSettings {
@@ -418,14 +412,14 @@ fn a_named_lock_directory_that_is_a_file_is_a_configuration_error() {
     assert_eq!(t.measured.load(Ordering::SeqCst), 1);
     assert!(!s.holds_lock());
     drop(s);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The suite on a device another process holds past the limit: every GPU case is a JUnit
 /// error saying so, the run fails, replay cases still pass.
 #[test]
 fn the_suite_reports_a_held_gpu_as_errors_in_junit() {
-    let dir = temp("suite");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let locks = dir.join("locks");
     std::env::set_var(lock::LOCK_DIR_ENV, &locks);
     std::env::set_var(lock::LOCK_TIMEOUT_ENV, "0.3");
@@ -509,14 +503,14 @@ fn the_suite_reports_a_held_gpu_as_errors_in_junit() {
         .count();
     assert!(errors >= 5 && errors == ran, "{xml}");
     assert!(passed >= errors, "{xml}");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A process never keeps one GPU's lock while it could wait for another's: the lock goes
 /// once everything planned is measured, and comes back for what was not planned.
 #[test]
 fn the_lock_is_let_go_once_everything_planned_is_measured() {
-    let dir = temp("release");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lock");
     let stem = key().stem().unwrap();
     let t = Keyed::new();
     let s = session(&t, &dir, Script::new(vec![clean()]), 0);
@@ -535,7 +529,6 @@ fn the_lock_is_let_go_once_everything_planned_is_measured() {
     let e = s.results_for(&[Variant::new(7, 3)]).unwrap_err();
     assert_eq!(e.kind(), GpuErrorKind::Busy);
     drop((other, s));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A target that replays another process's measurement carries that process's

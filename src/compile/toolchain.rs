@@ -291,16 +291,10 @@ pub fn classify(arch: &str, supported: &[u32], nvrtc: &str) -> Result<(), ArchOu
 mod tests {
     use super::*;
 
-    fn temp(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("accprobe-tc-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
     #[test]
     fn versions_resolve_to_installed_folders_and_refuse_clearly_otherwise() {
-        let root = temp("resolve");
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
         for v in ["12.8.93", "13.0.48", "13.0.88"] {
             let lib = root.join(format!("nvrtc-{v}/lib"));
             std::fs::create_dir_all(&lib).unwrap();
@@ -311,28 +305,28 @@ mod tests {
             "nvidia-cuda-nvrtc-cu12==12.8.93\n",
         )
         .unwrap();
-        let t = resolve("12.8", &root).unwrap();
+        let t = resolve("12.8", root).unwrap();
         assert!(t.lib_dir.ends_with("nvrtc-12.8.93/lib"), "{t:?}");
         assert_eq!(
             t.release.as_deref(),
             Some("nvidia-cuda-nvrtc-cu12==12.8.93")
         );
         assert_eq!(
-            resolve("13.0.88", &root).unwrap().release.as_deref(),
+            resolve("13.0.88", root).unwrap().release.as_deref(),
             Some("13.0.88")
         );
-        let e = resolve("13.0", &root).unwrap_err();
+        let e = resolve("13.0", root).unwrap_err();
         assert!(
             matches!(e, ToolchainError::Invalid(ref m) if m.contains("ambiguous")),
             "{e}"
         );
-        let e = resolve("12.4", &root).unwrap_err();
+        let e = resolve("12.4", root).unwrap_err();
         assert!(
             matches!(e, ToolchainError::NotInstalled(ref m)
             if m.contains("12.4 is not installed") && m.contains("12.8.93") && m.contains("ci/toolchains.sh")),
             "{e}"
         );
-        let e = resolve("twelve", &root).unwrap_err();
+        let e = resolve("twelve", root).unwrap_err();
         assert!(
             matches!(e, ToolchainError::Invalid(ref m) if m.contains("expected an NVRTC version")),
             "{e}"
@@ -340,17 +334,16 @@ mod tests {
         // A folder that holds no NVRTC.
         let empty = root.join("empty");
         std::fs::create_dir_all(&empty).unwrap();
-        let e = resolve(empty.to_str().unwrap(), &root).unwrap_err();
+        let e = resolve(empty.to_str().unwrap(), root).unwrap_err();
         assert!(
             matches!(e, ToolchainError::Invalid(ref m) if m.contains("is not an NVRTC: no libnvrtc.so*")),
             "{e}"
         );
-        let e = resolve("/nonexistent/nvrtc", &root).unwrap_err();
+        let e = resolve("/nonexistent/nvrtc", root).unwrap_err();
         assert!(e.to_string().contains("is not a folder"), "{e}");
         // A folder given directly, or its parent.
-        let t = resolve(root.join("nvrtc-13.0.48").to_str().unwrap(), &root).unwrap();
+        let t = resolve(root.join("nvrtc-13.0.48").to_str().unwrap(), root).unwrap();
         assert!(t.lib_dir.ends_with("nvrtc-13.0.48/lib"));
-        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[cfg(unix)]

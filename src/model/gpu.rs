@@ -28,7 +28,7 @@ pub struct Environment {
     pub nvrtc_origin: Option<String>,
     /// The libnvrtc file the process loaded (`.../libnvrtc.so.13.0.88`): the release, which
     /// `nvrtc_version` (major.minor) does not tell; absent where it cannot be read (no
-    /// `/proc`) and in files written before 2026-11-30.
+    /// `/proc`) and in files from accprobe versions that did not record it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvrtc_library: Option<String>,
     /// The device's rated SM clock (CU_DEVICE_ATTRIBUTE_CLOCK_RATE), MHz.

@@ -116,9 +116,8 @@ mod tests {
     #[test]
     fn a_written_file_is_readable_by_others_and_keeps_the_mode_it_had() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("accprobe-mode-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let new = dir.join("new.xml");
         write_atomic(&new, "a").unwrap();
         let mode = std::fs::metadata(&new).unwrap().permissions().mode() & 0o777;
@@ -133,16 +132,8 @@ mod tests {
         write_atomic(&kept, "b").unwrap();
         let mode = std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o640);
-        std::fs::remove_dir_all(dir).unwrap();
     }
     use std::os::unix::fs::{symlink, FileTypeExt};
-
-    fn temp(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("accprobe-write-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
 
     fn entries(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(dir)
@@ -155,13 +146,13 @@ mod tests {
 
     #[test]
     fn atomic_write_replaces_the_file_and_leaves_no_temporary() {
-        let dir = temp("replace");
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let path = dir.join("sub/junit.xml");
         write_atomic(&path, "one").unwrap();
         write_atomic(&path, "two").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "two");
         assert_eq!(entries(path.parent().unwrap()), ["junit.xml"]);
-        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
@@ -189,7 +180,8 @@ mod tests {
 
     #[test]
     fn a_fifo_is_written_through() {
-        let dir = temp("fifo");
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let fifo = dir.join("pipe");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
         if !made.is_ok_and(|s| s.success()) {
@@ -204,13 +196,13 @@ mod tests {
         assert_eq!(reader.join().unwrap(), "through the pipe");
         let m = std::fs::symlink_metadata(&fifo).unwrap();
         assert!(m.file_type().is_fifo(), "the FIFO was replaced");
-        assert_eq!(entries(&dir), ["pipe"]);
-        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(entries(dir), ["pipe"]);
     }
 
     #[test]
     fn a_symlink_is_written_through_and_stays_a_link() {
-        let dir = temp("link");
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         std::fs::create_dir_all(dir.join("real")).unwrap();
         std::fs::write(dir.join("real/results.json"), "old").unwrap();
         symlink("real/results.json", dir.join("results.json")).unwrap();
@@ -241,12 +233,12 @@ mod tests {
         symlink("a", dir.join("b")).unwrap();
         let e = write_atomic(&dir.join("a"), "x").unwrap_err();
         assert!(e.to_string().contains("symlink loop"), "{e}");
-        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn a_folder_is_refused_and_no_temporary_file_is_left() {
-        let dir = temp("folder");
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let target = dir.join("junit.xml");
         std::fs::create_dir_all(target.join("inside")).unwrap();
         let e = write_atomic(&target, "x").unwrap_err();
@@ -255,14 +247,14 @@ mod tests {
         // and the temporary file goes with the error.
         let e = replace(&target, b"x").unwrap_err();
         assert!(!e.to_string().is_empty());
-        assert_eq!(entries(&dir), ["junit.xml"], "nothing beside the target");
-        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(entries(dir), ["junit.xml"], "nothing beside the target");
     }
 
     #[test]
     fn a_write_into_a_read_only_folder_fails_and_leaves_nothing() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = temp("read-only");
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let out = dir.join("out");
         std::fs::create_dir_all(&out).unwrap();
         std::fs::write(out.join("results.json"), "old").unwrap();
@@ -288,6 +280,5 @@ mod tests {
         }
         assert_eq!(entries(&out), ["results.json"]);
         std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -1,6 +1,6 @@
 //! `cargo xtask bless`: a profile's generated baselines from a reviewed results file.
 
-use crate::{find_profile, workspace};
+use crate::paths::{find_profile, workspace};
 use accprobe::bless;
 use accprobe::model::results::RunResults;
 use std::path::Path;
@@ -63,5 +63,89 @@ pub fn label(from: &Path) -> String {
             || "results".to_string(),
             |n| n.to_string_lossy().into_owned(),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! On the committed results files, no GPU needed.
+    use crate::bless;
+    use crate::paths::find_profile;
+    use crate::testing::{committed, expectations};
+    use std::path::Path;
+
+    #[test]
+    fn bless_dry_run_prints_no_change_for_the_committed_run_and_writes_nothing() {
+        let file = expectations().join("baselines/h200.yaml");
+        let before = std::fs::read(&file).unwrap();
+        bless::run(&expectations(), "h200", &committed(), false, true).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), before);
+        let e = bless::run(&expectations(), "nonesuch", &committed(), false, true).unwrap_err();
+        assert!(
+            e.to_string().contains("no profile named \"nonesuch\""),
+            "{e}"
+        );
+        // A profile that matches no GPU says so in words, not as a Rust struct.
+        let e = bless::run(&expectations(), "documented", &committed(), false, true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("does not match: it matches no GPU") && !e.contains("GpuMatch"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bless_leaves_an_unchanged_file_alone_even_under_ci() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let copy = dir.join("expectations");
+        for sub in ["baselines", "policies", "recorded"] {
+            std::fs::create_dir_all(copy.join(sub)).unwrap();
+        }
+        for f in [
+            "h200.yaml",
+            "policies/study.yaml",
+            "recorded/h200-2026-11-30-wave.json",
+        ] {
+            std::fs::copy(expectations().join(f), copy.join(f)).unwrap();
+        }
+        std::fs::write(copy.join("baselines/h200.yaml"), "profile: h200\nmeasured: {results: x, gpu_name: x, driver_version: x, nvrtc_version: x, date: x}\nprogress: {}\n").unwrap();
+        // What bless writes for the committed run, put there beforehand.
+        let p = find_profile(&copy, "h200").unwrap();
+        let r = accprobe::model::results::RunResults::load(&committed()).unwrap();
+        let label = bless::label(&committed());
+        let command = format!("cargo xtask bless --profile h200 --from {label}");
+        let file = copy.join("baselines/h200.yaml");
+        let b = accprobe::bless::prepare(&p, &r, &label, &command, &file, p.baselines.as_ref());
+        std::fs::write(&file, &b.contents).unwrap();
+        let before = std::fs::metadata(&file).unwrap();
+        // Not a dry run: nothing to write, so it succeeds even where CI is set.
+        bless::run(&copy, "h200", &committed(), false, false).unwrap();
+        let after = std::fs::metadata(&file).unwrap();
+        assert_eq!(
+            (before.ino(), before.mtime(), before.mtime_nsec()),
+            (after.ino(), after.mtime(), after.mtime_nsec()),
+            "the file was rewritten"
+        );
+    }
+
+    #[test]
+    fn the_bless_header_names_the_results_file_without_absolute_paths() {
+        assert_eq!(
+            bless::label(&committed()),
+            "expectations/recorded/h200-2026-11-30-wave.json",
+            "relative to the workspace"
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("run.json");
+        std::fs::write(&outside, "{}").unwrap();
+        assert_eq!(bless::label(&outside), "run.json", "outside: the file name");
+        assert_eq!(
+            bless::label(Path::new("no/such/run.json")),
+            "no/such/run.json",
+            "relative: as given"
+        );
     }
 }

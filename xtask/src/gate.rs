@@ -1,6 +1,6 @@
 //! `cargo xtask gate`: every verdict of a profile on a results file, on any machine.
 
-use crate::find_profile;
+use crate::paths::find_profile;
 use accprobe::model::results::RunResults;
 use accprobe::report;
 use accprobe::verdict::{self, cases::cases, Outcome};
@@ -50,5 +50,46 @@ pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> crate::Done {
         Ok(())
     } else {
         Err(crate::Failure::Printed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! On the committed results files, no GPU needed.
+    use crate::testing::{committed, expectations};
+    use crate::{gate, Failure};
+
+    #[test]
+    fn gate_passes_the_committed_run_and_fails_a_slower_one() {
+        gate::run(&expectations(), &committed(), None).unwrap();
+        let mut r = accprobe::model::results::RunResults::load(&committed()).unwrap();
+        let v = r
+            .variants
+            .iter_mut()
+            .find(|v| v.name == "chain13_acc2_effective2")
+            .unwrap();
+        // 3% slower, consistently: every sample, and the summary and mean they give (a
+        // results file whose summary contradicts its samples is refused before any verdict).
+        for x in v.samples.iter_mut().flatten() {
+            *x = *x * 97 / 100;
+        }
+        let fresh =
+            accprobe::model::results::VariantResult::measured(v.variant(), v.samples.clone());
+        v.summary = fresh.summary;
+        v.mean_progress = fresh.mean_progress;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let slower = dir.join("slower.json");
+        std::fs::write(&slower, r.to_json()).unwrap();
+        assert_eq!(
+            gate::run(&expectations(), &slower, None),
+            Err(Failure::Printed),
+            "failures are printed, not returned"
+        );
+        let e = gate::run(&expectations(), &dir.join("missing.json"), None).unwrap_err();
+        assert!(
+            e.to_string().contains("missing.json") && e.to_string().contains("cannot read results"),
+            "{e}"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! The commands that run the probe on a GPU: `probe`, `agree` and `bench`.
 
-use crate::{progress, workspace};
+use crate::paths::workspace;
+use crate::progress;
 use accprobe::catalog::{self, PROFILE_ENV};
 use accprobe::measure::device;
 use accprobe::measure::session::GpuSession;

@@ -61,3 +61,22 @@ pub fn run(results: &Path, chain: &str, acc: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! On the committed results files, no GPU needed.
+    use crate::sass;
+    use crate::testing::committed;
+
+    #[test]
+    fn sass_prints_from_the_committed_run_and_rejects_bad_names() {
+        sass::run(&committed(), "chain29", "acc4").unwrap();
+        sass::run(&committed(), "29", "4").unwrap();
+        assert!(sass::run(&committed(), "chainX", "acc4")
+            .unwrap_err()
+            .contains("expected chainN"));
+        assert!(sass::run(&committed(), "chain30", "acc4")
+            .unwrap_err()
+            .contains("is not in"));
+    }
+}

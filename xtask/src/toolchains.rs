@@ -7,7 +7,8 @@
 //!   driver refuses is recorded as such; the others are compared.
 //! - `--compare FILE...`: the same comparison from results files already measured.
 
-use crate::{find_profile, workspace, Failure};
+use crate::paths::{find_profile, workspace};
+use crate::Failure;
 use accprobe::compile::{process_nvrtc::NVRTC_ENV, toolchain};
 use accprobe::compile_only::{cache_under, prepare_compile_bless, CompileOnlySession};
 use accprobe::expectations::profile::Profile;
@@ -258,7 +259,8 @@ pub fn compare_files(dir: &Path, profile: Option<&str>, files: &[PathBuf]) -> cr
     Ok(())
 }
 
-fn class(o: &Outcome) -> &'static str {
+/// How a table names a verdict: `holds`, `fails`...
+pub fn class(o: &Outcome) -> &'static str {
     match o {
         Outcome::Pass(_) => "holds",
         Outcome::Fail(_) => "fails",
@@ -303,13 +305,8 @@ pub fn compare(profile: &Profile, runs: &[Measured]) -> String {
     if ok.is_empty() {
         return s;
     }
-    s.push_str("\n## Progress per toolchain (median; change against the first)\n\n| variant |");
-    for (t, _) in &ok {
-        s.push_str(&format!(" {} |", markdown(t)));
-    }
-    s.push_str("\n| --- |");
-    s.push_str(&" ---: |".repeat(ok.len()));
-    s.push('\n');
+    s.push_str("\n## Progress per toolchain (median; change against the first)\n\n");
+    s.push_str(&header("variant", &ok, " ---: |"));
     let variants = profile.probe.variants();
     for v in &variants {
         s.push_str(&format!("| {v} |"));
@@ -389,16 +386,24 @@ pub fn compare(profile: &Profile, runs: &[Measured]) -> String {
     if flips.is_empty() {
         s.push_str("None: every case ends the same under every toolchain.\n");
     } else {
-        s.push_str("| case |");
-        for (t, _) in &ok {
-            s.push_str(&format!(" {} |", markdown(t)));
-        }
-        s.push_str("\n| --- |");
-        s.push_str(&" --- |".repeat(ok.len()));
-        s.push('\n');
+        s.push_str(&header("case", &ok, " --- |"));
         s.push_str(&flips.join("\n"));
         s.push('\n');
     }
+    s
+}
+
+/// The head of a table with a column per toolchain that ran: `first`, then each
+/// toolchain's name, and the separator row with `align` (` --- |` or ` ---: |`) per
+/// toolchain.
+fn header(first: &str, ok: &[(&str, &RunResults)], align: &str) -> String {
+    let mut s = format!("| {first} |");
+    for (t, _) in ok {
+        s.push_str(&format!(" {} |", markdown(t)));
+    }
+    s.push_str("\n| --- |");
+    s.push_str(&align.repeat(ok.len()));
+    s.push('\n');
     s
 }
 
@@ -409,7 +414,9 @@ fn longest_backticks(s: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::file_stem;
+    use super::{compare, driver_refused, file_stem, Measured};
+    use crate::paths::find_profile;
+    use crate::testing::{committed, expectations};
 
     #[test]
     fn a_folder_toolchain_names_one_file_not_a_tree() {
@@ -417,5 +424,61 @@ mod tests {
         assert_eq!(file_stem("/usr/local/cuda/lib64"), "usr_local_cuda_lib64");
         assert_eq!(file_stem("../x y"), ".._x_y");
         assert_eq!(file_stem("/"), "_");
+    }
+
+    #[test]
+    fn toolchains_compare_shows_progress_sass_changes_flips_and_refused_toolchains() {
+        let p = find_profile(&expectations(), "h200").unwrap();
+        let a = accprobe::model::results::RunResults::load(&committed()).unwrap();
+        let mut b = a.clone();
+        b.environment.as_mut().unwrap().nvrtc_version = "12.8".into();
+        let v = b
+            .variants
+            .iter_mut()
+            .find(|v| v.name == "chain13_acc2_effective2")
+            .unwrap();
+        v.summary.as_mut().unwrap().median *= 1.05;
+        v.mean_progress *= 1.05;
+        let s = v.sass.as_mut().unwrap();
+        s.digest = "0".repeat(64);
+        s.loop_body[0] = "NOP".into();
+        let refused =
+            "the driver cannot run CUBINs from NVRTC 13.5: CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
+        assert!(driver_refused(refused));
+        assert!(!driver_refused("cuInit failed"));
+        let md = compare(
+            &p,
+            &[
+                Measured {
+                    toolchain: "13.0".into(),
+                    outcome: Ok(a),
+                },
+                Measured {
+                    toolchain: "12.8".into(),
+                    outcome: Ok(b),
+                },
+                Measured {
+                    toolchain: "13.5".into(),
+                    outcome: Err(refused.into()),
+                },
+            ],
+        );
+        assert!(
+            md.contains("| 13.5 | not measured: the driver cannot run CUBINs from NVRTC 13.5"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| chain13_acc2_effective2 | 144926.0 | 152172.3 (+5.00%) |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- chain13_acc2_effective2, 13.0 -> 12.8:") && md.contains("+NOP"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `invariant::acc2_is_peak::chain13` | fails | holds |"),
+            "{md}"
+        );
+        assert!(!md.contains("`invariant::acc2_gain_grows`"), "{md}");
     }
 }

@@ -15,13 +15,6 @@ fn committed() -> PathBuf {
     checkout().join("expectations/recorded/h200-2026-11-30.json")
 }
 
-fn temp(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("accprobe-cli-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 fn xtask(cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(args)
@@ -60,13 +53,14 @@ fn copy_expectations(dir: &Path) {
 
 #[test]
 fn a_copy_of_the_checkout_is_read_from_where_xtask_runs_not_where_it_was_built() {
-    let dir = temp("copy");
-    copy_expectations(&dir);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    copy_expectations(dir);
     let results = committed();
     let results = results.to_str().unwrap();
     // The copy as it is passes, from its root and from a folder inside it.
     std::fs::create_dir_all(dir.join("sub/deeper")).unwrap();
-    for cwd in [dir.clone(), dir.join("sub/deeper")] {
+    for cwd in [dir.to_path_buf(), dir.join("sub/deeper")] {
         let o = xtask(&cwd, &["gate", "--results", results]);
         assert!(o.status.success(), "{}", text(&o));
     }
@@ -76,7 +70,7 @@ fn a_copy_of_the_checkout_is_read_from_where_xtask_runs_not_where_it_was_built()
         .unwrap()
         .replacen("repeats:", "repeats: [", 1);
     std::fs::write(&profile, broken).unwrap();
-    let o = xtask(&dir, &["gate", "--results", results]);
+    let o = xtask(dir, &["gate", "--results", results]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -84,12 +78,12 @@ fn a_copy_of_the_checkout_is_read_from_where_xtask_runs_not_where_it_was_built()
         "{}",
         text(&o)
     );
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn outside_any_workspace_xtask_says_so() {
-    let dir = temp("nowhere");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     // Only where no folder above the temp folder is a workspace.
     if std::env::temp_dir()
         .ancestors()
@@ -97,14 +91,13 @@ fn outside_any_workspace_xtask_says_so() {
     {
         return;
     }
-    let o = xtask(&dir, &["gate", "--results", "r.json"]);
+    let o = xtask(dir, &["gate", "--results", "r.json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("no accprobe workspace here"),
         "{}",
         text(&o)
     );
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -224,8 +217,9 @@ fn with_bytes(dir: &Path, bad: &str) -> PathBuf {
 
 #[test]
 fn control_characters_in_a_results_file_never_reach_the_terminal_raw() {
-    let dir = temp("bytes");
-    let file = with_bytes(&dir, "\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}\u{fffe}");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let file = with_bytes(dir, "\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}\u{fffe}");
     let file = file.to_str().unwrap();
     // The gate fails baselines::environment (another GPU name than the blessed one) and
     // prints the name in its failure; sass prints it in its first line.
@@ -245,12 +239,12 @@ fn control_characters_in_a_results_file_never_reach_the_terminal_raw() {
             "shown escaped: {args:?}: {out}"
         );
     }
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn sass_and_gate_refuse_a_summary_its_loop_body_contradicts() {
-    let dir = temp("no-ffma");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let mut r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(committed()).unwrap()).unwrap();
     for v in r["variants"].as_array_mut().unwrap() {
@@ -280,17 +274,17 @@ fn sass_and_gate_refuse_a_summary_its_loop_body_contradicts() {
             text(&o)
         );
     }
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn toolchains_says_require_toolchains_is_set_only_when_it_is() {
-    let empty = temp("no-toolchains");
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path();
     let run = |require: Option<&str>| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
         c.args(["toolchains", "--profile", "h200"])
             .current_dir(checkout())
-            .env("ACCPROBE_TOOLCHAINS", &empty)
+            .env("ACCPROBE_TOOLCHAINS", empty)
             .env_remove("ACCPROBE_NVRTC")
             .env_remove("ACCPROBE_REQUIRE_TOOLCHAINS");
         if let Some(v) = require {
@@ -312,12 +306,12 @@ fn toolchains_says_require_toolchains_is_set_only_when_it_is() {
     );
     let set = run(Some("1"));
     assert!(set.contains("ACCPROBE_REQUIRE_TOOLCHAINS is set"), "{set}");
-    std::fs::remove_dir_all(empty).unwrap();
 }
 
 #[test]
 fn sass_with_a_short_or_non_ascii_digest_prints_it_without_a_panic() {
-    let dir = temp("digest");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let mut r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(committed()).unwrap()).unwrap();
     for digest in ["ab", "éééé"] {
@@ -343,5 +337,4 @@ fn sass_with_a_short_or_non_ascii_digest_prints_it_without_a_panic() {
             text(&o)
         );
     }
-    std::fs::remove_dir_all(dir).unwrap();
 }

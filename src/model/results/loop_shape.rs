@@ -1,0 +1,162 @@
+//! The shape of a SASS loop body: opcodes and operands of normalised instruction text, the
+//! FFMA chain (partial accumulator) each instruction extends, and the figures a loop body
+//! alone determines. The one definition, which the compile stage's parser
+//! (`compile::sass`) and the results check share.
+
+use std::collections::BTreeMap;
+
+/// A SASS instruction's text without its predicate: `@!P0 BRA 0x10` -> `BRA 0x10`. The
+/// predicate ends at any run of whitespace (a run of spaces or a tab once made the opcode
+/// read differently in the compile stage and in the normalised loop body; found by the
+/// sass fuzz target).
+fn unpredicated(text: &str) -> &str {
+    let t = text.trim_start();
+    if t.starts_with('@') {
+        t.split_once(char::is_whitespace)
+            .map_or("", |x| x.1.trim_start())
+    } else {
+        t
+    }
+}
+
+/// The opcode of a SASS instruction's text, its predicate and modifiers dropped:
+/// `@P0 STL.64 [R1], R2` -> `STL`. The one definition, which the compile stage's parser
+/// (`compile::sass`) and the results check share.
+pub fn sass_opcode(text: &str) -> &str {
+    let op = unpredicated(text).split_whitespace().next().unwrap_or("");
+    op.split('.').next().unwrap_or(op)
+}
+
+/// A SASS instruction's operands, `.reuse` flags removed:
+/// `FFMA R10, R10, R9.reuse, UR8` -> [R10, R10, R9, UR8].
+pub fn sass_operands(text: &str) -> Vec<String> {
+    let rest = unpredicated(text)
+        .split_once(char::is_whitespace)
+        .map_or("", |x| x.1);
+    rest.split(',')
+        .map(|o| o.trim().replace(".reuse", ""))
+        .filter(|o| !o.is_empty())
+        .collect()
+}
+
+/// For each instruction of a loop body, the FFMA chain (partial accumulator) it extends,
+/// numbered in order of first appearance; `None` for anything but an FFMA. A chain starts
+/// at an FFMA whose sources no earlier FFMA of the chain wrote, and follows through FFMAs
+/// and MOVs; any other instruction writing a register ends what it held.
+pub fn chain_of_each<S: AsRef<str>>(body: &[S]) -> Vec<Option<usize>> {
+    let mut holder: BTreeMap<String, usize> = BTreeMap::new();
+    let mut next = 0;
+    let mut out = Vec::new();
+    for i in body {
+        let ops = sass_operands(i.as_ref());
+        let Some(dest) = ops
+            .first()
+            .filter(|d| d.starts_with('R') && *d != "RZ")
+            .cloned()
+        else {
+            out.push(None);
+            continue;
+        };
+        match sass_opcode(i.as_ref()) {
+            "FFMA" => {
+                let chain = ops[1..]
+                    .iter()
+                    .find_map(|s| holder.get(s).copied())
+                    .unwrap_or_else(|| {
+                        next += 1;
+                        next - 1
+                    });
+                holder.insert(dest, chain);
+                out.push(Some(chain));
+                continue;
+            }
+            "MOV" => match ops.get(1).and_then(|s| holder.get(s).copied()) {
+                Some(c) => {
+                    holder.insert(dest, c);
+                }
+                None => {
+                    holder.remove(&dest);
+                }
+            },
+            _ => {
+                holder.remove(&dest);
+            }
+        }
+        out.push(None);
+    }
+    out
+}
+
+/// What a loop body alone determines of a [`SassSummary`]: its FFMAs, their destinations,
+/// whether they accumulate in place, and the partials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopShape {
+    pub loop_ffma: u32,
+    pub loop_ffma_destinations: Vec<String>,
+    pub ffma_accumulates_in_place: bool,
+    pub loop_partials: Vec<u32>,
+}
+
+/// The [`LoopShape`] of a normalised loop body: what the compile stage stores in a
+/// summary, and what [`RunResults::check`] recomputes from the stored body.
+pub fn loop_shape<S: AsRef<str>>(body: &[S]) -> LoopShape {
+    let ffmas: Vec<&str> = body
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|i| sass_opcode(i) == "FFMA")
+        .collect();
+    let mut dests: Vec<String> = Vec::new();
+    let mut in_place = !ffmas.is_empty();
+    for f in &ffmas {
+        let ops = sass_operands(f);
+        let Some(d) = ops.first() else { continue };
+        if !dests.contains(d) {
+            dests.push(d.clone());
+        }
+        in_place &= ops[1..].contains(d);
+    }
+    let mut partials: Vec<u32> = Vec::new();
+    for c in chain_of_each(body).into_iter().flatten() {
+        if c >= partials.len() {
+            partials.resize(c + 1, 0);
+        }
+        partials[c] += 1;
+    }
+    LoopShape {
+        loop_ffma: ffmas.len() as u32,
+        loop_ffma_destinations: dests,
+        ffma_accumulates_in_place: in_place,
+        loop_partials: partials,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loop_shape_counts_ffmas_partials_and_in_place_accumulation() {
+        let body = [
+            // Normalised, as a results file stores them: no address, no `;`.
+            "FFMA R10, R10, R9.reuse, UR8",
+            "@P0 FFMA R11, R11, R9, UR8",
+            "MOV R12, R10",
+            "FFMA R12, R12, R9, UR8",
+            "IADD3 R2, R2, 0x1, RZ",
+            "@P1 BRA -5",
+        ];
+        assert_eq!(
+            loop_shape(&body),
+            LoopShape {
+                loop_ffma: 3,
+                loop_ffma_destinations: vec!["R10".into(), "R11".into(), "R12".into()],
+                ffma_accumulates_in_place: true,
+                loop_partials: vec![2, 1],
+            }
+        );
+        let none: [&str; 0] = [];
+        assert_eq!(loop_shape(&none).loop_ffma, 0);
+        assert!(!loop_shape(&none).ffma_accumulates_in_place);
+        assert_eq!(sass_opcode("@!P0\tSTL.64 [R1], R2"), "STL");
+    }
+}

@@ -1,0 +1,81 @@
+//! Where things are: the workspace root (from the working directory up), the default
+//! output paths under it, and a profile by name.
+
+use crate::Failure;
+use accprobe::catalog;
+use accprobe::expectations::profile::Profile;
+use std::path::{Path, PathBuf};
+
+/// The workspace root: the nearest folder, from the working directory up, that holds a
+/// Cargo.toml with `[workspace]` or an `expectations/` folder. `cargo xtask` runs in the
+/// directory it is invoked from, so this is the checkout the user is in, never the one the
+/// xtask binary was built from.
+pub fn workspace() -> Result<PathBuf, String> {
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
+    workspace_from(&cwd)
+}
+
+/// [`workspace`] from `start`.
+pub fn workspace_from(start: &Path) -> Result<PathBuf, String> {
+    for dir in start.ancestors() {
+        let manifest = dir.join("Cargo.toml");
+        let is_workspace =
+            accprobe::input::read_text(&manifest, "Cargo.toml", accprobe::input::YAML_LIMIT)
+                .is_ok_and(|t| t.lines().any(|l| l.trim() == "[workspace]"));
+        if is_workspace || dir.join("expectations").is_dir() {
+            return Ok(dir.to_path_buf());
+        }
+    }
+    Err(format!(
+        "no accprobe workspace here: neither {} nor a folder above it holds a Cargo.toml with [workspace] or an expectations/ folder; run from inside the checkout, or pass --expectations and the output paths",
+        start.display()
+    ))
+}
+
+/// `given`, else `relative` under the workspace.
+pub fn or_workspace(given: &Option<PathBuf>, relative: &str) -> Result<PathBuf, Failure> {
+    match given {
+        Some(p) => Ok(p.clone()),
+        None => Ok(workspace()?.join(relative)),
+    }
+}
+
+/// The profile called `name` in `dir`, or an error listing what failed to load.
+pub fn find_profile(dir: &Path, name: &str) -> Result<Profile, String> {
+    let (profiles, errors) = catalog::load_dir(dir);
+    if let Some(p) = profiles.into_iter().find(|p| p.name == name) {
+        return Ok(p);
+    }
+    let mut msg = format!("no profile named {name:?} in {}", dir.display());
+    for e in errors {
+        msg.push_str(&format!("\n  (could not load: {e})"));
+    }
+    Err(msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_workspace_is_found_from_the_working_directory_up() {
+        let ws_tmp = tempfile::tempdir().unwrap();
+        let ws = ws_tmp.path();
+        std::fs::write(ws.join("Cargo.toml"), "[workspace]\nmembers = []\n").unwrap();
+        std::fs::create_dir_all(ws.join("a/b")).unwrap();
+        assert_eq!(workspace_from(&ws.join("a/b")).unwrap(), ws);
+        std::fs::create_dir_all(ws.join("a/expectations")).unwrap();
+        assert_eq!(
+            workspace_from(&ws.join("a/b")).unwrap(),
+            ws.join("a"),
+            "the nearest"
+        );
+        let bare_tmp = tempfile::tempdir().unwrap();
+        let bare = bare_tmp.path();
+        // A temp folder normally has no workspace above it; where one has, this says so.
+        if let Err(e) = workspace_from(bare) {
+            assert!(e.contains("no accprobe workspace here"), "{e}");
+        }
+    }
+}

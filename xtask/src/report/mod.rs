@@ -1,0 +1,199 @@
+//! `cargo xtask report`: a Markdown summary and SVG charts from one or more results files
+//! (several GPUs or drivers side by side), with the study's recorded numbers as reference.
+//! This file reads the inputs and names and writes the files; `markdown.rs` writes
+//! report.md's text and `charts.rs` draws the charts.
+
+mod charts;
+mod markdown;
+#[cfg(test)]
+mod tests;
+
+use crate::paths::find_profile;
+use accprobe::expectations::profile::Profile;
+use accprobe::model::results::RunResults;
+use accprobe::report::write_atomic;
+use std::path::{Path, PathBuf};
+
+/// A results file with the profile it is judged against and a short label.
+struct Input {
+    label: String,
+    file: PathBuf,
+    results: RunResults,
+    profile: Profile,
+}
+
+fn label(r: &RunResults, file: &Path) -> String {
+    match &r.environment {
+        Some(e) => format!(
+            "{} / {} mode",
+            e.fingerprint(),
+            match r.mode {
+                accprobe::model::settings::Mode::Serial => "serial",
+                accprobe::model::settings::Mode::Wave => "wave",
+            }
+        ),
+        None => file
+            .file_stem()
+            .map_or("results".into(), |s| s.to_string_lossy().into_owned()),
+    }
+}
+
+/// The longest slug a chart's file name is built from: a label may hold a whole input
+/// path (see [`distinguish`]), and a file name component has at most 255 bytes.
+const SLUG_CHARS: usize = 48;
+
+/// `s` as a short file name component: lowercase ASCII letters and digits joined by `-`,
+/// at most [`SLUG_CHARS`] characters.
+fn slug(s: &str) -> String {
+    let full = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    full.chars()
+        .take(SLUG_CHARS)
+        .collect::<String>()
+        .trim_end_matches('-')
+        .to_string()
+}
+
+/// Makes every input's label distinct, so that headings, legends and chart files tell
+/// them apart: a label two inputs share gets the file name, and where even that repeats
+/// (one file given twice), a number.
+fn distinguish(inputs: &mut [Input]) {
+    let shared: Vec<String> = inputs
+        .iter()
+        .map(|i| i.label.clone())
+        .filter(|l| inputs.iter().filter(|j| &j.label == l).count() > 1)
+        .collect();
+    for i in inputs.iter_mut() {
+        if shared.contains(&i.label) {
+            i.label = format!("{} ({})", i.label, i.file.display());
+        }
+    }
+    let mut seen: Vec<String> = Vec::new();
+    for i in inputs.iter_mut() {
+        let n = seen.iter().filter(|l| **l == i.label).count();
+        seen.push(i.label.clone());
+        if n > 0 {
+            i.label = format!("{} #{}", i.label, n + 1);
+        }
+    }
+}
+
+/// `stem.ext`, or `stem-2.ext`, `stem-3.ext`... when a name is already in `used`: two
+/// charts never share a file (slugs of distinct labels can coincide).
+fn unique_name(used: &mut Vec<String>, stem: &str, ext: &str) -> String {
+    let mut name = format!("{stem}.{ext}");
+    let mut n = 1;
+    while used.contains(&name) || name == "gain.svg" {
+        n += 1;
+        name = format!("{stem}-{n}.{ext}");
+    }
+    used.push(name.clone());
+    name
+}
+
+/// Why `file` is another kind of JSON than a results file, if it is: a JSON object
+/// without the `schema` every results file has (what `agree` and `bench` write, which a
+/// glob such as `docs/results/*.json` also matches). Anything else is left to the results
+/// reader, so that a broken results file is an error, not skipped.
+fn other_json(file: &Path) -> Option<String> {
+    let text = accprobe::input::read_text(file, "results", accprobe::input::RESULTS_LIMIT).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let object = value.as_object()?;
+    if object.contains_key("schema") {
+        return None;
+    }
+    let kind = if object.contains_key("tolerance") && object.contains_key("accepted") {
+        "an agreement file (cargo xtask agree)"
+    } else if object.contains_key("runs") && object.contains_key("median_wave_gpu_s") {
+        "a bench file (cargo xtask bench)"
+    } else {
+        "a JSON object without a results `schema`"
+    };
+    Some(format!("not a results file: {kind}"))
+}
+
+/// Why the chart for `path` could not be drawn, naming it.
+fn chart_error(path: &Path, e: &str) -> String {
+    format!("cannot draw {}: {e}", path.display())
+}
+
+/// Writes a drawn chart, atomically, like every output; an error names the file.
+fn write_chart(path: &Path, svg: &str) -> Result<(), String> {
+    write_atomic(path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Writes `report.md`, `progress-<gpu>.svg` per input and `gain.svg` into `out`.
+pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
+    if files.is_empty() {
+        return Err("give at least one results file".into());
+    }
+    let study_profile = find_profile(dir, accprobe::catalog::DOCUMENTED)?;
+    let study = study_profile
+        .recorded
+        .clone()
+        .ok_or("the documented profile has no recorded table")?;
+    let mut inputs = Vec::new();
+    for f in files {
+        if let Some(what) = other_json(f) {
+            warn!("report: skipped {}: {what}", f.display());
+            continue;
+        }
+        let results = RunResults::load(f).map_err(|e| e.to_string())?;
+        let profile = find_profile(dir, &results.profile)?;
+        inputs.push(Input {
+            label: label(&results, f),
+            file: f.clone(),
+            results,
+            profile,
+        });
+    }
+    distinguish(&mut inputs);
+    if inputs.is_empty() {
+        return Err(format!(
+            "none of {} is a results file",
+            files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let mut charts_written: Vec<String> = Vec::new();
+    let mut md = markdown::intro(&inputs);
+    for i in &inputs {
+        let chart = unique_name(
+            &mut charts_written,
+            &format!("progress-{}", slug(&i.label)),
+            "svg",
+        );
+        let mut svg = String::new();
+        charts::progress_chart(&mut svg, i, &study)
+            .map_err(|e| chart_error(&out.join(&chart), &e))?;
+        write_chart(&out.join(&chart), &svg)?;
+        md.push_str(&markdown::section(i, &chart));
+    }
+    md.push_str(&markdown::invariants(&inputs));
+    md.push_str(&markdown::toolchain_view(&inputs));
+    let chains = inputs[0].profile.probe.chains.clone();
+    let gain = out.join("gain.svg");
+    let mut svg = String::new();
+    charts::gain_chart(&mut svg, &inputs, &study, &chains).map_err(|e| chart_error(&gain, &e))?;
+    write_chart(&gain, &svg)?;
+    let path = out.join("report.md");
+    write_atomic(&path, &md).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    say!("report: {} (and SVG charts beside it)", path.display());
+    Ok(())
+}
