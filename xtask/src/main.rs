@@ -225,7 +225,7 @@ impl From<GpuError> for Failure {
 /// What a command returns.
 pub type Done = Result<(), Failure>;
 
-fn run(cli: &Cli) -> Outcome {
+fn run(cli: &Cli) -> Done {
     let dir = &or_workspace(&cli.expectations, "expectations")?;
     let mode = |m: &Option<ModeArg>| {
         m.map(|m| match m {
@@ -318,7 +318,7 @@ fn start() -> Result<(), String> {
 
 /// The exit code of a command's outcome, its error printed: 1 for a failure, 2 for a GPU
 /// that is missing or configured wrong.
-fn exit_code(result: Outcome) -> ExitCode {
+fn exit_code(result: Done) -> ExitCode {
     let (message, code) = match result {
         Ok(()) => return ExitCode::SUCCESS,
         Err(Failure::Printed) => return ExitCode::FAILURE,
