@@ -1,7 +1,7 @@
 //! The commands that run the probe on a GPU: `probe`, `agree` and `bench`.
 
 use crate::{progress, workspace};
-use accprobe::catalog::{self, PROFILE_ENV};
+use accprobe::catalog;
 use accprobe::measure::device;
 use accprobe::measure::session::GpuSession;
 use accprobe::measure::target::{CudaTarget, Target};
@@ -25,9 +25,10 @@ fn session(
     if let Some(e) = errors.first() {
         return Err(format!("{e}").into());
     }
-    let forced = name
-        .map(str::to_string)
-        .or_else(|| std::env::var(PROFILE_ENV).ok());
+    let forced = match name {
+        Some(n) => Some(n.to_string()),
+        None => accprobe::config::profile().map_err(accprobe::error::GpuError::from)?,
+    };
     let mut sel = catalog::select(&profiles, Some(&device.identity), forced.as_deref())
         .map_err(|e| e.to_string())?;
     if let Some(m) = mode {

@@ -394,7 +394,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     accprobe::measure::device::prepare_process_environment();
-    if let Err(e) = accprobe::compile::parts_for(1) {
+    if let Err(e) = accprobe::config::check() {
         warn!("error: {e}");
         return ExitCode::from(2);
     }
