@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// The profile that applies when no other matches the GPU: the study itself.
 pub const DOCUMENTED: &str = "documented";
 /// Environment variable that forces a profile, by name or by path to a YAML file.
-pub const PROFILE_ENV: &str = "ACCPROBE_PROFILE";
+pub use crate::config::PROFILE_ENV;
 
 /// Reads and checks one profile file, and the files it names.
 pub fn load(file: &Path) -> Result<Profile> {

@@ -37,9 +37,9 @@ pub struct CompileOnlySession {
 
 /// Whether `ACCPROBE_REQUIRE_TOOLCHAINS` asks for every toolchain to be there.
 pub fn required_by_env() -> bool {
-    // A value that is neither yes nor no counts as yes here; the harness refuses it at
-    // start (exit 2) before anything reads it.
-    std::env::var(toolchain::REQUIRE_ENV).is_ok_and(|v| crate::input::flag(&v) != Some(false))
+    // A value that is neither yes nor no counts as yes here; both front ends refuse it at
+    // start (`config::check`, exit 2) before anything reads it.
+    crate::config::require_toolchains().unwrap_or(true)
 }
 
 impl CompileOnlySession {

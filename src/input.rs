@@ -89,19 +89,9 @@ pub fn read_text(file: &Path, what: &str, limit: u64) -> Result<String> {
     })
 }
 
-/// The text of the environment variable `name`: `None` when it is not set, and `Err`
-/// (naming it) when it is not UTF-8, so that a malformed setting is a configuration error
-/// rather than read as unset.
-pub fn env_text(name: &str) -> Result<Option<String>, String> {
-    match std::env::var(name) {
-        Ok(t) => Ok(Some(t)),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(v)) => Err(format!("{name}={v:?}: not valid UTF-8")),
-    }
-}
-
-/// A yes/no setting as the environment gives it: `1`/`true`/`yes` -> true, empty/`0`/`false`
-/// -> false (any case, spaces trimmed), anything else `None` (a configuration error).
+/// A yes/no setting as the environment gives it (read through `config`): `1`/`true`/`yes`
+/// -> true, empty/`0`/`false` -> false (any case, spaces trimmed), anything else `None` (a
+/// configuration error).
 pub fn flag(text: &str) -> Option<bool> {
     match text.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" => Some(true),

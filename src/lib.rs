@@ -14,6 +14,7 @@ pub mod bless;
 pub mod catalog;
 pub mod compile;
 pub mod compile_only;
+pub mod config;
 pub mod error;
 pub mod expectations;
 pub mod harness;

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 /// The environment variable that turns the marks on (`1`, `true`, `yes`).
-pub const TRACE_ENV: &str = "ACCPROBE_TRACE";
+pub use crate::config::TRACE_ENV;
 
 static START: OnceLock<Instant> = OnceLock::new();
 static ON: AtomicBool = AtomicBool::new(false);
@@ -17,11 +17,7 @@ static ON: AtomicBool = AtomicBool::new(false);
 /// wrong with its value.
 pub fn start() -> Result<(), String> {
     START.get_or_init(Instant::now);
-    let text = crate::input::env_text(TRACE_ENV)?.unwrap_or_default();
-    let on = crate::input::flag(&text).ok_or_else(|| {
-        format!("{TRACE_ENV}={text:?}: expected 1, true or yes (or 0, false, empty)")
-    })?;
-    ON.store(on, Ordering::Relaxed);
+    ON.store(crate::config::trace()?, Ordering::Relaxed);
     Ok(())
 }
 

@@ -909,10 +909,10 @@ fn driver_present() -> bool {
 fn malformed_device_lists_and_flags_are_configuration_errors_before_the_driver_loads() {
     let sb = Sandbox::new("config", &["documented"]);
     for (var, value, says) in [
-        ("ACCPROBE_DEVICES", "abc", "not a device ordinal"),
-        ("ACCPROBE_DEVICES", "-1", "not a device ordinal"),
-        ("ACCPROBE_DEVICES", ",", "names no device"),
-        ("ACCPROBE_DEVICE", "0x1", "not a device ordinal"),
+        ("ACCPROBE_DEVICES", "abc", "expected device ordinals"),
+        ("ACCPROBE_DEVICES", "-1", "expected device ordinals"),
+        ("ACCPROBE_DEVICES", ",", "expected device ordinals"),
+        ("ACCPROBE_DEVICE", "0x1", "expected a device ordinal"),
         ("ACCPROBE_REQUIRE_GPU", "maybe", "expected 1, true or yes"),
         ("ACCPROBE_MODE", "bogus", "expected serial or wave"),
         (
@@ -920,17 +920,21 @@ fn malformed_device_lists_and_flags_are_configuration_errors_before_the_driver_l
             "maybe",
             "expected 1, true or yes",
         ),
-        ("ACCPROBE_LOCK_TIMEOUT", "abc", "is not a number of seconds"),
+        (
+            "ACCPROBE_LOCK_TIMEOUT",
+            "abc",
+            "expected a number of seconds",
+        ),
         ("ACCPROBE_TRACE", "sometimes", "expected 1, true or yes"),
         (
             "ACCPROBE_COMPILE_PARTS",
             "0",
-            "is not a number of NVRTC programs",
+            "expected a whole number of NVRTC programs",
         ),
         (
             "ACCPROBE_COMPILE_PARTS",
             "four",
-            "is not a number of NVRTC programs",
+            "expected a whole number of NVRTC programs",
         ),
     ] {
         let out = run_child(child_command("main", &sb.dir, &[]).env(var, value));

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// Environment variable naming the disassembler to run (a path to cuobjdump or nvdisasm),
 /// ahead of any other; the compile worker gets its parent's choice through it.
-pub const DISASSEMBLER_ENV: &str = "ACCPROBE_DISASSEMBLER";
+pub use crate::config::DISASSEMBLER_ENV;
 
 /// The disassembler to run: [`DISASSEMBLER_ENV`] when it names a file, else
 /// [`find_disassembler_preferring`]'s search. nvdisasm comes first: without its dataflow
@@ -25,10 +25,7 @@ pub fn find_disassembler() -> Option<PathBuf> {
 pub fn find_disassembler_preferring(
     preferred: impl FnOnce() -> Option<PathBuf>,
 ) -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os(DISASSEMBLER_ENV)
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-    {
+    if let Some(p) = crate::config::disassembler().filter(|p| p.is_file()) {
         return Some(p);
     }
     if let Some(p) = preferred() {
@@ -157,7 +154,7 @@ mod tests {
     #[test]
     fn a_preferred_disassembler_comes_before_the_search_path() {
         // Unless the variable names one (this process never sets it).
-        if std::env::var_os(DISASSEMBLER_ENV).is_some() {
+        if crate::config::disassembler().is_some() {
             return eprintln!("{DISASSEMBLER_ENV} is set: skipped");
         }
         let dir = tempfile::tempdir().unwrap();

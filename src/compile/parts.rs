@@ -1,13 +1,12 @@
 //! How a matrix is split into NVRTC programs: how many (`ACCPROBE_COMPILE_PARTS`, else by
 //! the machine's cores) and which variants each holds.
 
-use crate::error::{Error, Result};
-use crate::input;
+use crate::error::Result;
 use crate::model::variant::Variant;
 
 /// Environment variable fixing how many NVRTC programs a matrix is compiled as (1 or more;
 /// default [`default_parts`]).
-pub const PARTS_ENV: &str = "ACCPROBE_COMPILE_PARTS";
+pub use crate::config::PARTS_ENV;
 
 /// How many programs to compile a matrix of `n` variants as, on this machine: one per four
 /// cores, at most four, never more than there are variants. More threads do not make the
@@ -21,22 +20,10 @@ pub fn default_parts(n: usize) -> usize {
 /// [`default_parts`], unless [`PARTS_ENV`] says otherwise (empty is unset); a value that
 /// is not a whole number of 1 or more is an error naming the variable.
 pub fn parts_for(n: usize) -> Result<usize> {
-    match input::env_text(PARTS_ENV).map_err(Error::msg)? {
-        // Empty is unset, as for the suite's other settings.
-        None => Ok(default_parts(n)),
-        Some(t) if t.trim().is_empty() => Ok(default_parts(n)),
-        Some(t) => t
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|&p| p >= 1)
-            .map(|p| p.min(n.max(1)))
-            .ok_or_else(|| {
-                Error::msg(format!(
-                    "{PARTS_ENV}={t:?} is not a number of NVRTC programs (1 or more)"
-                ))
-            }),
-    }
+    Ok(match crate::config::compile_parts()? {
+        Some(p) => p.min(n.max(1)),
+        None => default_parts(n),
+    })
 }
 
 /// `variants` dealt round-robin into `n` parts (so that each gets short and long chains).

@@ -7,14 +7,12 @@ use super::toolchain::{
     default_root, from_folder, library_path_first, resolve, Toolchain, ToolchainError,
 };
 use crate::compile;
-use std::path::PathBuf;
 use std::process::Command;
 
-/// A folder or an installed version (`12.8`, `12.8.93`): the NVRTC the process uses.
-pub const NVRTC_ENV: &str = "ACCPROBE_NVRTC";
-/// Set after [`select_for_process`] re-executed the process with the selected folder first
-/// on `LD_LIBRARY_PATH`: that folder.
-pub const ACTIVE_ENV: &str = "ACCPROBE_NVRTC_ACTIVE";
+/// A folder or an installed version (`12.8`, `12.8.93`): the NVRTC the process uses; and,
+/// set after [`select_for_process`] re-executed the process with the selected folder first
+/// on `LD_LIBRARY_PATH`, that folder.
+pub use crate::config::{ACTIVE_ENV, NVRTC_ENV};
 
 /// With `ACCPROBE_NVRTC` set (a folder or an installed version), makes this process use
 /// that NVRTC: re-executes it once with the toolchain's folder first on `LD_LIBRARY_PATH`
@@ -22,14 +20,15 @@ pub const ACTIVE_ENV: &str = "ACCPROBE_NVRTC_ACTIVE";
 /// `Ok(None)`: the process keeps the NVRTC the dynamic linker finds. Call first in `main`,
 /// before any thread starts and before NVRTC is loaded. `Err` is a configuration error.
 pub fn select_for_process() -> Result<Option<Toolchain>, ToolchainError> {
-    let Some(spec) = std::env::var(NVRTC_ENV).ok().filter(|s| !s.is_empty()) else {
+    let spec = crate::config::nvrtc().map_err(|e| ToolchainError::Invalid(e.to_string()))?;
+    let Some(spec) = spec else {
         return Ok(None);
     };
     let t = resolve(&spec, &default_root()).map_err(|e| match e {
         ToolchainError::NotInstalled(m) => ToolchainError::Invalid(format!("{NVRTC_ENV}: {m}")),
         ToolchainError::Invalid(m) => ToolchainError::Invalid(format!("{NVRTC_ENV}: {m}")),
     })?;
-    let active = std::env::var_os(ACTIVE_ENV).map(PathBuf::from);
+    let active = crate::config::nvrtc_active();
     if active.as_deref() == Some(t.lib_dir.as_path()) {
         return Ok(Some(t));
     }
@@ -49,7 +48,7 @@ pub fn select_for_process() -> Result<Option<Toolchain>, ToolchainError> {
 /// Where this process's NVRTC came from, for the results' environment: `None` without
 /// `ACCPROBE_NVRTC`; else the release or folder, checked against what is mapped.
 pub fn process_origin() -> Option<String> {
-    let dir = std::env::var_os(ACTIVE_ENV).map(PathBuf::from)?;
+    let dir = crate::config::nvrtc_active()?;
     let t = from_folder(&dir, &dir.display().to_string()).ok();
     let what = t
         .and_then(|t| t.release)

@@ -46,13 +46,12 @@ pub fn options(major: i32, minor: i32) -> Vec<String> {
 /// Environment variable with extra NVRTC options, whitespace-separated (e.g.
 /// `--maxrregcount=16`): for experiments; they are recorded with the results. With one
 /// that reads a file (`--pre-include=FILE`, `-I`), the compile cache is not used.
-pub const EXTRA_OPTIONS_ENV: &str = "ACCPROBE_EXTRA_OPTIONS";
+pub use crate::config::EXTRA_OPTIONS_ENV;
 
-/// The extra NVRTC options from [`EXTRA_OPTIONS_ENV`].
+/// The extra NVRTC options from [`EXTRA_OPTIONS_ENV`]. A value that is not UTF-8 gives
+/// none here: the front ends refuse it at start (`config::check`, exit 2).
 pub fn extra_options() -> Vec<String> {
-    std::env::var(EXTRA_OPTIONS_ENV)
-        .map(|s| s.split_whitespace().map(str::to_string).collect())
-        .unwrap_or_default()
+    crate::config::extra_options().unwrap_or_default()
 }
 
 /// NVRTC options that read files (a header included before the source, the folders

@@ -15,11 +15,11 @@ use std::process::Command;
 pub use super::process_nvrtc::{process_origin, select_for_process};
 pub use super::worker::worker_main;
 
-/// Where `ci/toolchains.sh` installs (default: the workspace's `target/toolchains`).
-pub const TOOLCHAINS_ENV: &str = "ACCPROBE_TOOLCHAINS";
-/// Set (to `1`) where the compile-only cases must run: a toolchain a profile names that is
-/// not installed then fails its cases instead of leaving them ignored (`.ci/run` sets it).
-pub const REQUIRE_ENV: &str = "ACCPROBE_REQUIRE_TOOLCHAINS";
+/// Where `ci/toolchains.sh` installs (default: the workspace's `target/toolchains`), and
+/// the variable set (to `1`) where the compile-only cases must run: a toolchain a profile
+/// names that is not installed then fails its cases instead of leaving them ignored
+/// (`.ci/run` sets it).
+pub use crate::config::{REQUIRE_TOOLCHAINS_ENV as REQUIRE_ENV, TOOLCHAINS_ENV};
 
 /// A toolchain found on this machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,10 +47,7 @@ pub enum ToolchainError {
 /// The toolchains folder: `ACCPROBE_TOOLCHAINS`, else `target/toolchains` under the working
 /// directory (like every other path the tools read: never the build tree's).
 pub fn default_root() -> PathBuf {
-    match std::env::var_os(TOOLCHAINS_ENV).filter(|p| !p.is_empty()) {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from("target/toolchains"),
-    }
+    crate::config::toolchains().unwrap_or_else(|| PathBuf::from("target/toolchains"))
 }
 
 /// The NVRTC libraries (`libnvrtc.so`, `libnvrtc.so.12`, ...) directly in `dir`, builtins

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
 /// Set by the parent for a compile worker: the request file.
-pub const WORKER_ENV: &str = "ACCPROBE_COMPILE_WORKER";
+pub use crate::config::WORKER_ENV;
 
 /// What the parent asks a compile worker for.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -65,7 +65,7 @@ pub fn can_spawn_workers() -> Result<(), String> {
 /// code; elsewhere `None`. Call first thing in `main`, before anything loads NVRTC.
 pub fn worker_main() -> Option<ExitCode> {
     WORKER_CAPABLE.store(true, std::sync::atomic::Ordering::SeqCst);
-    let file = std::env::var_os(WORKER_ENV)?;
+    let file = crate::config::compile_worker()?;
     let run = || -> Result<(), String> {
         let text = std::fs::read_to_string(&file)
             .map_err(|e| format!("cannot read the worker request {file:?}: {e}"))?;

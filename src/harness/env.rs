@@ -1,7 +1,6 @@
 //! What the environment tells the harness: where to read and write, and what a run may
 //! override.
 
-use crate::catalog;
 use crate::model::settings::Mode;
 use std::path::{Path, PathBuf};
 
@@ -25,7 +24,7 @@ impl Paths {
     /// package root). Never the compiled-in source tree: a binary built from one checkout
     /// and run in another reads and writes the other.
     pub fn from_env() -> Paths {
-        Paths::resolve(Path::new(""), |k| std::env::var_os(k))
+        Paths::resolve(Path::new(""), crate::config::path_var)
     }
 
     /// [`Paths::from_env`] with the working directory `cwd` (empty: relative paths) and
@@ -202,7 +201,7 @@ fn written_beside(stem: &str, name: &str) -> bool {
 
 /// `ACCPROBE_REQUIRE_GPU`: set on a GPU runner, any reason the GPU cases would be ignored
 /// fails the run instead.
-pub const REQUIRE_GPU_ENV: &str = "ACCPROBE_REQUIRE_GPU";
+pub use crate::config::REQUIRE_GPU_ENV;
 
 /// What the environment may change about a run.
 #[derive(Debug, Clone, Default)]
@@ -221,33 +220,14 @@ pub struct RunOptions {
 
 impl RunOptions {
     pub fn from_env() -> Result<RunOptions, String> {
-        let mode = match crate::input::env_text("ACCPROBE_MODE")?.as_deref() {
-            None | Some("") => None,
-            Some("serial") => Some(Mode::Serial),
-            Some("wave") => Some(Mode::Wave),
-            Some(other) => return Err(format!("ACCPROBE_MODE={other:?}: expected serial or wave")),
-        };
-        let require = crate::input::env_text(REQUIRE_GPU_ENV)?.unwrap_or_default();
-        let require_gpu = parse_flag(&require).ok_or_else(|| {
-            format!("{REQUIRE_GPU_ENV}={require:?}: expected 1, true or yes (or 0, false, empty)")
-        })?;
-        let toolchains =
-            crate::input::env_text(crate::compile::toolchain::REQUIRE_ENV)?.unwrap_or_default();
-        if parse_flag(&toolchains).is_none() {
-            return Err(format!(
-                "{}={toolchains:?}: expected 1, true or yes (or 0, false, empty)",
-                crate::compile::toolchain::REQUIRE_ENV
-            ));
-        }
-        // The lock's settings are read when a GPU is first measured; a typo there must not
-        // wait until then (or pass unnoticed on a machine without a GPU).
-        crate::measure::lock::LockSettings::from_env()?;
-        crate::compile::parts_for(1).map_err(|e| e.to_string())?;
+        // Every setting, those read only when a GPU is first measured too: a typo there
+        // must not wait until then (or pass unnoticed on a machine without a GPU).
+        crate::config::check()?;
         let run_id = run_id_from_env();
         Ok(RunOptions {
-            profile: std::env::var(catalog::PROFILE_ENV).ok(),
-            mode,
-            require_gpu,
+            profile: crate::config::profile()?,
+            mode: crate::config::mode()?,
+            require_gpu: crate::config::require_gpu()?,
             run_id,
         })
     }
@@ -263,8 +243,6 @@ pub fn run_id_from_env() -> Option<String> {
             std::env::var("NEXTEST_EXECUTION_MODE").map_or(true, |m| m == "process-per-test")
         })
 }
-
-use crate::input::flag as parse_flag;
 
 #[cfg(test)]
 mod tests {
@@ -296,7 +274,7 @@ mod tests {
     #[test]
     fn paths_are_under_the_working_directory_never_the_build_tree() {
         let p = Paths::from_env();
-        if std::env::var_os("ACCPROBE_EXPECTATIONS").is_none() {
+        if crate::config::path_var("ACCPROBE_EXPECTATIONS").is_none() {
             assert_eq!(
                 p.expectations,
                 Path::new("expectations"),
@@ -340,7 +318,7 @@ mod tests {
         )
         .unwrap();
         let p = Paths::resolve(&copy, |_| None);
-        let (profiles, errors) = catalog::load_dir(&p.expectations);
+        let (profiles, errors) = crate::catalog::load_dir(&p.expectations);
         assert!(profiles.is_empty());
         assert_eq!(errors.len(), 1);
         assert!(
@@ -356,6 +334,7 @@ mod tests {
 
     #[test]
     fn require_gpu_takes_yes_or_no_words_and_refuses_others() {
+        use crate::input::flag as parse_flag;
         for t in ["1", "true", "YES", " yes "] {
             assert_eq!(parse_flag(t), Some(true), "{t}");
         }

@@ -428,7 +428,7 @@ pub fn install_interrupt_handler() {
 /// [`nothing_to_report`], or among the arguments before they are parsed).
 fn writes_nothing() -> bool {
     NOTHING_TO_REPORT.load(std::sync::atomic::Ordering::SeqCst)
-        || std::env::var_os(crate::compile::worker::WORKER_ENV).is_some()
+        || crate::config::compile_worker().is_some()
         || std::env::args_os().any(|a| a == "--list")
 }
 

@@ -25,7 +25,7 @@ pub fn prepare_process_environment() {
 }
 
 /// Environment variable choosing the device ordinal (default 0).
-pub const DEVICE_ENV: &str = "ACCPROBE_DEVICE";
+pub use crate::config::DEVICE_ENV;
 
 /// A usable GPU, with a context on it.
 pub struct Device {
@@ -58,7 +58,7 @@ pub fn detect() -> Result<Device, GpuError> {
 }
 
 /// Environment variable naming the devices the suite tests: `0,2` (default: all).
-pub const DEVICES_ENV: &str = "ACCPROBE_DEVICES";
+pub use crate::config::DEVICES_ENV;
 
 /// Every device the suite should test: those `ACCPROBE_DEVICES` names (or the one
 /// `ACCPROBE_DEVICE` names), else all visible devices. `Err` is the reason there is none;
@@ -173,36 +173,10 @@ fn start(
 /// The ordinals `ACCPROBE_DEVICES` (or else `ACCPROBE_DEVICE`) names, syntax checked
 /// without touching the driver; `None` when neither is set (or set empty).
 pub fn selection_from_env() -> Result<Option<Vec<usize>>, GpuError> {
-    for var in [DEVICES_ENV, DEVICE_ENV] {
-        match crate::input::env_text(var).map_err(GpuError::Config)? {
-            Some(s) if s.trim().is_empty() => {}
-            Some(s) => {
-                return parse_ordinal_list(&s)
-                    .map(Some)
-                    .map_err(|e| GpuError::Config(format!("{var}={s:?}: {e}")))
-            }
-            None => {}
-        }
-    }
-    Ok(None)
+    Ok(crate::config::devices()?)
 }
 
-/// `0,2` -> [0, 2], none twice; the syntax only (the range needs the device count).
-fn parse_ordinal_list(text: &str) -> Result<Vec<usize>, String> {
-    let mut out = Vec::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let o = part.parse::<usize>().map_err(|_| {
-            format!("{part:?} is not a device ordinal (expected a list such as 0 or 0,2)")
-        })?;
-        if !out.contains(&o) {
-            out.push(o);
-        }
-    }
-    if out.is_empty() {
-        return Err(format!("{text:?} names no device"));
-    }
-    Ok(out)
-}
+use crate::config::ordinal_list as parse_ordinal_list;
 
 /// Each of `ordinals` must be below `count`, the number of visible devices.
 fn check_range(ordinals: &[usize], count: usize) -> Result<Vec<usize>, GpuError> {

@@ -10,16 +10,16 @@ use crate::sync::lock_ignoring_poison;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// How many times a disturbed measurement is made again (default 2).
-pub const RETRIES_ENV: &str = "ACCPROBE_CONTENTION_RETRIES";
-/// Seconds to wait before measuring again after a disturbed measurement (default 10).
-pub const WAIT_ENV: &str = "ACCPROBE_CONTENTION_WAIT";
+/// How many times a disturbed measurement is made again, and the seconds to wait before
+/// each (see `config`).
+pub use crate::config::{RETRIES_ENV, WAIT_ENV};
 
 /// How a session keeps its GPU to itself: the device's cross-process lock and the checks
 /// for other work around each measurement.
 pub struct Guard {
     /// The device (its key has a file stem) and where and how long to wait for its lock;
-    /// `None`: no lock (a replay). `Err`: the settings are wrong (told at first use).
+    /// `None`: no lock (a replay). `Err`: the lock's or the contention checks' settings
+    /// are wrong (a configuration error, told at first use).
     pub lock: Option<(DeviceKey, Result<LockSettings, String>)>,
     /// What reads the GPU's state; `None`: no checks (a replay).
     pub monitor: Option<Arc<dyn Monitor>>,
@@ -46,16 +46,15 @@ impl Guard {
         let Some(key) = target.as_ref().ok().and_then(|t| t.device_key()) else {
             return Guard::none();
         };
-        let (retries, wait) = contention_settings();
+        let contention = contention_settings();
+        let (retries, wait) = contention.clone().unwrap_or((0, Duration::ZERO));
+        let settings = contention.and_then(|_| LockSettings::from_env());
         Guard {
             monitor: Some(Arc::new(NvmlMonitor::new(
                 key.pci_bus_id.clone(),
                 key.uuid.clone(),
             ))),
-            lock: key
-                .stem()
-                .is_some()
-                .then(|| (key, LockSettings::from_env())),
+            lock: (key.stem().is_some() || settings.is_err()).then_some((key, settings)),
             retries,
             wait,
         }
@@ -66,31 +65,13 @@ impl Guard {
     }
 }
 
-/// `ACCPROBE_CONTENTION_RETRIES` and `ACCPROBE_CONTENTION_WAIT`, with their defaults for
-/// what is unset, not UTF-8 or not a number (said on stderr).
-fn contention_settings() -> (u32, Duration) {
-    let read = |name: &str| -> Option<f64> {
-        let text = match crate::input::env_text(name) {
-            Ok(text) => text?,
-            Err(e) => {
-                eprintln!("accprobe: {e}; using the default");
-                return None;
-            }
-        };
-        match text.trim().parse::<f64>() {
-            Ok(x) if x.is_finite() && x >= 0.0 => Some(x),
-            _ => {
-                eprintln!(
-                    "accprobe: {name}={text:?} is not a number of 0 or more; using the default"
-                );
-                None
-            }
-        }
-    };
-    (
-        read(RETRIES_ENV).map_or(2, |x| x.min(100.0) as u32),
-        Duration::from_secs_f64(read(WAIT_ENV).unwrap_or(10.0).min(3600.0)),
-    )
+/// `ACCPROBE_CONTENTION_RETRIES` and `ACCPROBE_CONTENTION_WAIT`, through `config`: a value
+/// that is not a number of 0 or more is a configuration error, as for every variable.
+fn contention_settings() -> Result<(u32, Duration), String> {
+    Ok((
+        crate::config::contention_retries()?,
+        crate::config::contention_wait()?,
+    ))
 }
 
 /// Says once per process what the checks cannot see.

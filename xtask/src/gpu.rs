@@ -2,7 +2,7 @@
 
 use crate::paths::workspace;
 use crate::progress;
-use accprobe::catalog::{self, PROFILE_ENV};
+use accprobe::catalog;
 use accprobe::measure::device;
 use accprobe::measure::session::GpuSession;
 use accprobe::measure::target::{CudaTarget, Target};
@@ -26,9 +26,10 @@ fn session(
     if let Some(e) = errors.first() {
         return Err(format!("{e}").into());
     }
-    let forced = name
-        .map(str::to_string)
-        .or_else(|| std::env::var(PROFILE_ENV).ok());
+    let forced = match name {
+        Some(n) => Some(n.to_string()),
+        None => accprobe::config::profile().map_err(accprobe::error::GpuError::from)?,
+    };
     let mut sel = catalog::select(&profiles, Some(&device.identity), forced.as_deref())
         .map_err(|e| e.to_string())?;
     if let Some(m) = mode {

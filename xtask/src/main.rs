@@ -312,7 +312,7 @@ fn start() -> Result<(), String> {
     accprobe::interrupt::install("xtask", |name| warn!("xtask: interrupted by {name}"));
     accprobe::trace::start()?;
     accprobe::measure::device::prepare_process_environment();
-    accprobe::compile::parts_for(1).map_err(|e| e.to_string())?;
+    accprobe::config::check().map_err(|e| e.to_string())?;
     Ok(())
 }
 

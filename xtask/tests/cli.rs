@@ -101,7 +101,7 @@ fn outside_any_workspace_xtask_says_so() {
 }
 
 #[test]
-fn a_malformed_trace_or_parts_setting_is_a_configuration_error() {
+fn a_malformed_setting_is_a_configuration_error() {
     let results = committed();
     let results = results.to_str().unwrap();
     for (var, value) in [
@@ -109,6 +109,9 @@ fn a_malformed_trace_or_parts_setting_is_a_configuration_error() {
         ("ACCPROBE_TRACE", "on"),
         ("ACCPROBE_COMPILE_PARTS", "0"),
         ("ACCPROBE_COMPILE_PARTS", "-1"),
+        ("ACCPROBE_CONTENTION_RETRIES", "abc"),
+        ("ACCPROBE_CONTENTION_WAIT", "abc"),
+        ("ACCPROBE_LOCK_TIMEOUT", "abc"),
     ] {
         let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
             .args(["gate", "--results", results])

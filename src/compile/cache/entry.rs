@@ -164,8 +164,8 @@ mod tests {
     #[test]
     #[ignore]
     fn mark_used_as_told() {
-        if let Some(dir) = std::env::var_os("ACCPROBE_TEST_MARK_USED") {
-            mark_used(Path::new(&dir));
+        if let Some(dir) = crate::config::test_mark_used() {
+            mark_used(&dir);
         }
     }
 
@@ -203,7 +203,7 @@ mod tests {
                 "--ignored",
                 "--quiet",
             ])
-            .env("ACCPROBE_TEST_MARK_USED", &dir)
+            .env(crate::config::TEST_MARK_USED_ENV, &dir)
             .uid(65534)
             .gid(65534)
             .status();

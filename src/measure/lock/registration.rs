@@ -267,7 +267,7 @@ mod tests {
             pci_bus_id: Some("0000:19:00.0".into()),
             uuid: None,
         };
-        let named = LockSettings::from_values(Some(file.clone()), None).unwrap();
+        let named = LockSettings::from_values(Some(file.clone()), None);
         let e = register_device_in(&named, &key).unwrap_err();
         assert!(
             e.starts_with(&format!(
@@ -283,7 +283,7 @@ mod tests {
         };
         assert!(register_device_in(&default, &key).unwrap().is_none());
         // A usable one registers; a device without a stable name needs none.
-        let usable = LockSettings::from_values(Some(dir.clone()), None).unwrap();
+        let usable = LockSettings::from_values(Some(dir.clone()), None);
         assert!(register_device_in(&usable, &key).unwrap().is_some());
         let unnamed = DeviceKey {
             pci_bus_id: None,

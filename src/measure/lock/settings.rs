@@ -3,11 +3,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The directory of the lock files (default [`DEFAULT_DIR`]).
-pub const LOCK_DIR_ENV: &str = "ACCPROBE_LOCK_DIR";
-/// How long, in seconds, to wait for a GPU another process measures on (default
-/// [`DEFAULT_TIMEOUT`]); `0` gives up at once.
-pub const LOCK_TIMEOUT_ENV: &str = "ACCPROBE_LOCK_TIMEOUT";
+/// The directory of the lock files (default [`DEFAULT_DIR`]) and how long, in seconds, to
+/// wait for a GPU another process measures on (default [`DEFAULT_TIMEOUT`]; `0` gives up
+/// at once).
+pub use crate::config::{LOCK_DIR_ENV, LOCK_TIMEOUT_ENV};
 /// Shared by every user and process of the host, unlike `$XDG_RUNTIME_DIR` or `$TMPDIR`.
 pub const DEFAULT_DIR: &str = "/tmp/accprobe-locks";
 /// Long enough for another suite's whole run on the GPU (a default run takes minutes).
@@ -25,40 +24,24 @@ pub struct LockSettings {
 }
 
 impl LockSettings {
-    /// `ACCPROBE_LOCK_DIR` and `ACCPROBE_LOCK_TIMEOUT` (empty, or only spaces, means
-    /// unset, as for every variable); a timeout that is not a number of seconds is a
-    /// configuration error.
+    /// `ACCPROBE_LOCK_DIR` and `ACCPROBE_LOCK_TIMEOUT`, through `config` (empty, or only
+    /// whitespace, is unset); a timeout that is not a number of seconds is a configuration
+    /// error.
     pub fn from_env() -> Result<LockSettings, String> {
-        Self::from_values(
-            std::env::var_os(LOCK_DIR_ENV).map(PathBuf::from),
-            crate::input::env_text(LOCK_TIMEOUT_ENV)?.filter(|t| !t.trim().is_empty()),
-        )
+        Ok(Self::from_values(
+            crate::config::lock_dir(),
+            crate::config::lock_timeout()?,
+        ))
     }
 
-    pub fn from_values(
-        dir: Option<PathBuf>,
-        timeout: Option<String>,
-    ) -> Result<LockSettings, String> {
-        let timeout = match timeout {
-            None => DEFAULT_TIMEOUT,
-            Some(t) => {
-                let secs: f64 = t
-                    .trim()
-                    .parse()
-                    .ok()
-                    .filter(|s: &f64| s.is_finite() && *s >= 0.0)
-                    .ok_or_else(|| {
-                        format!("{LOCK_TIMEOUT_ENV}={t:?} is not a number of seconds (0 or more)")
-                    })?;
-                Duration::from_secs_f64(secs.min(1e9))
-            }
-        };
+    /// The settings for a lock directory and a timeout as given (`None`: the defaults).
+    pub fn from_values(dir: Option<PathBuf>, timeout: Option<Duration>) -> LockSettings {
         let dir = dir.filter(|d| !d.as_os_str().is_empty());
-        Ok(LockSettings {
+        LockSettings {
             named: dir.is_some(),
             dir: dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DIR)),
-            timeout,
-        })
+            timeout: timeout.unwrap_or(DEFAULT_TIMEOUT),
+        }
     }
 
     /// The configuration error for a lock directory the user named that cannot be used
@@ -79,14 +62,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn settings_come_from_the_environment_values_and_refuse_bad_timeouts() {
-        let d = LockSettings::from_values(None, None).unwrap();
+    fn settings_come_from_the_environment_values() {
+        let d = LockSettings::from_values(None, None);
         assert_eq!(d.dir, PathBuf::from(DEFAULT_DIR));
         assert_eq!(d.timeout, DEFAULT_TIMEOUT);
         assert!(!d.named && d.refusal("why").is_none());
-        let empty = LockSettings::from_values(Some("".into()), None).unwrap();
+        let empty = LockSettings::from_values(Some("".into()), None);
         assert_eq!(empty, d, "empty is unset");
-        let s = LockSettings::from_values(Some("/x".into()), Some("2.5".into())).unwrap();
+        let s = LockSettings::from_values(Some("/x".into()), Some(Duration::from_millis(2500)));
         let refusal = s.refusal("it is a file").unwrap();
         assert!(
             refusal.starts_with("ACCPROBE_LOCK_DIR=\"/x\" cannot be used: it is a file"),
@@ -96,9 +79,15 @@ mod tests {
             (s.dir, s.timeout, s.named),
             ("/x".into(), Duration::from_millis(2500), true)
         );
-        for bad in ["-1", "abc", "", "NaN", "inf"] {
-            let e = LockSettings::from_values(None, Some(bad.into())).unwrap_err();
-            assert!(e.contains(LOCK_TIMEOUT_ENV), "{e}");
-        }
+    }
+
+    #[test]
+    fn the_defaults_are_the_ones_the_variables_table_gives() {
+        let default = |name| crate::config::variable(name).unwrap().default;
+        assert_eq!(
+            default(LOCK_TIMEOUT_ENV),
+            DEFAULT_TIMEOUT.as_secs().to_string()
+        );
+        assert_eq!(default(LOCK_DIR_ENV), format!("`{DEFAULT_DIR}`"));
     }
 }

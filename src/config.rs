@@ -1,0 +1,658 @@
+//! The one home of configuration: every `ACCPROBE_*` environment variable the suite and
+//! `cargo xtask` read is declared in [`VARIABLES`] and read through a function here.
+//!
+//! One rule holds for every variable: a value that is empty or only whitespace is unset;
+//! a value that does not parse (a number that is not one, a flag that is neither yes nor
+//! no, bytes that are not UTF-8 where text is expected) is a [`ConfigError`] naming the
+//! variable, the value and what it takes. The front ends call [`check`] before anything
+//! runs and exit 2 on an error, so a typo never falls back to a default unnoticed.
+//!
+//! The functions read the environment at each call (a test may set a variable in process);
+//! they are cheap, and each front end reads a setting where it needs it.
+
+use crate::model::settings::Mode;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Who sets a variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A user's setting, documented in docs/reference.md's variables table.
+    Setting,
+    /// Set by accprobe for a process it starts (documented as internal); never by a user.
+    Internal,
+    /// Set by a test for a process it starts; read only by test code.
+    Test,
+}
+
+/// One environment variable: its name, what it takes, its default and what it means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variable {
+    pub name: &'static str,
+    /// What a value must be, as a [`ConfigError`] says it ("expected ...").
+    pub takes: &'static str,
+    /// The default, as docs/reference.md's table says it (Markdown).
+    pub default: &'static str,
+    /// What the variable does, in one line.
+    pub meaning: &'static str,
+    pub kind: Kind,
+}
+
+pub const PROFILE_ENV: &str = "ACCPROBE_PROFILE";
+pub const MODE_ENV: &str = "ACCPROBE_MODE";
+/// Set on a GPU runner: any reason the GPU cases would be ignored fails the run instead.
+pub const REQUIRE_GPU_ENV: &str = "ACCPROBE_REQUIRE_GPU";
+pub const DEVICES_ENV: &str = "ACCPROBE_DEVICES";
+pub const DEVICE_ENV: &str = "ACCPROBE_DEVICE";
+pub const JUNIT_ENV: &str = "ACCPROBE_JUNIT";
+pub const RESULTS_ENV: &str = "ACCPROBE_RESULTS";
+pub const EXPECTATIONS_ENV: &str = "ACCPROBE_EXPECTATIONS";
+pub const CACHE_ENV: &str = "ACCPROBE_CACHE";
+/// Extra NVRTC options, for experiments; they are recorded with the results. With one
+/// that reads a file (`--pre-include=FILE`, `-I`), the compile cache is not used.
+pub const EXTRA_OPTIONS_ENV: &str = "ACCPROBE_EXTRA_OPTIONS";
+pub const PARTS_ENV: &str = "ACCPROBE_COMPILE_PARTS";
+/// The disassembler to run ahead of any other; the compile worker gets its parent's
+/// choice through it.
+pub const DISASSEMBLER_ENV: &str = "ACCPROBE_DISASSEMBLER";
+pub const NVRTC_ENV: &str = "ACCPROBE_NVRTC";
+pub const TOOLCHAINS_ENV: &str = "ACCPROBE_TOOLCHAINS";
+/// Set where the compile-only cases must run: a toolchain a profile names that is not
+/// installed then fails its cases instead of leaving them ignored (`.ci/run` sets it).
+pub const REQUIRE_TOOLCHAINS_ENV: &str = "ACCPROBE_REQUIRE_TOOLCHAINS";
+pub const LOCK_DIR_ENV: &str = "ACCPROBE_LOCK_DIR";
+pub const LOCK_TIMEOUT_ENV: &str = "ACCPROBE_LOCK_TIMEOUT";
+pub const RETRIES_ENV: &str = "ACCPROBE_CONTENTION_RETRIES";
+pub const WAIT_ENV: &str = "ACCPROBE_CONTENTION_WAIT";
+pub const TRACE_ENV: &str = "ACCPROBE_TRACE";
+/// Internal: names a compile worker's request file.
+pub const WORKER_ENV: &str = "ACCPROBE_COMPILE_WORKER";
+/// Internal: set after [`crate::compile::process_nvrtc::select_for_process`] re-executed
+/// the process with the selected folder first on `LD_LIBRARY_PATH`: that folder.
+pub const ACTIVE_ENV: &str = "ACCPROBE_NVRTC_ACTIVE";
+/// Test only: the cache entry a test's child process marks used.
+pub const TEST_MARK_USED_ENV: &str = "ACCPROBE_TEST_MARK_USED";
+
+/// A disturbed measurement is made again at most this many times by default...
+pub const DEFAULT_RETRIES: u32 = 2;
+/// ...and never more than this many times.
+pub const MAX_RETRIES: u32 = 100;
+/// Seconds between those measurements by default...
+pub const DEFAULT_WAIT_S: f64 = 10.0;
+/// ...and at most.
+pub const MAX_WAIT_S: f64 = 3600.0;
+
+const FLAG: &str = "1, true or yes (or 0, false, empty)";
+
+const fn setting(
+    name: &'static str,
+    takes: &'static str,
+    default: &'static str,
+    meaning: &'static str,
+) -> Variable {
+    Variable {
+        name,
+        takes,
+        default,
+        meaning,
+        kind: Kind::Setting,
+    }
+}
+
+/// Every variable accprobe reads, settings first.
+pub const VARIABLES: &[Variable] = &[
+    setting(
+        PROFILE_ENV,
+        "a profile name, or a path to a profile file",
+        "by GPU name, then compute capability, else `documented`",
+        "the profile the GPU is judged against",
+    ),
+    setting(
+        MODE_ENV,
+        "serial or wave",
+        "the profile's `probe.mode`",
+        "how the variants are launched, over the profile's choice",
+    ),
+    setting(
+        REQUIRE_GPU_ENV,
+        FLAG,
+        "off",
+        "no GPU, or one that cannot be tested, fails the run instead of ignoring its cases",
+    ),
+    setting(
+        DEVICES_ENV,
+        "device ordinals, such as 0 or 0,2",
+        "every visible device",
+        "the devices the suite tests; wins over ACCPROBE_DEVICE",
+    ),
+    setting(
+        DEVICE_ENV,
+        "a device ordinal, such as 1",
+        "as `ACCPROBE_DEVICES`",
+        "the one device a command tests",
+    ),
+    setting(
+        JUNIT_ENV,
+        "a file",
+        "`target/accprobe/junit.xml`",
+        "where the JUnit file is written",
+    ),
+    setting(
+        RESULTS_ENV,
+        "a file",
+        "`target/accprobe/results.json`",
+        "where the results file is written",
+    ),
+    setting(
+        EXPECTATIONS_ENV,
+        "a folder",
+        "`expectations`",
+        "the profiles folder",
+    ),
+    setting(
+        CACHE_ENV,
+        "a folder, or off",
+        "`target/accprobe/cache`",
+        "the compile cache (off: compile every run)",
+    ),
+    setting(
+        EXTRA_OPTIONS_ENV,
+        "NVRTC options, whitespace-separated",
+        "none",
+        "extra NVRTC options for experiments, recorded with the results",
+    ),
+    setting(
+        PARTS_ENV,
+        "a whole number of NVRTC programs, 1 or more",
+        "one per four cores, at most four",
+        "how many NVRTC programs a matrix is compiled as",
+    ),
+    setting(
+        DISASSEMBLER_ENV,
+        "a path to nvdisasm or cuobjdump",
+        "`nvdisasm`, then `cuobjdump`, on `PATH`, in `$CUDA_HOME/bin`, in `/usr/local/cuda/bin`",
+        "the SASS disassembler, ahead of any other (when it names a file)",
+    ),
+    setting(
+        NVRTC_ENV,
+        "a toolchain folder, or an installed version such as 12.8",
+        "the NVRTC the dynamic linker finds",
+        "the NVRTC the whole process uses",
+    ),
+    setting(
+        TOOLCHAINS_ENV,
+        "a folder",
+        "`target/toolchains`",
+        "where ci/toolchains.sh installs toolchains",
+    ),
+    setting(
+        REQUIRE_TOOLCHAINS_ENV,
+        FLAG,
+        "off",
+        "a toolchain that is not installed fails its compile-only cases instead of ignoring them",
+    ),
+    setting(
+        LOCK_DIR_ENV,
+        "a folder",
+        "`/tmp/accprobe-locks`",
+        "the folder of the devices' cross-process locks",
+    ),
+    setting(
+        LOCK_TIMEOUT_ENV,
+        "a number of seconds, 0 or more",
+        "900",
+        "how long to wait for a GPU another process measures (0 gives up at once)",
+    ),
+    setting(
+        RETRIES_ENV,
+        "a whole number, 0 or more (more than 100 counts as 100)",
+        "2",
+        "how often a disturbed measurement is made again",
+    ),
+    setting(
+        WAIT_ENV,
+        "a number of seconds, 0 or more (more than 3600 counts as 3600)",
+        "10",
+        "how long to wait before measuring again after a disturbed measurement",
+    ),
+    setting(
+        TRACE_ENV,
+        FLAG,
+        "off",
+        "marks on stderr of where the time goes",
+    ),
+    Variable {
+        name: WORKER_ENV,
+        takes: "a file",
+        default: "unset",
+        meaning: "makes the process a compile worker for the request in that file",
+        kind: Kind::Internal,
+    },
+    Variable {
+        name: ACTIVE_ENV,
+        takes: "a folder",
+        default: "unset",
+        meaning: "the NVRTC folder a re-executed process put first on LD_LIBRARY_PATH",
+        kind: Kind::Internal,
+    },
+    Variable {
+        name: TEST_MARK_USED_ENV,
+        takes: "a folder",
+        default: "unset",
+        meaning: "the cache entry a test's child process marks used",
+        kind: Kind::Test,
+    },
+];
+
+/// The declaration of `name`, if [`VARIABLES`] has one.
+pub fn variable(name: &str) -> Option<&'static Variable> {
+    VARIABLES.iter().find(|v| v.name == name)
+}
+
+/// A value that does not parse: the variable, the value as given (lossily, when it is not
+/// UTF-8) and what the variable takes. A configuration error: the front ends exit 2.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{variable}={value:?}: expected {expected}")]
+    Malformed {
+        variable: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+    #[error("{variable}={value:?}: not valid UTF-8 (expected {expected})")]
+    NotUtf8 {
+        variable: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+}
+
+impl ConfigError {
+    /// The variable the error names.
+    pub fn variable(&self) -> &'static str {
+        match self {
+            ConfigError::Malformed { variable, .. } | ConfigError::NotUtf8 { variable, .. } => {
+                variable
+            }
+        }
+    }
+}
+
+impl From<ConfigError> for String {
+    fn from(e: ConfigError) -> String {
+        e.to_string()
+    }
+}
+
+impl From<ConfigError> for crate::error::GpuError {
+    fn from(e: ConfigError) -> Self {
+        crate::error::GpuError::Config(e.to_string())
+    }
+}
+
+impl From<ConfigError> for crate::error::Error {
+    fn from(e: ConfigError) -> Self {
+        crate::error::Error::msg(e.to_string())
+    }
+}
+
+fn takes(name: &'static str) -> &'static str {
+    variable(name).map_or("a value", |v| v.takes)
+}
+
+fn blank(v: &std::ffi::OsStr) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    v.as_bytes().iter().all(u8::is_ascii_whitespace)
+}
+
+/// The raw value of `name`, `None` when it is unset, empty or only whitespace: for the
+/// variables that take any path.
+pub fn var_os(name: &str) -> Option<OsString> {
+    std::env::var_os(name).filter(|v| !blank(v))
+}
+
+/// A variable [`crate::harness::Paths`] resolves: an `ACCPROBE_*` one by [`var_os`]'s
+/// rule, any other (`CARGO_TARGET_DIR`) as the environment has it.
+pub fn path_var(name: &str) -> Option<OsString> {
+    if name.starts_with("ACCPROBE_") {
+        var_os(name)
+    } else {
+        std::env::var_os(name)
+    }
+}
+
+/// The text of `name` as given, `None` when unset, empty or only whitespace; bytes that
+/// are not UTF-8 are an error.
+pub fn text(name: &'static str) -> Result<Option<String>, ConfigError> {
+    match var_os(name) {
+        None => Ok(None),
+        Some(v) => v.into_string().map(Some).map_err(|v| ConfigError::NotUtf8 {
+            variable: name,
+            value: v.to_string_lossy().into_owned(),
+            expected: takes(name),
+        }),
+    }
+}
+
+/// `name` parsed by `parse` (given the trimmed text); `None` when unset, empty or only
+/// whitespace, and an error naming the variable when `parse` refuses the text.
+pub fn parsed<T>(
+    name: &'static str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<Option<T>, ConfigError> {
+    let Some(t) = text(name)? else {
+        return Ok(None);
+    };
+    match parse(t.trim()) {
+        Some(x) => Ok(Some(x)),
+        None => Err(ConfigError::Malformed {
+            variable: name,
+            value: t,
+            expected: takes(name),
+        }),
+    }
+}
+
+/// A yes/no variable: `1`/`true`/`yes` on, `0`/`false` (or unset) off, any case.
+pub fn flag(name: &'static str) -> Result<bool, ConfigError> {
+    Ok(parsed(name, crate::input::flag)?.unwrap_or(false))
+}
+
+fn seconds(t: &str) -> Option<f64> {
+    t.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)
+}
+
+/// `0,2` -> [0, 2], none twice; the syntax only (the range needs the device count).
+pub fn ordinal_list(text: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let o = part.parse::<usize>().map_err(|_| {
+            format!("{part:?} is not a device ordinal (expected a list such as 0 or 0,2)")
+        })?;
+        if !out.contains(&o) {
+            out.push(o);
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("{text:?} names no device"));
+    }
+    Ok(out)
+}
+
+/// [`PROFILE_ENV`]: a profile name or path.
+pub fn profile() -> Result<Option<String>, ConfigError> {
+    text(PROFILE_ENV)
+}
+
+/// [`MODE_ENV`]: `serial` or `wave`.
+pub fn mode() -> Result<Option<Mode>, ConfigError> {
+    parsed(MODE_ENV, |t| match t {
+        "serial" => Some(Mode::Serial),
+        "wave" => Some(Mode::Wave),
+        _ => None,
+    })
+}
+
+/// [`REQUIRE_GPU_ENV`].
+pub fn require_gpu() -> Result<bool, ConfigError> {
+    flag(REQUIRE_GPU_ENV)
+}
+
+/// The ordinals [`DEVICES_ENV`] (or else [`DEVICE_ENV`]) names, syntax checked without
+/// touching the driver; `None` when neither is set.
+pub fn devices() -> Result<Option<Vec<usize>>, ConfigError> {
+    for name in [DEVICES_ENV, DEVICE_ENV] {
+        if let Some(list) = parsed(name, |t| ordinal_list(t).ok())? {
+            return Ok(Some(list));
+        }
+    }
+    Ok(None)
+}
+
+/// [`EXTRA_OPTIONS_ENV`], split at whitespace.
+pub fn extra_options() -> Result<Vec<String>, ConfigError> {
+    Ok(text(EXTRA_OPTIONS_ENV)?
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default())
+}
+
+/// [`PARTS_ENV`]: a whole number of 1 or more.
+pub fn compile_parts() -> Result<Option<usize>, ConfigError> {
+    parsed(PARTS_ENV, |t| t.parse::<usize>().ok().filter(|&p| p >= 1))
+}
+
+/// [`DISASSEMBLER_ENV`], as given (whether it names a file is the caller's question).
+pub fn disassembler() -> Option<PathBuf> {
+    var_os(DISASSEMBLER_ENV).map(PathBuf::from)
+}
+
+/// [`NVRTC_ENV`]: a folder or an installed version.
+pub fn nvrtc() -> Result<Option<String>, ConfigError> {
+    text(NVRTC_ENV)
+}
+
+/// [`TOOLCHAINS_ENV`].
+pub fn toolchains() -> Option<PathBuf> {
+    var_os(TOOLCHAINS_ENV).map(PathBuf::from)
+}
+
+/// [`REQUIRE_TOOLCHAINS_ENV`].
+pub fn require_toolchains() -> Result<bool, ConfigError> {
+    flag(REQUIRE_TOOLCHAINS_ENV)
+}
+
+/// [`LOCK_DIR_ENV`].
+pub fn lock_dir() -> Option<PathBuf> {
+    var_os(LOCK_DIR_ENV).map(PathBuf::from)
+}
+
+/// [`LOCK_TIMEOUT_ENV`]: seconds, 0 or more (at most 10^9).
+pub fn lock_timeout() -> Result<Option<Duration>, ConfigError> {
+    parsed(LOCK_TIMEOUT_ENV, |t| {
+        seconds(t).map(|s| Duration::from_secs_f64(s.min(1e9)))
+    })
+}
+
+/// [`RETRIES_ENV`]: a whole number, at most [`MAX_RETRIES`]; [`DEFAULT_RETRIES`] unset.
+pub fn contention_retries() -> Result<u32, ConfigError> {
+    Ok(parsed(RETRIES_ENV, retries)?.unwrap_or(DEFAULT_RETRIES))
+}
+
+/// [`WAIT_ENV`]: seconds, at most [`MAX_WAIT_S`]; [`DEFAULT_WAIT_S`] unset.
+pub fn contention_wait() -> Result<Duration, ConfigError> {
+    Ok(parsed(WAIT_ENV, wait)?.unwrap_or(Duration::from_secs_f64(DEFAULT_WAIT_S)))
+}
+
+fn retries(t: &str) -> Option<u32> {
+    t.parse::<u64>()
+        .ok()
+        .map(|r| r.min(u64::from(MAX_RETRIES)) as u32)
+}
+
+fn wait(t: &str) -> Option<Duration> {
+    seconds(t).map(|s| Duration::from_secs_f64(s.min(MAX_WAIT_S)))
+}
+
+/// [`TRACE_ENV`].
+pub fn trace() -> Result<bool, ConfigError> {
+    flag(TRACE_ENV)
+}
+
+/// Internal [`WORKER_ENV`]: the request file, in a compile worker.
+pub fn compile_worker() -> Option<OsString> {
+    var_os(WORKER_ENV)
+}
+
+/// Internal [`ACTIVE_ENV`]: the NVRTC folder this re-executed process put first.
+pub fn nvrtc_active() -> Option<PathBuf> {
+    var_os(ACTIVE_ENV).map(PathBuf::from)
+}
+
+/// Test only: [`TEST_MARK_USED_ENV`].
+pub fn test_mark_used() -> Option<PathBuf> {
+    var_os(TEST_MARK_USED_ENV).map(PathBuf::from)
+}
+
+/// Reads every setting that can be malformed; the first error. The front ends call it
+/// before anything runs, so that a setting read only when a GPU is first measured (the
+/// lock, the contention checks) is refused on a machine without one too.
+pub fn check() -> Result<(), ConfigError> {
+    profile()?;
+    mode()?;
+    require_gpu()?;
+    devices()?;
+    extra_options()?;
+    compile_parts()?;
+    nvrtc()?;
+    require_toolchains()?;
+    lock_timeout()?;
+    contention_retries()?;
+    contention_wait()?;
+    trace()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sets `name` for `f`. Each test uses names of its own, which nothing else in the
+    /// crate reads, so that tests running at once never see each other's values.
+    fn with<T>(name: &str, value: &str, f: impl FnOnce() -> T) -> T {
+        std::env::set_var(name, value);
+        let out = f();
+        std::env::remove_var(name);
+        out
+    }
+
+    const A: &str = "ACCPROBE_TEST_CONFIG_A";
+    const B: &str = "ACCPROBE_TEST_CONFIG_B";
+    const C: &str = "ACCPROBE_TEST_CONFIG_C";
+    const D: &str = "ACCPROBE_TEST_CONFIG_D";
+    const E: &str = "ACCPROBE_TEST_CONFIG_E";
+
+    #[test]
+    fn empty_is_unset() {
+        assert_eq!(with(A, "", || text(A)), Ok(None));
+        assert_eq!(with(A, "", || var_os(A)), None);
+        assert_eq!(with(A, "", || path_var(A)), None);
+        assert_eq!(with(A, "", || flag(A)), Ok(false));
+        assert_eq!(with(A, "", || parsed(A, |_| None::<u8>)), Ok(None));
+    }
+
+    #[test]
+    fn only_whitespace_is_unset() {
+        for blank in [" ", "\t", " \n "] {
+            assert_eq!(with(B, blank, || text(B)), Ok(None), "{blank:?}");
+            assert_eq!(with(B, blank, || var_os(B)), None, "{blank:?}");
+            assert_eq!(with(B, blank, || flag(B)), Ok(false), "{blank:?}");
+            assert_eq!(with(B, blank, || parsed(B, |_| None::<u8>)), Ok(None));
+        }
+        // Around a value, whitespace is trimmed before it is parsed.
+        let three = with(B, " 3 ", || parsed(B, |t| t.parse::<u8>().ok()));
+        assert_eq!(three, Ok(Some(3)));
+    }
+
+    #[test]
+    fn a_bad_value_is_an_error_naming_the_variable_the_value_and_what_it_takes() {
+        let e = with(C, "abc", || parsed(C, retries)).unwrap_err();
+        assert_eq!(e.variable(), C);
+        assert_eq!(e.to_string(), format!("{C}=\"abc\": expected a value"));
+        assert!(with(C, "maybe", || flag(C)).is_err());
+        for bad in ["-1", "abc", "NaN", "inf"] {
+            assert!(with(C, bad, || parsed(C, seconds)).is_err(), "{bad}");
+        }
+        assert!(
+            with(C, "2.5", || parsed(C, retries)).is_err(),
+            "a whole number"
+        );
+        // A declared variable's message says what it takes, from the table (this one is
+        // read only by a test's child process).
+        let e = with(TEST_MARK_USED_ENV, "x", || {
+            parsed(TEST_MARK_USED_ENV, |_| None::<()>)
+        })
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{TEST_MARK_USED_ENV}=\"x\": expected a folder")
+        );
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_an_error_never_unset() {
+        use std::os::unix::ffi::OsStrExt;
+        std::env::set_var(D, std::ffi::OsStr::from_bytes(b"1\xff"));
+        let e = text(D).unwrap_err();
+        let f = flag(D).unwrap_err();
+        let raw = var_os(D);
+        std::env::remove_var(D);
+        assert!(matches!(e, ConfigError::NotUtf8 { variable: D, .. }), "{e}");
+        assert!(e.to_string().contains("not valid UTF-8"), "{e}");
+        assert_eq!(f, e);
+        assert!(raw.is_some(), "a path may be any bytes");
+    }
+
+    #[test]
+    fn the_contention_settings_have_their_defaults_and_limits() {
+        assert_eq!(
+            with(E, "1000", || parsed(E, retries)),
+            Ok(Some(MAX_RETRIES))
+        );
+        assert_eq!(with(E, "0", || parsed(E, retries)), Ok(Some(0)));
+        let long = with(E, "1e9", || parsed(E, wait));
+        assert_eq!(long, Ok(Some(Duration::from_secs(3600))));
+        let half = with(E, "0.5", || parsed(E, wait));
+        assert_eq!(half, Ok(Some(Duration::from_millis(500))));
+        let default = |name| variable(name).unwrap().default;
+        assert_eq!(default(RETRIES_ENV), DEFAULT_RETRIES.to_string());
+        assert_eq!(default(WAIT_ENV), DEFAULT_WAIT_S.to_string());
+    }
+
+    #[test]
+    fn the_table_names_each_variable_once_and_every_constant() {
+        let mut names: Vec<_> = VARIABLES.iter().map(|v| v.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), VARIABLES.len(), "a name declared twice");
+        for v in VARIABLES {
+            assert!(v.name.starts_with("ACCPROBE_"), "{}", v.name);
+            assert!(!v.takes.is_empty() && !v.meaning.is_empty(), "{}", v.name);
+        }
+        for c in [
+            PROFILE_ENV,
+            MODE_ENV,
+            REQUIRE_GPU_ENV,
+            DEVICES_ENV,
+            DEVICE_ENV,
+            JUNIT_ENV,
+            RESULTS_ENV,
+            EXPECTATIONS_ENV,
+            CACHE_ENV,
+            EXTRA_OPTIONS_ENV,
+            PARTS_ENV,
+            DISASSEMBLER_ENV,
+            NVRTC_ENV,
+            TOOLCHAINS_ENV,
+            REQUIRE_TOOLCHAINS_ENV,
+            LOCK_DIR_ENV,
+            LOCK_TIMEOUT_ENV,
+            RETRIES_ENV,
+            WAIT_ENV,
+            TRACE_ENV,
+            WORKER_ENV,
+            ACTIVE_ENV,
+            TEST_MARK_USED_ENV,
+        ] {
+            assert!(variable(c).is_some(), "{c} has no row in VARIABLES");
+        }
+    }
+
+    #[test]
+    fn device_lists_are_parsed_for_their_syntax_only() {
+        assert_eq!(ordinal_list(" 3 ,1,3"), Ok(vec![3, 1]));
+        assert!(ordinal_list(",").unwrap_err().contains("names no device"));
+        let e = ordinal_list("0,x").unwrap_err();
+        assert!(e.contains("not a device ordinal"), "{e}");
+    }
+}
