@@ -3,7 +3,8 @@
 //! in its own worker process, when the first of its cases runs (or in the background at
 //! the start of a run, so that toolchains compile in parallel).
 
-use super::{skip_reason, trial, Ending, Planned, Recorder, Skip};
+use super::recorder::{Recorder, Skip};
+use super::trial::{trial, Ending, Planned};
 use crate::compile::toolchain;
 use crate::compile_only::{cache_under, required_by_env, CompileOnlySession};
 use crate::expectations::profile::Profile;
@@ -76,11 +77,7 @@ pub fn trials(
                 },
             );
             trials.push(match skip {
-                Some(skip) => Planned {
-                    trial: t.with_ignored_flag(true),
-                    suite: suite.clone(),
-                    ignored: Some((skip_reason(&skip), skip)),
-                },
+                Some(skip) => Planned::ignored(t, &suite, skip),
                 None => Planned::runs(t, &suite),
             });
         }
