@@ -1,8 +1,7 @@
 //! The GPU cases of one device's session: one trial per case of its profile, ignored at
 //! list time when the case cannot run here (no usable GPU; no disassembler for a case
-//! that needs SASS), or failing for that reason under `ACCPROBE_REQUIRE_GPU`.
+//! that needs SASS), under `ACCPROBE_REQUIRE_GPU` pointing at `gpu::required`.
 
-use super::env::REQUIRE_GPU_ENV;
 use super::recorder::{Recorder, Skip};
 use super::trial::{skip_reason, trial, Ending, Planned};
 use super::REQUIRED_CASE;
@@ -39,14 +38,18 @@ fn unrunnable(session: &GpuSession, case: &Case) -> Option<Skip> {
     }
 }
 
-/// The trials of a session's cases; under `require` (`ACCPROBE_REQUIRE_GPU`) a case that
-/// cannot run fails instead of being ignored.
+/// The trials of a session's cases. A case that cannot run here is ignored at list time
+/// with the reason; under `require` (`ACCPROBE_REQUIRE_GPU`) it is ignored as "not run:
+/// see gpu::required", the one failing case that gives the reason.
 pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool) -> Vec<Planned> {
     let suite = suite_name(session);
     cases(&session.profile)
         .into_iter()
         .map(|case| {
-            let unrunnable = unrunnable(session, &case);
+            let unrunnable = match unrunnable(session, &case) {
+                Some(skip) if require => Some(see_required(skip)),
+                other => other,
+            };
             let s = session.clone();
             let required = require.then(|| unrunnable.clone()).flatten();
             let ignored_for = unrunnable.clone();
@@ -55,15 +58,9 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
                 suite.clone(),
                 on_device(&case.name, session.named_ordinal()),
                 move || {
+                    // Run with --ignored: still not run, gpu::required says why.
                     if let Some(skip) = required {
-                        return Ending::from(Ended::new(
-                            Status::Failed,
-                            format!(
-                                "not run: {REQUIRE_GPU_ENV} is set but {} (see {REQUIRED_CASE})",
-                                skip_reason(&skip)
-                            ),
-                            "no-gpu-required",
-                        ));
+                        return Ending::skipped(skip_reason(&skip), skip.kind(), skip);
                     }
                     match s.results_for(&case.needs) {
                         Err(e) if e.kind() == GpuErrorKind::Unavailable => {
@@ -87,11 +84,21 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
                 },
             );
             match unrunnable {
-                Some(skip) if !require => Planned::ignored(t, &suite, skip),
-                _ => Planned::runs(t, &suite),
+                Some(skip) => Planned::ignored(t, &suite, skip),
+                None => Planned::runs(t, &suite),
             }
         })
         .collect()
+}
+
+/// `skip` under `ACCPROBE_REQUIRE_GPU`: the same kind, pointing at `gpu::required`, which
+/// gives the reason once.
+fn see_required(skip: Skip) -> Skip {
+    let why = format!("not run: see {REQUIRED_CASE}");
+    match skip {
+        Skip::NoDisassembler(_) => Skip::NoDisassembler(why),
+        _ => Skip::NoGpu(why),
+    }
 }
 
 /// Why a run that requires a GPU cannot test it, or `None`.

@@ -10,8 +10,11 @@
 //!   with the reason: `--list --ignored` lists them, nextest shows them skipped. Known
 //!   deviations and cases the results cannot judge are only known after measuring: they
 //!   are ignored at run time, with the reason.
-//! - Under `ACCPROBE_REQUIRE_GPU` nothing is ignored for want of a GPU: a failing
-//!   `gpu::required` case gives the reason, and those cases fail.
+//! - Under `ACCPROBE_REQUIRE_GPU` a run that cannot test its GPU fails once: a failing
+//!   `gpu::required` case gives the reason, and the cases it kept from running are
+//!   ignored at list time as "not run: see gpu::required".
+//! - The compile-only cases of a toolchain that is not installed and not required
+//!   (`ACCPROBE_REQUIRE_TOOLCHAINS`) are one ignored case per profile and toolchain.
 //! - Each variant is measured at most once per process, and only when a case that runs
 //!   needs it; under nextest at most once per run (`shared`). The GPU is used by one case
 //!   at a time.

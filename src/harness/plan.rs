@@ -199,7 +199,7 @@ impl Plan {
                 ..Default::default()
             },
         );
-        let message = format!("{REQUIRE_GPU_ENV} is set but the GPU cannot be tested: {reason}");
+        let message = format!("the GPU cannot be tested, and {REQUIRE_GPU_ENV} is set: {reason}");
         self.trials.insert(
             0,
             Planned::runs(

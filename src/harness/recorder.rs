@@ -27,8 +27,15 @@ pub enum Skip {
     NoGpu(String),
     /// No SASS disassembler here, for a case that needs SASS: the reason.
     NoDisassembler(String),
-    /// The NVRTC toolchain a compile-only case needs is not on this machine: the reason.
+    /// The NVRTC toolchain a compile-only case needs cannot be used here: the reason.
     NoToolchain(String),
+    /// The NVRTC toolchain of `cases` compile-only cases is not installed and not
+    /// required: one case stands for them all.
+    ToolchainNotInstalled {
+        toolchain: String,
+        cases: usize,
+        reason: String,
+    },
     /// A known deviation (decided after measuring).
     KnownDeviation,
     /// The results cannot judge this case (no SASS, no launch timings or settings in
@@ -44,7 +51,7 @@ impl Skip {
         match self {
             Skip::NoGpu(_) => "no-gpu",
             Skip::NoDisassembler(_) => "no-disassembler",
-            Skip::NoToolchain(_) => "no-toolchain",
+            Skip::NoToolchain(_) | Skip::ToolchainNotInstalled { .. } => "no-toolchain",
             Skip::KnownDeviation => "known-deviation",
             Skip::NotJudged(_) => "cannot-judge",
             Skip::Interrupted(_) => "interrupted",

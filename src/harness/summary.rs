@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::measure::session::GpuSession;
 use crate::report::junit::Status;
 use libtest_mimic::{Arguments, Conclusion};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// Finishes a run whose cases ended with `conclusion`: the sessions' tables and files,
@@ -89,8 +89,19 @@ fn summary(
         count(Status::Ignored)
     );
     let mut by: BTreeMap<(u8, String), usize> = BTreeMap::new();
+    // Toolchains not installed: one line for all, however many profiles name them.
+    let mut absent: BTreeSet<&str> = BTreeSet::new();
+    let (mut absent_cases, mut standing) = (0, 0);
     for r in records.iter().filter(|r| r.case.status == Status::Ignored) {
         let key = match &r.skip {
+            Some(Skip::ToolchainNotInstalled {
+                toolchain, cases, ..
+            }) => {
+                absent.insert(toolchain);
+                absent_cases += cases;
+                standing += 1;
+                continue;
+            }
             Some(Skip::NoGpu(why)) => (0, format!("no GPU ({why})")),
             Some(Skip::NoDisassembler(why)) => (1, format!("no SASS disassembler ({why})")),
             Some(Skip::NoToolchain(why)) => (2, format!("no NVRTC toolchain ({why})")),
@@ -100,6 +111,15 @@ fn summary(
             None => (5, format!("other ({})", r.case.message)),
         };
         *by.entry(key).or_default() += 1;
+    }
+    if standing > 0 {
+        let list: Vec<&str> = absent.into_iter().collect();
+        let key = format!(
+            "NVRTC {} not installed (one case per profile and toolchain, for \
+             {absent_cases} compile-only cases; ci/toolchains.sh installs them)",
+            list.join(", ")
+        );
+        by.insert((2, key), standing);
     }
     for ((_, what), n) in by {
         out.push_str(&format!("accprobe summary:   ignored: {what}: {n}\n"));

@@ -128,9 +128,11 @@ impl Planned {
 /// What a case ignored for `skip` says.
 pub fn skip_reason(skip: &Skip) -> String {
     match skip {
-        Skip::NoGpu(r) | Skip::NoDisassembler(r) | Skip::NoToolchain(r) | Skip::NotJudged(r) => {
-            r.clone()
-        }
+        Skip::NoGpu(r)
+        | Skip::NoDisassembler(r)
+        | Skip::NoToolchain(r)
+        | Skip::NotJudged(r)
+        | Skip::ToolchainNotInstalled { reason: r, .. } => r.clone(),
         Skip::KnownDeviation => "known deviation".into(),
         Skip::Interrupted(s) => format!("interrupted by {s}"),
     }
