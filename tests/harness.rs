@@ -853,6 +853,16 @@ fn child() {
                 &RunOptions::from_env().unwrap(),
             )
         }
+        "keyed" => {
+            let dir = dir.unwrap();
+            let target = std::sync::Arc::new(KeyedH200(recorded_h200(0)));
+            harness::run_code(
+                &args,
+                &paths_in(&dir),
+                Ok(vec![target]),
+                &RunOptions::default(),
+            )
+        }
         other => panic!("unknown child mode {other}"),
     };
     accprobe::interrupt::exit(code);
@@ -1635,6 +1645,68 @@ impl accprobe::measure::target::Target for Blocking {
     fn sass_unavailable(&self) -> Option<String> {
         self.inner.sass_unavailable()
     }
+}
+
+/// The recorded H200 with a device key, as a real device has: its session takes the
+/// cross-process lock.
+struct KeyedH200(std::sync::Arc<dyn accprobe::measure::target::Target>);
+
+impl accprobe::measure::target::Target for KeyedH200 {
+    fn ordinal(&self) -> usize {
+        self.0.ordinal()
+    }
+    fn identity(&self) -> &accprobe::model::gpu::GpuIdentity {
+        self.0.identity()
+    }
+    fn measure(
+        &self,
+        variants: &[accprobe::model::variant::Variant],
+        settings: &accprobe::model::settings::ProbeSettings,
+        all: &[accprobe::model::variant::Variant],
+    ) -> Result<Vec<Result<accprobe::model::results::VariantResult, GpuError>>, GpuError> {
+        self.0.measure(variants, settings, all)
+    }
+    fn environment(&self, clock: Option<f64>) -> accprobe::model::gpu::Environment {
+        self.0.environment(clock)
+    }
+    fn sass_unavailable(&self) -> Option<String> {
+        self.0.sass_unavailable()
+    }
+    fn device_key(&self) -> Option<accprobe::measure::lock::DeviceKey> {
+        Some(accprobe::measure::lock::DeviceKey {
+            ordinal: 0,
+            pci_bus_id: Some("0000:19:00.0".into()),
+            uuid: None,
+        })
+    }
+}
+
+#[test]
+fn a_named_lock_directory_that_cannot_be_used_when_measuring_exits_2() {
+    // Registration has nothing to say about it; taking the lock refuses it, as a
+    // configuration error: exit 2, not a failed case's 101.
+    let sb = Sandbox::new("lock-dir-file", &["h200"]);
+    std::fs::create_dir_all(sb.dir.join("out")).unwrap();
+    let file = sb.dir.join("out/not-a-directory");
+    std::fs::write(&file, b"").unwrap();
+    let out = run_child(
+        child_command("keyed", &sb.dir, &["--skip", "compile::", "probe::"])
+            .env("ACCPROBE_LOCK_DIR", &file),
+    );
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("error: ACCPROBE_LOCK_DIR="),
+        "{}",
+        out.stderr
+    );
+    // With a folder there the same run measures and passes.
+    let locks = sb.dir.join("out/locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    let out = run_child(
+        child_command("keyed", &sb.dir, &["--skip", "compile::", "probe::"])
+            .env("ACCPROBE_LOCK_DIR", &locks),
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
 }
 
 fn interrupted_run_keeps_its_report(signal: &str, code: i32) {

@@ -12,6 +12,10 @@ use crate::verdict::cases::{cases, on_device, Case, Check, SpillSource};
 use crate::verdict::{self, Outcome};
 use std::sync::Arc;
 
+/// The JUnit `type` of a case that failed on a configuration error found when measuring:
+/// the run exits 2.
+pub const CONFIG_KIND: &str = "configuration";
+
 /// The JUnit suite of a session's GPU cases.
 pub fn suite_name(s: &GpuSession) -> String {
     format!("{} / profile {}", s.device_label(), s.profile.name)
@@ -68,6 +72,11 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
                         }
                         Err(e) if e.kind() == GpuErrorKind::Busy => {
                             Ended::new(Status::Error, e.to_string(), "gpu-busy").into()
+                        }
+                        // A setting that cannot be used (a named ACCPROBE_LOCK_DIR): the
+                        // run ends with exit 2, as any configuration error.
+                        Err(e) if e.kind() == GpuErrorKind::Config => {
+                            Ended::new(Status::Failed, e.to_string(), CONFIG_KIND).into()
                         }
                         Err(e) => Ended::new(Status::Failed, e.to_string(), "gpu-error").into(),
                         Ok(results) => {

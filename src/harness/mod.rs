@@ -142,7 +142,8 @@ pub fn run(
     ExitCode::from(run_code(args, paths, targets, options))
 }
 
-/// [`run`], with the process exit code as a number (0, 101 when a case failed, 1 when the
+/// [`run`], with the process exit code as a number (0, 101 when a case failed, 2 for a
+/// configuration error, also one found when measuring, 1 when the
 /// JUnit file cannot be written).
 pub fn run_code(
     args: &Arguments,

@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 /// Finishes a run whose cases ended with `conclusion`: the sessions' tables and files,
 /// the JUnit file, the summary; the exit code (0; 101 when a case failed or a GPU runner
-/// judged no GPU case; 1 when the JUnit file cannot be written).
+/// judged no GPU case; 2 when measuring met a configuration error, a named
+/// `ACCPROBE_LOCK_DIR` that cannot be used; 1 when the JUnit file cannot be written).
 pub fn close(
     args: &Arguments,
     options: &RunOptions,
@@ -64,6 +65,14 @@ pub fn close(
             eprintln!("{}", Error::io(&paths.junit, "write the JUnit report", e));
             return 1;
         }
+    }
+    let records = recorder.records();
+    if let Some(r) = records
+        .iter()
+        .find(|r| r.case.kind.as_deref() == Some(gpu::CONFIG_KIND))
+    {
+        eprintln!("error: {}", r.case.message);
+        return 2;
     }
     if conclusion.has_failed() || untested {
         101

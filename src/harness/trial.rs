@@ -4,6 +4,7 @@
 
 use super::recorder::{Recorder, Skip};
 use crate::report::junit::{self, CaseRecord, Ended, Status};
+use crate::report::text::clean;
 use crate::verdict::{self, Outcome};
 use libtest_mimic::{Completion, Failed, Trial};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -88,12 +89,15 @@ pub fn trial<R: Into<Ending>>(
             },
             skip,
         );
+        // What libtest prints comes from files (a profile's reason, a results file's
+        // GPU name): through the one sanitiser, never a raw control character.
+        let printed = clean(&message).into_owned();
         match status {
             Status::Passed => Ok(Completion::Completed),
-            Status::Ignored => Ok(Completion::ignored_with(message)),
+            Status::Ignored => Ok(Completion::ignored_with(printed)),
             // libtest knows no error: it fails, with the cause first ("GPU busy: ...");
             // the JUnit file has it as an <error>.
-            Status::Failed | Status::Error => Err(Failed::from(message)),
+            Status::Failed | Status::Error => Err(Failed::from(printed)),
         }
     })
 }
@@ -182,5 +186,37 @@ mod tests {
         );
         assert!(xml.contains("panicked: kernel exploded"), "{xml}");
         assert!(xml.contains("type=\"panic\""), "{xml}");
+    }
+
+    #[test]
+    fn what_libtest_prints_of_a_message_has_no_raw_control_character() {
+        // A known deviation's reason from a profile, a GPU name from a results file.
+        let bad = "reason \u{1b}[2J\u{fffe} from a file";
+        let recorder = Arc::new(Recorder::new(None));
+        let trials = vec![
+            trial(&recorder, "s".into(), "ignored".into(), move || {
+                Ending::skipped(bad.to_string(), "known-deviation", Skip::KnownDeviation)
+            }),
+            trial(&recorder, "s".into(), "failed".into(), move || {
+                (Status::Failed, bad.to_string())
+            }),
+        ];
+        let log = std::env::temp_dir().join(format!("accprobe-clean-{}.log", std::process::id()));
+        let args = Arguments::from_iter([
+            "t",
+            "--test-threads",
+            "1",
+            "--logfile",
+            log.to_str().unwrap(),
+        ]);
+        let conclusion = libtest_mimic::run(&args, trials);
+        let printed = std::fs::read_to_string(&log).unwrap();
+        let _ = std::fs::remove_file(log);
+        assert_eq!((conclusion.num_failed, conclusion.num_ignored), (1, 1));
+        assert!(printed.contains("reason "), "{printed}");
+        assert!(
+            !printed.contains('\u{1b}') && !printed.contains('\u{fffe}'),
+            "{printed:?}"
+        );
     }
 }
