@@ -515,7 +515,7 @@ fn the_lock_is_let_go_once_everything_planned_is_measured() {
     let t = Keyed::new();
     let s = session(&t, &dir, Script::new(vec![clean()]), 0);
     let (a, b) = (Variant::new(7, 1), Variant::new(7, 2));
-    *s.planned.lock().unwrap() = vec![a, b];
+    s.plan(vec![a, b]);
     s.results_for(&[a]).unwrap();
     assert!(s.holds_lock());
     let quick = |_: lock::Waiting| {};

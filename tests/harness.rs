@@ -698,17 +698,23 @@ fn a_required_gpu_that_is_missing_fails_the_run_with_one_case_that_says_why() {
         m.contains("ACCPROBE_REQUIRE_GPU") && m.contains(&no_gpu()),
         "{m}"
     );
-    // The GPU cases are not ignored: they fail, pointing at gpu::required.
+    // The GPU cases are not run and do not fail: they point at gpu::required, the one
+    // failing case, which says why.
     let gpu_cases = replay_expectation("documented").0;
     assert_eq!(
         counts(&r, "no gpu / profile documented"),
-        (gpu_cases, gpu_cases, 0)
+        (gpu_cases, 0, gpu_cases)
     );
     let m = message(case_status(&r, "probe::chain7_acc1_effective1"));
-    assert!(
-        m.starts_with("not run: ACCPROBE_REQUIRE_GPU is set but no CUDA driver"),
-        "{m}"
-    );
+    assert_eq!(m, "not run: see gpu::required");
+    let failing: Vec<&str> = r
+        .test_suites
+        .iter()
+        .flat_map(|s| s.test_cases.iter())
+        .filter(|c| matches!(c.status, TestCaseStatus::NonSuccess { .. }))
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(failing, [harness::REQUIRED_CASE]);
     // The replays are judged as ever.
     assert_eq!(
         counts(&r, "replay documented"),
@@ -845,6 +851,16 @@ fn child() {
                 &paths_in(&dir),
                 Ok(vec![target]),
                 &RunOptions::from_env().unwrap(),
+            )
+        }
+        "keyed" => {
+            let dir = dir.unwrap();
+            let target = std::sync::Arc::new(KeyedH200(recorded_h200(0)));
+            harness::run_code(
+                &args,
+                &paths_in(&dir),
+                Ok(vec![target]),
+                &RunOptions::default(),
             )
         }
         other => panic!("unknown child mode {other}"),
@@ -1312,6 +1328,8 @@ fn without_a_driver_a_required_gpu_fails_the_real_entry_point() {
         "{}",
         list.stdout
     );
+    // The GPU cases are ignored at list time (nextest skips them): gpu::required fails
+    // for them all.
     let ignored = run_child(
         child_command(
             "main",
@@ -1320,11 +1338,17 @@ fn without_a_driver_a_required_gpu_fails_the_real_entry_point() {
         )
         .env("ACCPROBE_REQUIRE_GPU", "1"),
     );
-    assert!(
-        !ignored.stdout.lines().any(|l| l.ends_with(": test")),
-        "nothing ignored for want of a GPU: {}",
-        ignored.stdout
+    let ignored: Vec<&str> = ignored
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .collect();
+    assert_eq!(
+        ignored.len(),
+        replay_expectation("documented").0,
+        "{ignored:?}"
     );
+    assert!(!ignored.contains(&harness::REQUIRED_CASE), "{ignored:?}");
 }
 
 // --- a stub libcuda: the driver loads, the device does not work -----------------------------
@@ -1392,7 +1416,10 @@ fn a_driver_whose_device_cannot_be_used_fails_a_required_run_with_the_reason() {
         return;
     };
     for (mode, says) in [
-        ("init_fails", "CUDA driver found but cuInit failed"),
+        (
+            "init_fails",
+            "CUDA driver found but cuInit failed: CUDA_ERROR_NO_DEVICE (stub error)",
+        ),
         ("no_devices", "no CUDA device found"),
         ("context_fails", "cannot create a context on device 0"),
     ] {
@@ -1405,6 +1432,9 @@ fn a_driver_whose_device_cannot_be_used_fails_a_required_run_with_the_reason() {
             .unwrap();
         let m = message(case_status(&r, harness::REQUIRED_CASE));
         assert!(m.contains(says), "{mode}: {m}");
+        // Plain words: no Rust Debug text, one "but" at most.
+        assert!(!m.contains("DriverError("), "{mode}: {m}");
+        assert!(m.matches(" but ").count() <= 1, "{mode}: {m}");
 
         // Not required: the same reason ignores the GPU cases, at list time.
         let mut cmd = child_command(
@@ -1619,6 +1649,68 @@ impl accprobe::measure::target::Target for Blocking {
     fn sass_unavailable(&self) -> Option<String> {
         self.inner.sass_unavailable()
     }
+}
+
+/// The recorded H200 with a device key, as a real device has: its session takes the
+/// cross-process lock.
+struct KeyedH200(std::sync::Arc<dyn accprobe::measure::target::Target>);
+
+impl accprobe::measure::target::Target for KeyedH200 {
+    fn ordinal(&self) -> usize {
+        self.0.ordinal()
+    }
+    fn identity(&self) -> &accprobe::model::gpu::GpuIdentity {
+        self.0.identity()
+    }
+    fn measure(
+        &self,
+        variants: &[accprobe::model::variant::Variant],
+        settings: &accprobe::model::settings::ProbeSettings,
+        all: &[accprobe::model::variant::Variant],
+    ) -> Result<Vec<Result<accprobe::model::results::VariantResult, GpuError>>, GpuError> {
+        self.0.measure(variants, settings, all)
+    }
+    fn environment(&self, clock: Option<f64>) -> accprobe::model::gpu::Environment {
+        self.0.environment(clock)
+    }
+    fn sass_unavailable(&self) -> Option<String> {
+        self.0.sass_unavailable()
+    }
+    fn device_key(&self) -> Option<accprobe::measure::lock::DeviceKey> {
+        Some(accprobe::measure::lock::DeviceKey {
+            ordinal: 0,
+            pci_bus_id: Some("0000:19:00.0".into()),
+            uuid: None,
+        })
+    }
+}
+
+#[test]
+fn a_named_lock_directory_that_cannot_be_used_when_measuring_exits_2() {
+    // Registration has nothing to say about it; taking the lock refuses it, as a
+    // configuration error: exit 2, not a failed case's 101.
+    let sb = Sandbox::new("lock-dir-file", &["h200"]);
+    std::fs::create_dir_all(sb.dir.join("out")).unwrap();
+    let file = sb.dir.join("out/not-a-directory");
+    std::fs::write(&file, b"").unwrap();
+    let out = run_child(
+        child_command("keyed", &sb.dir, &["--skip", "compile::", "probe::"])
+            .env("ACCPROBE_LOCK_DIR", &file),
+    );
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("error: ACCPROBE_LOCK_DIR="),
+        "{}",
+        out.stderr
+    );
+    // With a folder there the same run measures and passes.
+    let locks = sb.dir.join("out/locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    let out = run_child(
+        child_command("keyed", &sb.dir, &["--skip", "compile::", "probe::"])
+            .env("ACCPROBE_LOCK_DIR", &locks),
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
 }
 
 fn interrupted_run_keeps_its_report(signal: &str, code: i32) {
@@ -2101,23 +2193,38 @@ fn compile_only_cases_of_a_toolchain_not_installed_are_ignored_at_list_time() {
             .map(String::from)
             .collect()
     };
+    // Not asked for (ACCPROBE_REQUIRE_TOOLCHAINS unset): one ignored case per toolchain,
+    // not one per architecture and check.
     let ignored = listed();
-    let compile_cases = accprobe::verdict::compile_only::cases(
-        &accprobe::catalog::load(&sb.dir.join("expectations/h200.yaml")).unwrap(),
-    )
-    .len();
-    assert_eq!(ignored.len(), compile_cases);
+    let profile = accprobe::catalog::load(&sb.dir.join("expectations/h200.yaml")).unwrap();
+    let toolchains = profile.compile_only.as_ref().unwrap().toolchains.clone();
+    let want: Vec<String> = toolchains
+        .iter()
+        .map(|tc| format!("compile::h200::nvrtc{tc}"))
+        .collect();
+    assert_eq!(ignored, want);
 
-    // A run says why, in JUnit and in the closing summary.
+    // A run says why (what to install, why not the system NVRTC), in JUnit and in one
+    // line of the closing summary.
     let run = run_child(
-        child_command("main", &sb.dir, &["compile::h200::sm_90::nvrtc13.0::"])
+        child_command("main", &sb.dir, &["--include-ignored", "compile::"])
             .env("ACCPROBE_TOOLCHAINS", &none_installed),
     );
     assert_eq!(run.code, Some(0), "{}", run.stderr);
-    assert!(
-        run.stdout.contains(
-            "accprobe summary:   ignored: no NVRTC toolchain (NVRTC 13.0 is not installed"
-        ),
+    let compile_cases = accprobe::verdict::compile_only::cases(&profile).len();
+    let line = format!(
+        "accprobe summary:   ignored: NVRTC {} not installed (one case per profile and \
+         toolchain, for {compile_cases} compile-only cases; ci/toolchains.sh installs them): {}",
+        toolchains.join(", "),
+        toolchains.len()
+    );
+    assert!(run.stdout.contains(&line), "{line}\n{}", run.stdout);
+    assert_eq!(
+        run.stdout
+            .lines()
+            .filter(|l| l.starts_with("accprobe summary:   ignored:"))
+            .count(),
+        1,
         "{}",
         run.stdout
     );
@@ -2131,10 +2238,42 @@ fn compile_only_cases_of_a_toolchain_not_installed_are_ignored_at_list_time() {
     assert!(!suite.test_cases.is_empty());
     for c in &suite.test_cases {
         match &c.status {
-            TestCaseStatus::Skipped { ty, .. } => {
-                assert_eq!(ty.as_deref(), Some("no-toolchain"), "{}", c.name.as_str())
+            TestCaseStatus::Skipped {
+                ty, description, ..
+            } => {
+                assert_eq!(ty.as_deref(), Some("no-toolchain"), "{}", c.name.as_str());
+                let why = description
+                    .as_ref()
+                    .map(|d| d.to_string())
+                    .unwrap_or_default();
+                assert!(
+                    why.contains("ci/toolchains.sh") && why.contains("system NVRTC"),
+                    "{why}"
+                );
             }
             other => panic!("{}: {other:?}", c.name.as_str()),
         }
     }
+
+    // Asked for: every case is listed, to run and fail.
+    let required = run_child(
+        child_command(
+            "main",
+            &sb.dir,
+            &["--list", "--format", "terse", "compile::"],
+        )
+        .env("ACCPROBE_TOOLCHAINS", &none_installed)
+        .env("ACCPROBE_REQUIRE_TOOLCHAINS", "1"),
+    );
+    assert_eq!(required.code, Some(0), "{}", required.stderr);
+    assert_eq!(
+        required
+            .stdout
+            .lines()
+            .filter(|l| l.ends_with(": test"))
+            .count(),
+        compile_cases,
+        "{}",
+        required.stdout
+    );
 }

@@ -3,8 +3,9 @@
 //! in its own worker process, when the first of its cases runs (or in the background at
 //! the start of a run, so that toolchains compile in parallel).
 
-use super::{skip_reason, trial, Ending, Planned, Recorder, Skip};
-use crate::compile::toolchain;
+use super::recorder::{Recorder, Skip};
+use super::trial::{skip_reason, trial, Ending, Planned};
+use crate::compile::toolchain::{self, ToolchainError};
 use crate::compile_only::{cache_under, required_by_env, CompileOnlySession};
 use crate::expectations::profile::Profile;
 use crate::report::junit::{self, SuiteInfo};
@@ -26,7 +27,10 @@ pub fn trial_name(profile: &Profile, case: &str) -> String {
     }
 }
 
-/// A session per profile with a compile_only section, and its trials.
+/// A session per profile with a compile_only section, and its trials. A toolchain that
+/// is not installed and not required (`ACCPROBE_REQUIRE_TOOLCHAINS` unset) is one ignored
+/// case, `compile::<profile>::nvrtc<version>`, instead of one per architecture and check:
+/// a GPU runner that did not ask for it has nothing to read in them.
 pub fn trials(
     recorder: &Arc<Recorder>,
     profiles: &[Profile],
@@ -34,30 +38,42 @@ pub fn trials(
 ) -> (Vec<Arc<CompileOnlySession>>, Vec<Planned>) {
     let mut sessions = Vec::new();
     let mut trials = Vec::new();
+    let root = toolchain::default_root();
+    let required = required_by_env();
     for p in profiles {
-        let Some(s) = CompileOnlySession::new(
-            p.clone(),
-            toolchain::default_root(),
-            cache_under(cache),
-            required_by_env(),
-        ) else {
+        let Some(s) =
+            CompileOnlySession::new(p.clone(), root.clone(), cache_under(cache), required)
+        else {
             continue;
         };
         let s = Arc::new(s);
         let suite = suite_name(p);
+        let cases = compile_only::cases(p);
         // Decided before anything runs, like a missing GPU: nextest then shows these
         // cases skipped instead of running them to a "pass" that compiled nothing.
-        let unavailable: BTreeMap<String, Option<String>> = s
-            .toolchains()
-            .into_iter()
-            .map(|tc| {
-                let why = s.unavailable(&tc);
-                (tc, why)
-            })
-            .collect();
-        for case in compile_only::cases(p) {
+        let mut unavailable: BTreeMap<String, Option<String>> = BTreeMap::new();
+        for tc in s.toolchains() {
+            let why = s.unavailable(&tc);
+            let absent = !required
+                && matches!(
+                    toolchain::resolve(&tc, &root),
+                    Err(ToolchainError::NotInstalled(_))
+                );
+            match why {
+                Some(why) if absent => {
+                    let n = cases.iter().filter(|c| c.toolchain == tc).count();
+                    trials.push(not_installed(recorder, p, &suite, &tc, n, &why));
+                }
+                why => {
+                    unavailable.insert(tc, why);
+                }
+            }
+        }
+        for case in cases {
+            let Some(why) = unavailable.get(&case.toolchain).cloned() else {
+                continue;
+            };
             let s2 = s.clone();
-            let why = unavailable.get(&case.toolchain).cloned().flatten();
             let skip = why.clone().map(Skip::NoToolchain);
             let t = trial(
                 recorder,
@@ -76,17 +92,45 @@ pub fn trials(
                 },
             );
             trials.push(match skip {
-                Some(skip) => Planned {
-                    trial: t.with_ignored_flag(true),
-                    suite: suite.clone(),
-                    ignored: Some((skip_reason(&skip), skip)),
-                },
+                Some(skip) => Planned::ignored(t, &suite, skip),
                 None => Planned::runs(t, &suite),
             });
         }
         sessions.push(s);
     }
     (sessions, trials)
+}
+
+/// The one ignored case that stands for the `cases` compile-only cases of toolchain `tc`,
+/// not installed (`why` says where it was looked for and how to install it).
+fn not_installed(
+    recorder: &Arc<Recorder>,
+    profile: &Profile,
+    suite: &str,
+    tc: &str,
+    cases: usize,
+    why: &str,
+) -> Planned {
+    let skip = Skip::ToolchainNotInstalled {
+        toolchain: tc.to_string(),
+        cases,
+        reason: format!(
+            "{why}; this one case stands for profile {}'s {cases} compile-only cases \
+             with NVRTC {tc}, listed one by one once it is installed or under {}; the \
+             system NVRTC does not stand in for it, since these cases judge what NVRTC \
+             {tc} itself compiles against its own baselines",
+            profile.name,
+            toolchain::REQUIRE_ENV
+        ),
+    };
+    let in_body = skip.clone();
+    let t = trial(
+        recorder,
+        suite.to_string(),
+        format!("compile::{}::nvrtc{tc}", profile.name),
+        move || Ending::skipped(skip_reason(&in_body), "no-toolchain", in_body),
+    );
+    Planned::ignored(t, suite, skip)
 }
 
 /// The suite before anything ran (the JUnit file is complete at all times).

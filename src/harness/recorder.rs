@@ -13,6 +13,7 @@
 
 use crate::report::junit::{self, CaseRecord, Status, SuiteInfo};
 use crate::report::write_atomic;
+use crate::sync::lock_ignoring_poison;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -26,8 +27,15 @@ pub enum Skip {
     NoGpu(String),
     /// No SASS disassembler here, for a case that needs SASS: the reason.
     NoDisassembler(String),
-    /// The NVRTC toolchain a compile-only case needs is not on this machine: the reason.
+    /// The NVRTC toolchain a compile-only case needs cannot be used here: the reason.
     NoToolchain(String),
+    /// The NVRTC toolchain of `cases` compile-only cases is not installed and not
+    /// required: one case stands for them all.
+    ToolchainNotInstalled {
+        toolchain: String,
+        cases: usize,
+        reason: String,
+    },
     /// A known deviation (decided after measuring).
     KnownDeviation,
     /// The results cannot judge this case (no SASS, no launch timings or settings in
@@ -43,7 +51,7 @@ impl Skip {
         match self {
             Skip::NoGpu(_) => "no-gpu",
             Skip::NoDisassembler(_) => "no-disassembler",
-            Skip::NoToolchain(_) => "no-toolchain",
+            Skip::NoToolchain(_) | Skip::ToolchainNotInstalled { .. } => "no-toolchain",
             Skip::KnownDeviation => "known-deviation",
             Skip::NotJudged(_) => "cannot-judge",
             Skip::Interrupted(_) => "interrupted",
@@ -105,7 +113,7 @@ pub const INTERRUPTED_CASE: &str = "run::interrupted";
 
 /// This process's records, as merged under nextest.
 #[derive(Serialize, Deserialize)]
-struct Part {
+struct ProcessPart {
     started: SystemTime,
     pid: u32,
     suites: Vec<SuiteInfo>,
@@ -129,14 +137,14 @@ impl Recorder {
 
     pub fn push(&self, case: CaseRecord, skip: Option<Skip>) {
         {
-            let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+            let mut records = lock_ignoring_poison(&self.records);
             if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
                 return;
             }
             records.push(Record { case, skip });
         }
         let due = {
-            let mut last = self.last_write.lock().unwrap_or_else(|e| e.into_inner());
+            let mut last = lock_ignoring_poison(&self.last_write);
             let due = last.is_none_or(|t| t.elapsed() >= JUNIT_EVERY);
             if due {
                 *last = Some(Instant::now());
@@ -151,7 +159,7 @@ impl Recorder {
     /// The suites of the JUnit file; after an interrupt the file is final and this does
     /// nothing.
     pub fn set_suites(&self, suites: Vec<SuiteInfo>) {
-        let mut known = self.suites.lock().unwrap_or_else(|e| e.into_inner());
+        let mut known = lock_ignoring_poison(&self.suites);
         if !self.closed.load(std::sync::atomic::Ordering::SeqCst) {
             *known = suites;
         }
@@ -167,13 +175,13 @@ impl Recorder {
         ignored: Vec<Record>,
         expected: Vec<(String, String)>,
     ) {
-        let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        let mut records = lock_ignoring_poison(&self.records);
         if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
             return;
         }
         self.set_suites(suites);
         records.extend(ignored);
-        *self.expected.lock().unwrap_or_else(|e| e.into_inner()) = expected;
+        *lock_ignoring_poison(&self.expected) = expected;
         self.planned
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
@@ -186,18 +194,13 @@ impl Recorder {
 
     /// The finished cases so far, with why each ignored one was.
     pub fn records(&self) -> Vec<Record> {
-        self.records
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        lock_ignoring_poison(&self.records).clone()
     }
 
     /// The finished cases so far.
     #[cfg(test)]
     pub fn cases(&self) -> Vec<CaseRecord> {
-        self.records
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        lock_ignoring_poison(&self.records)
             .iter()
             .map(|r| r.case.clone())
             .collect()
@@ -209,18 +212,14 @@ impl Recorder {
     pub fn interrupt(&self, signal: &str) -> std::io::Result<()> {
         let reason = format!("not finished: interrupted by {signal}");
         {
-            let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+            let mut records = lock_ignoring_poison(&self.records);
             self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
             let planned = self.planned.load(std::sync::atomic::Ordering::SeqCst);
             let done: HashSet<(String, String)> = records
                 .iter()
                 .map(|r| (r.case.suite.clone(), r.case.name.clone()))
                 .collect();
-            let expected = self
-                .expected
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
+            let expected = lock_ignoring_poison(&self.expected).clone();
             let mut unfinished = 0;
             for (suite, name) in expected {
                 if !done.contains(&(suite.clone(), name.clone())) {
@@ -265,7 +264,7 @@ impl Recorder {
             });
         }
         {
-            let mut suites = self.suites.lock().unwrap_or_else(|e| e.into_inner());
+            let mut suites = lock_ignoring_poison(&self.suites);
             if !suites.iter().any(|s| s.name == INTERRUPTED_SUITE) {
                 suites.push(SuiteInfo {
                     name: INTERRUPTED_SUITE.into(),
@@ -287,23 +286,15 @@ impl Recorder {
         let Some(path) = &self.junit else {
             return Ok(());
         };
-        let _one_at_a_time = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+        let _one_at_a_time = lock_ignoring_poison(&WRITING);
         // Once a signal is taken the interrupted file is the last word.
         if (self.closed.load(std::sync::atomic::Ordering::SeqCst) || crate::interrupt::taken())
             && !interrupting
         {
             return Ok(());
         }
-        let mut suites = self
-            .suites
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let records = self
-            .records
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let mut suites = lock_ignoring_poison(&self.suites).clone();
+        let records = lock_ignoring_poison(&self.records).clone();
         // A case whose suite is not (yet) known still counts.
         for r in &records {
             if !suites.iter().any(|s| s.name == r.case.suite) {
@@ -319,7 +310,7 @@ impl Recorder {
                 write_atomic(path, &junit::junit(&suites, &cases))
             }
             Some(dir) => {
-                let part = Part {
+                let part = ProcessPart {
                     started: self.started.unwrap_or(SystemTime::UNIX_EPOCH),
                     pid: std::process::id(),
                     suites,
@@ -333,7 +324,7 @@ impl Recorder {
 
 /// Writes `part` beside the run's other processes' parts and rebuilds the JUnit file from
 /// all of them, under the run's JUnit lock.
-fn merge(dir: &Path, junit_path: &Path, part: &Part) -> std::io::Result<()> {
+fn merge(dir: &Path, junit_path: &Path, part: &ProcessPart) -> std::io::Result<()> {
     let parts_dir = dir.join("junit");
     std::fs::create_dir_all(&parts_dir)?;
     let json = serde_json::to_string(part).map_err(std::io::Error::other)?;
@@ -342,13 +333,13 @@ fn merge(dir: &Path, junit_path: &Path, part: &Part) -> std::io::Result<()> {
     let lock = super::shared::lock_file(&lock_path)?;
     lock.lock()
         .map_err(|e| super::shared::naming(&lock_path, "lock", e))?;
-    let mut parts: Vec<Part> = Vec::new();
+    let mut parts: Vec<ProcessPart> = Vec::new();
     for entry in std::fs::read_dir(&parts_dir)? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "json") {
             // Through the bounded reader: a FIFO or a device there is skipped, not read.
             match crate::input::read_text(&path, "JUnit record", crate::input::RESULTS_LIMIT) {
-                Ok(t) => match serde_json::from_str::<Part>(&t) {
+                Ok(t) => match serde_json::from_str::<ProcessPart>(&t) {
                     Ok(p) => parts.push(p),
                     Err(e) => eprintln!(
                         "accprobe: {}: not a JUnit record of this suite ({e}); left out of the JUnit file",
@@ -369,7 +360,7 @@ fn merge(dir: &Path, junit_path: &Path, part: &Part) -> std::io::Result<()> {
 /// The union of the parts: suites in first-seen order (the first with properties or
 /// output wins), each case once (a later process's record of the same case, a retry,
 /// wins), in first-seen order.
-fn merged(parts: Vec<Part>) -> (Vec<SuiteInfo>, Vec<CaseRecord>) {
+fn merged(parts: Vec<ProcessPart>) -> (Vec<SuiteInfo>, Vec<CaseRecord>) {
     let mut suites: Vec<SuiteInfo> = Vec::new();
     let mut order: Vec<(String, String)> = Vec::new();
     let mut cases: BTreeMap<(String, String), CaseRecord> = BTreeMap::new();
@@ -405,7 +396,7 @@ pub fn install_interrupt_handler() {
         if writes_nothing() {
             return;
         }
-        let current = CURRENT.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let current = lock_ignoring_poison(&CURRENT).clone();
         // Before the run has its recorder: the one the environment names, with no plan.
         let r = current.unwrap_or_else(|| {
             let paths = super::Paths::from_env();
@@ -527,7 +518,7 @@ mod tests {
             .into_iter()
             .enumerate()
         {
-            let part = Part {
+            let part = ProcessPart {
                 started: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(i as u64),
                 pid: 1_000_000 + i as u32,
                 suites: suites.clone(),
@@ -544,7 +535,7 @@ mod tests {
             "the second process did not overwrite the first"
         );
         // A retry of `b` that passes replaces its record; nothing is counted twice.
-        let retry = Part {
+        let retry = ProcessPart {
             started: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(9),
             pid: 1_000_009,
             suites,

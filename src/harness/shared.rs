@@ -17,6 +17,7 @@ use crate::error::GpuError;
 use crate::measure::target::{RecordedTarget, Target};
 use crate::model::gpu::{Environment, GpuIdentity};
 use crate::model::results::RunResults;
+use crate::sync::lock_ignoring_poison;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -92,15 +93,12 @@ impl RunShare {
 
     /// Whether this process holds the measuring lock (nothing was published yet).
     pub fn measures(&self) -> bool {
-        self.lock
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
+        lock_ignoring_poison(&self.lock).is_some()
     }
 
     /// Releases the measuring lock.
     pub fn release(&self) {
-        if let Some(f) = self.lock.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(f) = lock_ignoring_poison(&self.lock).take() {
             let _ = f.unlock();
         }
     }

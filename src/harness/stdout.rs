@@ -6,6 +6,7 @@
 //! give, and 2 for any other failure of stdout or `--logfile`. A closed stdout is not a
 //! failed case. The suite's own lines go through [`say`], which never panics.
 
+use crate::sync::lock_ignoring_poison;
 use std::panic::PanicHookInfo;
 use std::sync::{Mutex, Once};
 
@@ -20,8 +21,7 @@ pub fn quiet_printer_failures() {
         let before = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             if from_printer(info) {
-                *FAILED.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some(crate::error::panic_text(info.payload()));
+                *lock_ignoring_poison(&FAILED) = Some(crate::error::panic_text(info.payload()));
                 return;
             }
             before(info)
@@ -49,7 +49,7 @@ pub enum Failure {
 /// The failure of libtest-mimic's printer that unwound `libtest_mimic::run`, if it was one
 /// (and forgets it).
 pub fn printer_failure() -> Option<Failure> {
-    let text = FAILED.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+    let text = lock_ignoring_poison(&FAILED).take()?;
     Some(classify(&text))
 }
 

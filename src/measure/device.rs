@@ -94,7 +94,10 @@ pub struct Found {
 fn identify(ordinal: usize) -> Result<Found, GpuError> {
     use cudarc::driver::result::device;
     let err = |what: &str, e: cudarc::driver::DriverError| {
-        GpuError::Device(format!("cannot read {what} of device {ordinal}: {e}"))
+        GpuError::Device(format!(
+            "cannot read {what} of device {ordinal}: {}",
+            driver_text(&e)
+        ))
     };
     let dev = device::get(ordinal as i32).map_err(|e| err("the handle", e))?;
     let name = device::get_name(dev).map_err(|e| err("the name", e))?;
@@ -207,9 +210,10 @@ fn libraries_present() -> Result<(), GpuError> {
 
 /// Initialises the driver and counts devices ([`libraries_present`] first).
 fn driver_ready() -> Result<usize, GpuError> {
-    cudarc::driver::result::init().map_err(|e| GpuError::Init(format!("cuInit failed: {e}")))?;
+    cudarc::driver::result::init()
+        .map_err(|e| GpuError::Init(format!("cuInit failed: {}", driver_text(&e))))?;
     let count = CudaContext::device_count()
-        .map_err(|e| GpuError::Init(format!("cannot count CUDA devices: {e}")))?;
+        .map_err(|e| GpuError::Init(format!("cannot count CUDA devices: {}", driver_text(&e))))?;
     if count <= 0 {
         return Err(GpuError::NoDevice);
     }
@@ -256,10 +260,16 @@ fn open(found: Found) -> Result<Device, GpuError> {
     let key = device_key(ordinal);
     let registration = register_device(&key).map_err(GpuError::Config)?;
     let ctx = CudaContext::new(ordinal).map_err(|e| {
-        GpuError::Device(format!("cannot create a context on device {ordinal}: {e}"))
+        GpuError::Device(format!(
+            "cannot create a context on device {ordinal}: {}",
+            driver_text(&e)
+        ))
     })?;
     let err = |what: &str, e: cudarc::driver::DriverError| {
-        GpuError::Device(format!("cannot read {what} of device {ordinal}: {e}"))
+        GpuError::Device(format!(
+            "cannot read {what} of device {ordinal}: {}",
+            driver_text(&e)
+        ))
     };
     let sm_count = ctx
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
@@ -272,7 +282,7 @@ fn open(found: Found) -> Result<Device, GpuError> {
     let mut api = 0;
     unsafe { sys::cuDriverGetVersion(&mut api) }
         .result()
-        .map_err(|e| GpuError::Device(format!("cuDriverGetVersion failed: {e}")))?;
+        .map_err(|e| GpuError::Device(format!("cuDriverGetVersion failed: {}", driver_text(&e))))?;
     crate::trace::mark(format!("context on device {ordinal} ready"));
     Ok(Device {
         ordinal,
@@ -335,6 +345,15 @@ impl Device {
             date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             compile_options: compile_options.to_vec(),
         }
+    }
+}
+
+/// A CUDA driver error in plain words, `CUDA_ERROR_NO_DEVICE (no CUDA-capable device is
+/// detected)`: cudarc's own text is its `Debug` (`DriverError(CUDA_ERROR_NO_DEVICE, ...)`).
+fn driver_text(e: &cudarc::driver::DriverError) -> String {
+    match e.error_string() {
+        Ok(text) => format!("{:?} ({})", e.0, text.to_string_lossy()),
+        Err(_) => format!("{:?}", e.0),
     }
 }
 

@@ -34,13 +34,13 @@ pub struct GpuSession {
     target: Result<Arc<dyn Target>, GpuError>,
     measured: Mutex<BTreeMap<Variant, Result<VariantResult, GpuError>>>,
     /// The variants the cases that will run need (after libtest's filters).
-    pub planned: Mutex<Vec<Variant>>,
+    planned: Mutex<Vec<Variant>>,
     /// Seconds spent measuring so far.
     gpu_seconds: Mutex<f64>,
     /// Set when a CUDA error left the device unusable: why.
     unusable: OnceLock<String>,
     /// Whether case names carry the device (more than one device in the run).
-    pub prefix: bool,
+    prefix: bool,
     guard: Guard,
     /// The device's lock once taken (`None`: none could be made; measured without), or
     /// why it could not be had.
@@ -106,6 +106,24 @@ impl GpuSession {
             _registration: registration,
             contention: Mutex::new(Contention::default()),
         }
+    }
+
+    /// This session, its case names carrying the device when `several` devices are in the
+    /// run ([`GpuSession::named_ordinal`]).
+    pub fn naming_the_device(mut self, several: bool) -> GpuSession {
+        self.prefix = several;
+        self
+    }
+
+    /// Plans `variants`: those the cases that will run need, measured in one go (a wave)
+    /// and the device's lock held until all are measured.
+    pub fn plan(&self, variants: Vec<Variant>) {
+        *lock_ignoring_poison(&self.planned) = variants;
+    }
+
+    /// The variants planned ([`GpuSession::plan`]).
+    pub fn planned(&self) -> Vec<Variant> {
+        lock_ignoring_poison(&self.planned).clone()
     }
 
     /// What the contention checks saw so far, when the session makes them; else what the
@@ -375,12 +393,6 @@ impl GpuSession {
             Ok(t) => format!("gpu{} {}", t.ordinal(), t.identity().name),
             Err(_) => "no gpu".to_string(),
         }
-    }
-
-    /// The case name on this device, as the verdict stage names it
-    /// ([`crate::verdict::cases::on_device`]).
-    pub fn case_name(&self, name: &str) -> String {
-        crate::verdict::cases::on_device(name, self.named_ordinal())
     }
 
     /// The device's ordinal when case names carry it (several devices in the run).

@@ -1,0 +1,128 @@
+//! The GPU cases of one device's session: one trial per case of its profile, ignored at
+//! list time when the case cannot run here (no usable GPU; no disassembler for a case
+//! that needs SASS), under `ACCPROBE_REQUIRE_GPU` pointing at `gpu::required`.
+
+use super::recorder::{Recorder, Skip};
+use super::trial::{skip_reason, trial, Ending, Planned};
+use super::REQUIRED_CASE;
+use crate::error::GpuErrorKind;
+use crate::measure::session::GpuSession;
+use crate::report::junit::{Ended, Status};
+use crate::verdict::cases::{cases, on_device, Case, Check, SpillSource};
+use crate::verdict::{self, Outcome};
+use std::sync::Arc;
+
+/// The JUnit `type` of a case that failed on a configuration error found when measuring:
+/// the run exits 2.
+pub const CONFIG_KIND: &str = "configuration";
+
+/// The JUnit suite of a session's GPU cases.
+pub fn suite_name(s: &GpuSession) -> String {
+    format!("{} / profile {}", s.device_label(), s.profile.name)
+}
+
+/// Whether a case's verdict needs the SASS (and is skipped without it).
+fn needs_sass(case: &Case) -> bool {
+    matches!(
+        case.check,
+        Check::SassShape(_) | Check::SassUnchanged(_) | Check::NoSpills(SpillSource::Sass)
+    )
+}
+
+/// Why `case` cannot run on this session's device, decided before anything runs: no
+/// usable GPU, or no disassembler for a case that needs SASS.
+fn unrunnable(session: &GpuSession, case: &Case) -> Option<Skip> {
+    match session.target() {
+        Err(e) if e.kind() == GpuErrorKind::Unavailable => Some(Skip::NoGpu(e.to_string())),
+        Err(_) => None,
+        Ok(t) => needs_sass(case)
+            .then(|| t.sass_unavailable())
+            .flatten()
+            .map(Skip::NoDisassembler),
+    }
+}
+
+/// The trials of a session's cases. A case that cannot run here is ignored at list time
+/// with the reason; under `require` (`ACCPROBE_REQUIRE_GPU`) it is ignored as "not run:
+/// see gpu::required", the one failing case that gives the reason.
+pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool) -> Vec<Planned> {
+    let suite = suite_name(session);
+    cases(&session.profile)
+        .into_iter()
+        .map(|case| {
+            let unrunnable = match unrunnable(session, &case) {
+                Some(skip) if require => Some(see_required(skip)),
+                other => other,
+            };
+            let s = session.clone();
+            let required = require.then(|| unrunnable.clone()).flatten();
+            let ignored_for = unrunnable.clone();
+            let t = trial(
+                recorder,
+                suite.clone(),
+                on_device(&case.name, session.named_ordinal()),
+                move || {
+                    // Run with --ignored: still not run, gpu::required says why.
+                    if let Some(skip) = required {
+                        return Ending::skipped(skip_reason(&skip), skip.kind(), skip);
+                    }
+                    match s.results_for(&case.needs) {
+                        Err(e) if e.kind() == GpuErrorKind::Unavailable => {
+                            Ending::skipped(e.to_string(), "no-gpu", Skip::NoGpu(e.to_string()))
+                        }
+                        Err(e) if e.kind() == GpuErrorKind::Busy => {
+                            Ended::new(Status::Error, e.to_string(), "gpu-busy").into()
+                        }
+                        // A setting that cannot be used (a named ACCPROBE_LOCK_DIR): the
+                        // run ends with exit 2, as any configuration error.
+                        Err(e) if e.kind() == GpuErrorKind::Config => {
+                            Ended::new(Status::Failed, e.to_string(), CONFIG_KIND).into()
+                        }
+                        Err(e) => Ended::new(Status::Failed, e.to_string(), "gpu-error").into(),
+                        Ok(results) => {
+                            let v = verdict::judge(&case, &s.profile, &results);
+                            match (&v.outcome, ignored_for) {
+                                // Run with --ignored: still the reason it was ignored for.
+                                (Outcome::Skipped(r), Some(skip)) => {
+                                    Ending::skipped(r.clone(), "cannot-judge", skip)
+                                }
+                                _ => Ending::of_verdict(v),
+                            }
+                        }
+                    }
+                },
+            );
+            match unrunnable {
+                Some(skip) => Planned::ignored(t, &suite, skip),
+                None => Planned::runs(t, &suite),
+            }
+        })
+        .collect()
+}
+
+/// `skip` under `ACCPROBE_REQUIRE_GPU`: the same kind, pointing at `gpu::required`, which
+/// gives the reason once.
+fn see_required(skip: Skip) -> Skip {
+    let why = format!("not run: see {REQUIRED_CASE}");
+    match skip {
+        Skip::NoDisassembler(_) => Skip::NoDisassembler(why),
+        _ => Skip::NoGpu(why),
+    }
+}
+
+/// Why a run that requires a GPU cannot test it, or `None`.
+pub fn required_reason(sessions: &[Arc<GpuSession>]) -> Option<String> {
+    let several = sessions.len() > 1;
+    let reasons: Vec<String> = sessions
+        .iter()
+        .filter_map(|s| {
+            let skip = cases(&s.profile).iter().find_map(|c| unrunnable(s, c))?;
+            Some(if several {
+                format!("{}: {}", s.device_label(), skip_reason(&skip))
+            } else {
+                skip_reason(&skip)
+            })
+        })
+        .collect();
+    (!reasons.is_empty()).then(|| reasons.join("; "))
+}

@@ -1,0 +1,180 @@
+//! What a finished session leaves: its JUnit suite, its table (stdout, or stderr when
+//! stdout is libtest's JSON), and, in the process that measured, its results file, ptxas
+//! log and CUBINs, each path said on stderr.
+
+use super::env::Paths;
+use super::gpu;
+use super::stdout;
+use crate::error::Error;
+use crate::measure::session::GpuSession;
+use crate::report::{self, junit::SuiteInfo, write_atomic, write_atomic_bytes};
+use libtest_mimic::Arguments;
+use std::path::{Path, PathBuf};
+
+/// Where the suite's own lines go besides stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lines {
+    /// On stdout, after libtest's.
+    Stdout,
+    /// On stderr: stdout is libtest's JSON (`--format json`) and stays JSON.
+    Stderr,
+}
+
+impl Lines {
+    pub fn for_args(args: &Arguments) -> Lines {
+        if args.format == Some(libtest_mimic::FormatSetting::Json) {
+            Lines::Stderr
+        } else {
+            Lines::Stdout
+        }
+    }
+
+    /// Prints `text` (which ends in a newline) where the lines go.
+    pub fn say(self, text: &str) {
+        match self {
+            Lines::Stdout => stdout::say(text),
+            Lines::Stderr => eprint!("{text}"),
+        }
+    }
+}
+
+/// How the sessions of a run finish.
+#[derive(Debug, Clone, Copy)]
+pub struct Finishing<'a> {
+    pub paths: &'a Paths,
+    /// Whether the run has several devices: file names then carry `-gpuN`.
+    pub several: bool,
+    /// Whether this process measured (under nextest only the one that did writes the
+    /// results, log and CUBIN).
+    pub measured_here: bool,
+    pub lines: Lines,
+}
+
+impl Finishing<'_> {
+    /// The JUnit suite of a finished session; prints its table and, when it measured
+    /// here, writes its results, ptxas log and CUBIN.
+    pub fn session(&self, s: &GpuSession) -> SuiteInfo {
+        let mut info = SuiteInfo {
+            name: gpu::suite_name(s),
+            properties: vec![
+                ("profile".into(), s.profile.name.clone()),
+                ("profile_file".into(), s.profile.file.display().to_string()),
+                ("profile_selection".into(), s.selection_note.clone()),
+            ],
+            system_out: String::new(),
+        };
+        if let Err(reason) = s.target() {
+            info.properties
+                .push(("no_gpu_reason".into(), reason.to_string()));
+        }
+        if !self.measured_here {
+            return info;
+        }
+        let results_path = self.results_path(s);
+        if let Some(r) = s.measured_results() {
+            info.properties.extend(
+                r.environment
+                    .as_ref()
+                    .map(|e| e.properties())
+                    .unwrap_or_default(),
+            );
+            let table = report::table(&r, &s.profile.probe.chains, &s.profile.probe.accumulators);
+            self.lines.say(&format!(
+                "\n{}: {}\n{table}\n",
+                s.device_label(),
+                s.selection_note
+            ));
+            info.system_out = format!("{}\n{table}", s.selection_note);
+            match write_atomic(&results_path, &r.to_json()) {
+                Ok(()) => eprintln!("results: {}", results_path.display()),
+                Err(e) => eprintln!("{}", Error::io(&results_path, "write results", e)),
+            }
+        }
+        if let Some(c) = s.compiled() {
+            let [log_path, _] = Paths::beside_results(&results_path);
+            if let Err(e) = write_atomic(&log_path, &c.log) {
+                eprintln!("{}", Error::io(&log_path, "write the ptxas log", e));
+            }
+            write_cubins(&results_path, &c.parts);
+        }
+        info
+    }
+
+    /// The results file of a session: `-gpuN` in its name when the run has several
+    /// devices.
+    fn results_path(&self, s: &GpuSession) -> PathBuf {
+        let results = &self.paths.results;
+        match (s.target(), self.several) {
+            (Ok(t), true) => {
+                let stem = results
+                    .file_stem()
+                    .map_or("results".into(), |x| x.to_string_lossy().into_owned());
+                results.with_file_name(format!("{stem}-gpu{}.json", t.ordinal()))
+            }
+            _ => results.clone(),
+        }
+    }
+}
+
+/// One CUBIN per NVRTC program: `results.cubin`, then `results.1.cubin`, ...; those of an
+/// earlier run with more programs (`results.K.cubin`, K at least the count) are removed, so
+/// that the folder never mixes the CUBINs of two runs.
+fn write_cubins(results_path: &Path, parts: &[crate::compile::Program]) {
+    for (k, part) in parts.iter().enumerate() {
+        let cubin_path = match k {
+            0 => Paths::beside_results(results_path)[1].clone(),
+            _ => results_path.with_extension(format!("{k}.cubin")),
+        };
+        if let Err(e) = write_atomic_bytes(&cubin_path, &part.cubin) {
+            eprintln!("{}", Error::io(&cubin_path, "write the CUBIN", e));
+        }
+    }
+    // Those this function wrote before are consecutive: stop at the first that is absent.
+    for k in parts.len().max(1).. {
+        let stale = results_path.with_extension(format!("{k}.cubin"));
+        if std::fs::remove_file(&stale).is_err() {
+            break;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cubins_of_an_earlier_run_with_more_programs_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let results = dir.path().join("results.json");
+        let part = |b: u8| crate::compile::Program {
+            cubin: vec![b; 4],
+            log: String::new(),
+            sass: None,
+        };
+        write_cubins(&results, &[part(0), part(1), part(2), part(3)]);
+        let other = dir.path().join("results-gpu1.1.cubin");
+        std::fs::write(&other, b"another device's").unwrap();
+        write_cubins(&results, &[part(9)]);
+        assert_eq!(
+            std::fs::read(dir.path().join("results.cubin")).unwrap(),
+            [9; 4]
+        );
+        for k in 1..4 {
+            let stale = dir.path().join(format!("results.{k}.cubin"));
+            assert!(
+                !stale.exists(),
+                "{} left from the run before",
+                stale.display()
+            );
+        }
+        assert!(other.exists());
+    }
+
+    #[test]
+    fn with_json_on_stdout_everything_else_goes_to_stderr() {
+        let lines = |a: &[&str]| Lines::for_args(&Arguments::from_iter(a.iter().copied()));
+        assert_eq!(lines(&["t", "--format", "json"]), Lines::Stderr);
+        assert_eq!(lines(&["t"]), Lines::Stdout);
+        assert_eq!(lines(&["t", "--format", "terse"]), Lines::Stdout);
+    }
+}

@@ -1,0 +1,154 @@
+//! The start of a run: the configuration checked before the CUDA driver is loaded, the
+//! nextest run's shared folder, and the devices found while the profiles load, each
+//! device's matrix compiling from the moment the driver names it.
+
+use super::env::{Paths, RunOptions};
+use super::shared::RunShare;
+use crate::catalog;
+use crate::error::{Error, GpuError, GpuErrorKind};
+use crate::expectations::profile::Profile;
+use crate::measure::device;
+use crate::measure::target::{Ahead, CudaTarget, Target};
+use libtest_mimic::Arguments;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The profiles of the expectations folder, and what could not be loaded.
+pub type Loaded = (Vec<Profile>, Vec<Error>);
+
+/// The configuration of a run, checked before CUDA (a refused run must not wait for the
+/// compile started before the context): the arguments, `ACCPROBE_*` options, the device
+/// selection's syntax and the paths written. The error is the line to print.
+pub fn configure(args: &Arguments) -> Result<(RunOptions, Paths), String> {
+    check_arguments(args)?;
+    let options = RunOptions::from_env()?;
+    device::selection_from_env().map_err(|e| e.to_string())?;
+    let paths = Paths::from_env();
+    paths.check_distinct()?;
+    Ok((options, paths))
+}
+
+/// What libtest would accept but cannot run: `--test-threads 0` makes libtest-mimic wait
+/// forever for a worker that never starts, and a `--logfile` it cannot create makes it
+/// panic once the cases are planned.
+pub fn check_arguments(args: &Arguments) -> Result<(), String> {
+    if args.test_threads == Some(0) {
+        return Err("--test-threads 0: expected at least 1 thread".into());
+    }
+    if let Some(log) = &args.logfile {
+        // Opened as libtest-mimic will (it creates the file), without truncating it yet.
+        let log = std::path::Path::new(log);
+        if log.is_dir() {
+            return Err(format!(
+                "--logfile {}: is a folder, expected a file",
+                log.display()
+            ));
+        }
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(log)
+            .map_err(|e| format!("--logfile {}: cannot be written: {e}", log.display()))?;
+    }
+    Ok(())
+}
+
+/// Under nextest (and not listing): the run's shared folder, its measuring lock taken
+/// unless an earlier process published its measurement.
+pub fn open_share(args: &Arguments, paths: &Paths, options: &RunOptions) -> Option<RunShare> {
+    let id = options.run_id.as_deref().filter(|_| !args.list)?;
+    match RunShare::open(&paths.runs, id) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            eprintln!(
+                "accprobe: cannot share the measurement of nextest run {id} under {}: {e}; measuring in this process",
+                paths.runs.display()
+            );
+            None
+        }
+    }
+}
+
+/// The devices of a run, or why there are none, and the profiles if they are loaded.
+pub struct Started {
+    pub targets: Result<Vec<Arc<dyn Target>>, GpuError>,
+    pub loaded: Option<Loaded>,
+}
+
+/// The devices, or why there are none, and the profiles when they were needed to start
+/// compiling (else `None`: loaded later). An earlier process of this nextest run that
+/// published its measurement stands for the devices: no CUDA here at all. The profiles
+/// load while the driver starts, so that each device's matrix compiles from the moment
+/// the driver names the device, while its context is made. A configuration error
+/// (`GpuErrorKind::Config`) is the error.
+pub fn start_devices(
+    args: &Arguments,
+    paths: &Paths,
+    options: &RunOptions,
+    share: Option<&RunShare>,
+) -> Result<Started, GpuError> {
+    let start = Instant::now();
+    let mut loading = Some(std::thread::spawn({
+        let dir = paths.expectations.clone();
+        move || catalog::load_dir(&dir)
+    }));
+    let mut loaded: Option<Loaded> = None;
+    let mut ahead: BTreeMap<usize, Ahead> = BTreeMap::new();
+    let targets: Result<Vec<Arc<dyn Target>>, GpuError> = match share
+        .and_then(|s| s.published.as_ref())
+    {
+        Some(p) => Ok(p.targets()),
+        None => device::detect_all_with(|found| {
+            if args.list {
+                return;
+            }
+            let (profiles, _) =
+                loaded.get_or_insert_with(|| joined(loading.take().expect("joined once")));
+            if let Ok(sel) =
+                catalog::select(profiles, Some(&found.identity), options.profile.as_deref())
+            {
+                let a = Ahead::start(
+                    found.ordinal,
+                    found.capability,
+                    sel.profile.probe.variants(),
+                    paths.cache.clone(),
+                );
+                ahead.insert(found.ordinal, a);
+            }
+        })
+        .map(|devices| {
+            devices
+                .into_iter()
+                .map(|d| {
+                    let a = ahead.remove(&d.ordinal);
+                    Arc::new(CudaTarget::with_ahead(d, paths.cache.clone(), a)) as Arc<dyn Target>
+                })
+                .collect()
+        }),
+    };
+    let loaded = loaded.or_else(|| loading.map(joined));
+    match &targets {
+        Err(e) if e.kind() == GpuErrorKind::Config => return Err(e.clone()),
+        Ok(t) if !args.list => eprintln!(
+            "accprobe: CUDA and NVRTC ready in {:.3} s ({} device(s))",
+            start.elapsed().as_secs_f64(),
+            t.len()
+        ),
+        _ => {}
+    }
+    Ok(Started { targets, loaded })
+}
+
+/// What the thread loading the profiles gave (its panic as a load error).
+fn joined(loading: std::thread::JoinHandle<Loaded>) -> Loaded {
+    loading.join().unwrap_or_else(|payload| {
+        let why = crate::error::panic_text(payload.as_ref());
+        (
+            Vec::new(),
+            vec![Error::msg(format!(
+                "the thread loading the profiles panicked: {why}"
+            ))],
+        )
+    })
+}

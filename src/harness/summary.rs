@@ -1,0 +1,171 @@
+//! The end of a run: the JUnit file written with every suite's final properties, the
+//! closing summary after libtest's line (the cases by status, the ignored ones by reason,
+//! whether the GPU was tested), and the exit code.
+
+use super::env::{Paths, RunOptions, REQUIRE_GPU_ENV};
+use super::outputs::Finishing;
+use super::plan::Plan;
+use super::recorder::{self, Recorder, Skip};
+use super::{compile_only, gpu, progress_note};
+use crate::error::Error;
+use crate::measure::session::GpuSession;
+use crate::report::junit::Status;
+use libtest_mimic::{Arguments, Conclusion};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Finishes a run whose cases ended with `conclusion`: the sessions' tables and files,
+/// the JUnit file, the summary; the exit code (0; 101 when a case failed or a GPU runner
+/// judged no GPU case; 2 when measuring met a configuration error, a named
+/// `ACCPROBE_LOCK_DIR` that cannot be used; 1 when the JUnit file cannot be written).
+pub fn close(
+    args: &Arguments,
+    options: &RunOptions,
+    finishing: Finishing,
+    plan: Plan,
+    recorder: &Recorder,
+    conclusion: &Conclusion,
+) -> u8 {
+    let Plan {
+        mut suites,
+        sessions,
+        compiling,
+        required,
+        ..
+    } = plan;
+    for s in &compiling {
+        let info = compile_only::suite_info(s);
+        if let Some(slot) = suites.iter_mut().find(|x| x.name == info.name) {
+            *slot = info;
+        }
+    }
+    for s in &sessions {
+        suites.push(finishing.session(s));
+    }
+    recorder.set_suites(suites);
+    let written = recorder.write();
+    progress_note(
+        args,
+        match written {
+            Ok(()) => "results and JUnit written",
+            Err(_) => "results written, the JUnit file not",
+        },
+    );
+    let (text, tested) = summary(&recorder.records(), &sessions, required.as_deref());
+    finishing.lines.say(&text);
+    // A GPU runner that judged no GPU case (a filter that selects none, say) tested nothing.
+    let untested = options.require_gpu && tested == 0;
+    if untested {
+        eprintln!("error: {REQUIRE_GPU_ENV} is set but no GPU case was judged (does a filter select none?)");
+    }
+    let paths: &Paths = finishing.paths;
+    match written {
+        Ok(()) => eprintln!("junit: {}", paths.junit.display()),
+        Err(e) => {
+            eprintln!("{}", Error::io(&paths.junit, "write the JUnit report", e));
+            return 1;
+        }
+    }
+    let records = recorder.records();
+    if let Some(r) = records
+        .iter()
+        .find(|r| r.case.kind.as_deref() == Some(gpu::CONFIG_KIND))
+    {
+        eprintln!("error: {}", r.case.message);
+        return 2;
+    }
+    if conclusion.has_failed() || untested {
+        101
+    } else {
+        0
+    }
+}
+
+/// The closing summary: how many cases passed, failed and were ignored, the ignored ones
+/// by reason, and whether the GPU was tested.
+/// Also the number of GPU cases judged.
+fn summary(
+    records: &[recorder::Record],
+    sessions: &[Arc<GpuSession>],
+    required: Option<&str>,
+) -> (String, usize) {
+    let count = |st: Status| records.iter().filter(|r| r.case.status == st).count();
+    let mut out = format!(
+        "accprobe summary: passed {}, failed {}, errors (GPU busy) {}, ignored {}\n",
+        count(Status::Passed),
+        count(Status::Failed),
+        count(Status::Error),
+        count(Status::Ignored)
+    );
+    let mut by: BTreeMap<(u8, String), usize> = BTreeMap::new();
+    // Toolchains not installed: one line for all, however many profiles name them.
+    let mut absent: BTreeSet<&str> = BTreeSet::new();
+    let (mut absent_cases, mut standing) = (0, 0);
+    for r in records.iter().filter(|r| r.case.status == Status::Ignored) {
+        let key = match &r.skip {
+            Some(Skip::ToolchainNotInstalled {
+                toolchain, cases, ..
+            }) => {
+                absent.insert(toolchain);
+                absent_cases += cases;
+                standing += 1;
+                continue;
+            }
+            Some(Skip::NoGpu(why)) => (0, format!("no GPU ({why})")),
+            Some(Skip::NoDisassembler(why)) => (1, format!("no SASS disassembler ({why})")),
+            Some(Skip::NoToolchain(why)) => (2, format!("no NVRTC toolchain ({why})")),
+            Some(Skip::KnownDeviation) => (2, "known deviation".to_string()),
+            Some(Skip::NotJudged(why)) => (3, format!("the results cannot judge it ({why})")),
+            Some(Skip::Interrupted(sig)) => (4, format!("not finished: interrupted by {sig}")),
+            None => (5, format!("other ({})", r.case.message)),
+        };
+        *by.entry(key).or_default() += 1;
+    }
+    if standing > 0 {
+        let list: Vec<&str> = absent.into_iter().collect();
+        let key = format!(
+            "NVRTC {} not installed (one case per profile and toolchain, for \
+             {absent_cases} compile-only cases; ci/toolchains.sh installs them)",
+            list.join(", ")
+        );
+        by.insert((2, key), standing);
+    }
+    for ((_, what), n) in by {
+        out.push_str(&format!("accprobe summary:   ignored: {what}: {n}\n"));
+    }
+    let gpu_suites: Vec<String> = sessions
+        .iter()
+        .filter(|s| s.target().is_ok())
+        .map(|s| gpu::suite_name(s))
+        .collect();
+    let tested = records
+        .iter()
+        .filter(|r| gpu_suites.contains(&r.case.suite))
+        .filter(|r| {
+            !matches!(
+                r.skip,
+                Some(Skip::NoGpu(_) | Skip::NoDisassembler(_) | Skip::Interrupted(_))
+            )
+        })
+        .count();
+    let devices: Vec<String> = sessions
+        .iter()
+        .filter(|s| s.target().is_ok())
+        .map(|s| s.device_label())
+        .collect();
+    let reason = sessions
+        .iter()
+        .find_map(|s| s.target().err().map(|e| e.to_string()));
+    out.push_str(&match (tested, required, reason) {
+        (_, Some(why), _) => {
+            format!("accprobe summary: GPU NOT TESTED, and {REQUIRE_GPU_ENV} is set: {why}\n")
+        }
+        (0, None, Some(why)) => format!("accprobe summary: GPU NOT TESTED: {why}\n"),
+        (0, None, None) => "accprobe summary: GPU NOT TESTED: no GPU case ran\n".to_string(),
+        (n, None, _) => format!(
+            "accprobe summary: GPU tested: {n} cases judged on {}\n",
+            devices.join(", ")
+        ),
+    });
+    (out, tested)
+}

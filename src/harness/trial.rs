@@ -1,0 +1,222 @@
+//! A case as libtest-mimic runs it: a body that says how it ended, a panic taken as a
+//! failure, and every end recorded for JUnit; and a trial as planned, with why it is
+//! ignored at list time when it is.
+
+use super::recorder::{Recorder, Skip};
+use crate::report::junit::{self, CaseRecord, Ended, Status};
+use crate::report::text::clean;
+use crate::verdict::{self, Outcome};
+use libtest_mimic::{Completion, Failed, Trial};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+/// How a case body ended: JUnit's view of it (status, message, kind of failure or skip)
+/// and, for the closing summary, why it was ignored.
+pub struct Ending {
+    ended: Ended,
+    skip: Option<Skip>,
+}
+
+impl From<Ended> for Ending {
+    fn from(ended: Ended) -> Ending {
+        Ending { ended, skip: None }
+    }
+}
+
+impl From<(Status, String)> for Ending {
+    fn from(e: (Status, String)) -> Ending {
+        Ended::from(e).into()
+    }
+}
+
+impl Ending {
+    pub fn skipped(message: String, kind: &'static str, skip: Skip) -> Ending {
+        Ending {
+            ended: Ended::new(Status::Ignored, message, kind),
+            skip: Some(skip),
+        }
+    }
+
+    /// A verdict in JUnit's terms, with why it was ignored.
+    pub fn of_verdict(verdict: verdict::Verdict) -> Ending {
+        let skip = match &verdict.outcome {
+            Outcome::KnownDeviation { .. } => Some(Skip::KnownDeviation),
+            Outcome::Skipped(reason) => Some(Skip::NotJudged(reason.clone())),
+            _ => None,
+        };
+        Ending {
+            ended: junit::ended(verdict),
+            skip,
+        }
+    }
+}
+
+/// A trial whose body returns how it ended; panics become failures, and every end is
+/// recorded for JUnit.
+pub fn trial<R: Into<Ending>>(
+    recorder: &Arc<Recorder>,
+    suite: String,
+    name: String,
+    body: impl FnOnce() -> R + Send + 'static,
+) -> Trial {
+    let recorder = recorder.clone();
+    Trial::ignorable_test(name.clone(), move || {
+        let started = SystemTime::now();
+        let start = Instant::now();
+        let ending = catch_unwind(AssertUnwindSafe(|| body().into())).unwrap_or_else(|p| {
+            let text = crate::error::panic_text(p.as_ref());
+            Ended::new(Status::Failed, format!("panicked: {text}"), "panic").into()
+        });
+        let Ending {
+            ended:
+                Ended {
+                    status,
+                    message,
+                    kind,
+                },
+            skip,
+        } = ending;
+        recorder.push(
+            CaseRecord {
+                suite,
+                name,
+                status: status.clone(),
+                message: message.clone(),
+                duration: start.elapsed(),
+                kind: kind.map(str::to_string),
+                started,
+            },
+            skip,
+        );
+        // What libtest prints comes from files (a profile's reason, a results file's
+        // GPU name): through the one sanitiser, never a raw control character.
+        let printed = clean(&message).into_owned();
+        match status {
+            Status::Passed => Ok(Completion::Completed),
+            Status::Ignored => Ok(Completion::ignored_with(printed)),
+            // libtest knows no error: it fails, with the cause first ("GPU busy: ...");
+            // the JUnit file has it as an <error>.
+            Status::Failed | Status::Error => Err(Failed::from(printed)),
+        }
+    })
+}
+
+/// A planned trial: the trial, its suite, and why it is ignored at list time.
+pub struct Planned {
+    pub trial: Trial,
+    pub suite: String,
+    pub ignored: Option<(String, Skip)>,
+}
+
+impl Planned {
+    /// A trial that runs.
+    pub fn runs(trial: Trial, suite: &str) -> Planned {
+        Planned {
+            trial,
+            suite: suite.to_string(),
+            ignored: None,
+        }
+    }
+
+    /// A trial ignored at list time, for `skip`.
+    pub fn ignored(trial: Trial, suite: &str, skip: Skip) -> Planned {
+        Planned {
+            trial: trial.with_ignored_flag(true),
+            suite: suite.to_string(),
+            ignored: Some((skip_reason(&skip), skip)),
+        }
+    }
+}
+
+/// What a case ignored for `skip` says.
+pub fn skip_reason(skip: &Skip) -> String {
+    match skip {
+        Skip::NoGpu(r)
+        | Skip::NoDisassembler(r)
+        | Skip::NoToolchain(r)
+        | Skip::NotJudged(r)
+        | Skip::ToolchainNotInstalled { reason: r, .. } => r.clone(),
+        Skip::KnownDeviation => "known deviation".into(),
+        Skip::Interrupted(s) => format!("interrupted by {s}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::junit::SuiteInfo;
+    use libtest_mimic::Arguments;
+
+    #[test]
+    fn a_panicking_case_is_recorded_as_failed_and_the_next_case_still_runs() {
+        let recorder = Arc::new(Recorder::new(None));
+        let trials = vec![
+            trial(
+                &recorder,
+                "s".into(),
+                "boom".into(),
+                || -> (Status, String) { panic!("kernel exploded") },
+            ),
+            trial(&recorder, "s".into(), "after".into(), || {
+                (Status::Passed, "fine".to_string())
+            }),
+        ];
+        let log = std::env::temp_dir().join(format!("accprobe-panic-{}.log", std::process::id()));
+        let args = Arguments::from_iter([
+            "t",
+            "--test-threads",
+            "1",
+            "--logfile",
+            log.to_str().unwrap(),
+        ]);
+        let conclusion = libtest_mimic::run(&args, trials);
+        let _ = std::fs::remove_file(log);
+        assert_eq!((conclusion.num_failed, conclusion.num_passed), (1, 1));
+        let cases = recorder.cases();
+        assert_eq!(cases[0].status, Status::Failed);
+        assert_eq!(cases[0].message, "panicked: kernel exploded");
+        assert_eq!(cases[1].status, Status::Passed);
+        let xml = junit::junit(
+            &[SuiteInfo {
+                name: "s".into(),
+                ..Default::default()
+            }],
+            &cases,
+        );
+        assert!(xml.contains("panicked: kernel exploded"), "{xml}");
+        assert!(xml.contains("type=\"panic\""), "{xml}");
+    }
+
+    #[test]
+    fn what_libtest_prints_of_a_message_has_no_raw_control_character() {
+        // A known deviation's reason from a profile, a GPU name from a results file.
+        let bad = "reason \u{1b}[2J\u{fffe} from a file";
+        let recorder = Arc::new(Recorder::new(None));
+        let trials = vec![
+            trial(&recorder, "s".into(), "ignored".into(), move || {
+                Ending::skipped(bad.to_string(), "known-deviation", Skip::KnownDeviation)
+            }),
+            trial(&recorder, "s".into(), "failed".into(), move || {
+                (Status::Failed, bad.to_string())
+            }),
+        ];
+        let log = std::env::temp_dir().join(format!("accprobe-clean-{}.log", std::process::id()));
+        let args = Arguments::from_iter([
+            "t",
+            "--test-threads",
+            "1",
+            "--logfile",
+            log.to_str().unwrap(),
+        ]);
+        let conclusion = libtest_mimic::run(&args, trials);
+        let printed = std::fs::read_to_string(&log).unwrap();
+        let _ = std::fs::remove_file(log);
+        assert_eq!((conclusion.num_failed, conclusion.num_ignored), (1, 1));
+        assert!(printed.contains("reason "), "{printed}");
+        assert!(
+            !printed.contains('\u{1b}') && !printed.contains('\u{fffe}'),
+            "{printed:?}"
+        );
+    }
+}
