@@ -482,7 +482,10 @@ fn stage_imports_run_one_way() {
     let allowed: [(&str, &[&str]); 3] = [
         ("expectations", &["expectations", "model", "error", "input"]),
         ("verdict", &["verdict", "expectations", "model", "error"]),
-        ("catalog.rs", &["expectations", "verdict", "model", "error", "config"]),
+        (
+            "catalog.rs",
+            &["expectations", "verdict", "model", "error", "config"],
+        ),
     ];
     let mut wrong = Vec::new();
     for (module, may) in allowed {
