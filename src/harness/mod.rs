@@ -82,8 +82,7 @@ pub fn main() -> ExitCode {
         crate::interrupt::exit(if code == ExitCode::SUCCESS { 0 } else { 2 });
     }
     if let Err(e) = crate::compile::toolchain::select_for_process() {
-        eprintln!("error: {e}");
-        crate::interrupt::exit(2);
+        crate::interrupt::exit(configuration_error(e));
     }
     crate::interrupt::exit(main_with(Arguments::from_args()))
 }
@@ -96,8 +95,7 @@ pub fn main_with(args: Arguments) -> u8 {
     install_interrupt_handler();
     quiet_printer_failures();
     if let Err(e) = crate::trace::start() {
-        eprintln!("error: {e}");
-        return 2;
+        return configuration_error(e);
     }
     if args.list {
         recorder::nothing_to_report();
@@ -106,16 +104,14 @@ pub fn main_with(args: Arguments) -> u8 {
     let (options, paths) = match startup::configure(&args) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
+            return configuration_error(e);
         }
     };
     let share = startup::open_share(&args, &paths, &options);
     let started = match startup::start_devices(&args, &paths, &options, share.as_ref()) {
         Ok(started) => started,
         Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
+            return configuration_error(e);
         }
     };
     let code = run_with(
@@ -128,6 +124,12 @@ pub fn main_with(args: Arguments) -> u8 {
     );
     progress_note(&args, "devices released");
     code
+}
+
+/// A configuration error, said on stderr: the run exits 2 before any case runs.
+fn configuration_error(e: impl std::fmt::Display) -> u8 {
+    eprintln!("error: {e}");
+    2
 }
 
 /// Runs the suite with `args` (libtest's flags) on `targets` (or the reason there are
@@ -153,8 +155,7 @@ pub fn run_code(
 ) -> u8 {
     // As in `main_with`: before anything is shared, locked or measured.
     if let Err(e) = check_arguments(args) {
-        eprintln!("error: {e}");
-        return 2;
+        return configuration_error(e);
     }
     let share = startup::open_share(args, paths, options);
     run_with(args, paths, targets, options, share, None)
