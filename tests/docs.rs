@@ -621,3 +621,105 @@ fn the_walk_covers_the_new_pages() {
         );
     }
 }
+
+/// The module files under `src/` that ARCHITECTURE.md's code map and cross-cutting table do
+/// not name: a folder's files by their module name (`name`, `x::name` or `name.rs`) in that
+/// folder's section, a top-level file by its path; and every `src/...` path the page names
+/// that does not exist.
+fn code_map_problems(architecture: &str, files: &[String]) -> Vec<String> {
+    let section = |heading: &str| -> Option<&str> {
+        let start = architecture.find(heading)?;
+        let rest = &architecture[start + heading.len()..];
+        Some(
+            &rest[..rest
+                .find("\n### ")
+                .or(rest.find("\n## "))
+                .unwrap_or(rest.len())],
+        )
+    };
+    let mut problems = Vec::new();
+    for file in files {
+        let parts: Vec<&str> = file.trim_start_matches("src/").split('/').collect();
+        let name = parts.last().unwrap().trim_end_matches(".rs");
+        if parts.len() == 1 {
+            if name != "lib" && !architecture.contains(&format!("`{file}`")) {
+                problems.push(format!("{file} is not named in ARCHITECTURE.md"));
+            }
+            continue;
+        }
+        if matches!(name, "mod" | "tests") {
+            continue;
+        }
+        let heading = format!("### `src/{}/`", parts[0]);
+        let Some(text) = section(&heading) else {
+            problems.push(format!("{file}: ARCHITECTURE.md has no section {heading}"));
+            continue;
+        };
+        let named = [
+            format!("`{name}`"),
+            format!("::{name}`"),
+            format!("`{name}::"),
+            format!("{name}.rs"),
+            format!("`{name}/"),
+        ];
+        if !named.iter().any(|n| text.contains(n.as_str())) {
+            problems.push(format!(
+                "{file}: module `{name}` is not named in the section {heading} of ARCHITECTURE.md"
+            ));
+        }
+    }
+    for path in architecture
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|p| p.starts_with("src/"))
+    {
+        let exists = files.iter().any(|f| f == path || f.starts_with(path));
+        if !exists {
+            problems.push(format!(
+                "ARCHITECTURE.md names {path}, which does not exist"
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_code_map_names_every_module_and_only_modules_that_exist() {
+    let root = root();
+    let mut found = Vec::new();
+    rust_files(&root.join("src"), &mut found);
+    let files: Vec<String> = found
+        .iter()
+        .map(|f| f.strip_prefix(&root).unwrap().display().to_string())
+        .collect();
+    let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let problems = code_map_problems(&architecture, &files);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_code_map_check_finds_what_it_should() {
+    let page = "## Code map\n### `src/a/` — a\n`one` and `b::two`.\n### `src/c.rs` — c\n\
+                `src/gone.rs` and `src/a/`\n## Tests\n";
+    let files = [
+        "src/a/mod.rs",
+        "src/a/one.rs",
+        "src/a/two.rs",
+        "src/a/three.rs",
+        "src/c.rs",
+        "src/d.rs",
+        "src/e/x.rs",
+        "src/lib.rs",
+    ]
+    .map(String::from);
+    assert_eq!(
+        code_map_problems(page, &files),
+        [
+            "src/a/three.rs: module `three` is not named in the section ### `src/a/` of ARCHITECTURE.md",
+            "src/d.rs is not named in ARCHITECTURE.md",
+            "src/e/x.rs: ARCHITECTURE.md has no section ### `src/e/`",
+            "ARCHITECTURE.md names src/gone.rs, which does not exist",
+        ]
+    );
+}
