@@ -111,6 +111,11 @@ pub fn nothing_to_report() {
 pub const INTERRUPTED_SUITE: &str = "interrupted";
 pub const INTERRUPTED_CASE: &str = "run::interrupted";
 
+/// The suite and name of the failing case a rebuilt JUnit file gets when a record of
+/// the run cannot be read (its cases are missing).
+pub const RECORDS_SUITE: &str = "records";
+pub const RECORDS_CASE: &str = "run::records";
+
 /// This process's records, as merged under nextest.
 #[derive(Serialize, Deserialize)]
 struct ProcessPart {
@@ -323,35 +328,72 @@ impl Recorder {
 }
 
 /// Writes `part` beside the run's other processes' parts and rebuilds the JUnit file from
-/// all of them, under the run's JUnit lock.
+/// all of them, under the run's JUnit lock. Every file it touches must resolve inside the
+/// run folder ([`super::shared::in_run`]). A record that cannot be read is not silently
+/// lost: the rebuilt file gets one failing [`RECORDS_CASE`] naming each such record and
+/// why, so that a JUnit file missing cases never reads green.
 fn merge(dir: &Path, junit_path: &Path, part: &ProcessPart) -> std::io::Result<()> {
-    let parts_dir = dir.join("junit");
-    std::fs::create_dir_all(&parts_dir)?;
+    use super::shared::in_run;
+    let parts_dir = in_run(dir, &dir.join("junit"))?;
+    std::fs::create_dir_all(&parts_dir)
+        .map_err(|e| super::shared::naming(&parts_dir, "create", e))?;
     let json = serde_json::to_string(part).map_err(std::io::Error::other)?;
-    write_atomic(&parts_dir.join(format!("{}.json", part.pid)), &json)?;
-    let lock_path = dir.join("junit.lock");
+    write_atomic(
+        &in_run(dir, &parts_dir.join(format!("{}.json", part.pid)))?,
+        &json,
+    )?;
+    let lock_path = in_run(dir, &dir.join("junit.lock"))?;
     let lock = super::shared::lock_file(&lock_path)?;
     lock.lock()
         .map_err(|e| super::shared::naming(&lock_path, "lock", e))?;
     let mut parts: Vec<ProcessPart> = Vec::new();
+    let mut refused: Vec<String> = Vec::new();
     for entry in std::fs::read_dir(&parts_dir)? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "json") {
-            // Through the bounded reader: a FIFO or a device there is skipped, not read.
-            match crate::input::read_text(&path, "JUnit record", crate::input::RESULTS_LIMIT) {
+            // Inside the run folder and through the bounded reader: a link out of it, a
+            // FIFO or a device there is refused, not read.
+            let text = in_run(dir, &path).and_then(|p| {
+                crate::input::read_text(&p, "JUnit record", crate::input::RESULTS_LIMIT)
+                    .map_err(std::io::Error::other)
+            });
+            let why = match text {
                 Ok(t) => match serde_json::from_str::<ProcessPart>(&t) {
-                    Ok(p) => parts.push(p),
-                    Err(e) => eprintln!(
-                        "accprobe: {}: not a JUnit record of this suite ({e}); left out of the JUnit file",
-                        path.display()
-                    ),
+                    Ok(p) => {
+                        parts.push(p);
+                        continue;
+                    }
+                    Err(e) => format!("{}: not a JUnit record of this suite ({e})", path.display()),
                 },
-                Err(e) => eprintln!("accprobe: {e}; left out of the JUnit file"),
-            }
+                Err(e) => e.to_string(),
+            };
+            eprintln!("accprobe: {why}; its cases are missing from the JUnit file");
+            refused.push(why);
         }
     }
     parts.sort_by_key(|p| (p.started, p.pid));
-    let (suites, cases) = merged(parts);
+    let (mut suites, mut cases) = merged(parts);
+    if !refused.is_empty() {
+        refused.sort();
+        suites.push(SuiteInfo {
+            name: RECORDS_SUITE.into(),
+            ..Default::default()
+        });
+        cases.push(CaseRecord {
+            suite: RECORDS_SUITE.into(),
+            name: RECORDS_CASE.into(),
+            status: Status::Failed,
+            message: format!(
+                "{} JUnit record(s) of this nextest run cannot be read, so their cases are \
+                 missing from this file: {}",
+                refused.len(),
+                refused.join("; ")
+            ),
+            duration: std::time::Duration::ZERO,
+            kind: Some("records".into()),
+            started: SystemTime::now(),
+        });
+    }
     let written = write_atomic(junit_path, &junit::junit(&suites, &cases));
     let _ = lock.unlock();
     written

@@ -12,6 +12,10 @@
 //!   one JUnit file (see `recorder`).
 //!
 //! Run folders older than a day are removed when a new run starts.
+//!
+//! Every file of the run folder is reached only where it resolves inside the folder
+//! ([`in_run`]): a symlink on the way that leads out of it (`junit -> /etc`) is refused
+//! with its path, so the share never writes, creates or reads a file elsewhere.
 
 use crate::error::GpuError;
 use crate::measure::target::{RecordedTarget, Target};
@@ -46,8 +50,9 @@ impl RunShare {
         if !dir.is_dir() {
             remove_old_runs(runs);
         }
+        in_run(&dir, &dir)?;
         std::fs::create_dir_all(&dir).map_err(|e| naming(&dir, "create", e))?;
-        let lock_path = dir.join("measure.lock");
+        let lock_path = in_run(&dir, &dir.join("measure.lock"))?;
         let file = lock_file(&lock_path)?;
         match file.try_lock() {
             Ok(()) => {}
@@ -61,25 +66,28 @@ impl RunShare {
             Err(std::fs::TryLockError::Error(e)) => return Err(naming(&lock_path, "lock", e)),
         }
         let measured = dir.join(MEASURED);
-        // Through the bounded reader: a FIFO or a device there is refused, not read.
-        let published =
-            match crate::input::read_text(&measured, "measurement", crate::input::RESULTS_LIMIT) {
-                Ok(t) => match serde_json::from_str::<Published>(&t) {
-                    Ok(p) => Some(p),
-                    Err(e) => {
-                        eprintln!(
-                            "accprobe: {}: not a measurement of this suite ({e}); measuring again",
-                            measured.display()
-                        );
-                        None
-                    }
-                },
-                Err(_) if std::fs::symlink_metadata(&measured).is_err() => None,
+        // Only inside the run folder, and through the bounded reader: a link out of it, a
+        // FIFO or a device there is refused, not read.
+        let published = match in_run(&dir, &measured).and_then(|m| {
+            crate::input::read_text(&m, "measurement", crate::input::RESULTS_LIMIT)
+                .map_err(std::io::Error::other)
+        }) {
+            Ok(t) => match serde_json::from_str::<Published>(&t) {
+                Ok(p) => Some(p),
                 Err(e) => {
-                    eprintln!("accprobe: {e}; measuring again");
+                    eprintln!(
+                        "accprobe: {}: not a measurement of this suite ({e}); measuring again",
+                        measured.display()
+                    );
                     None
                 }
-            };
+            },
+            Err(_) if std::fs::symlink_metadata(&measured).is_err() => None,
+            Err(e) => {
+                eprintln!("accprobe: {e}; measuring again");
+                None
+            }
+        };
         let share = RunShare {
             dir,
             lock: Mutex::new(Some(file)),
@@ -107,7 +115,8 @@ impl RunShare {
     /// the lock.
     pub fn publish(&self, p: &Published) -> std::io::Result<()> {
         let json = serde_json::to_string(p).map_err(std::io::Error::other)?;
-        let written = crate::report::write_atomic(&self.dir.join(MEASURED), &json);
+        let written = in_run(&self.dir, &self.dir.join(MEASURED))
+            .and_then(|path| crate::report::write_atomic(&path, &json));
         self.release();
         written
     }
@@ -127,6 +136,33 @@ pub fn run_dir(runs: &Path, run_id: &str) -> PathBuf {
         })
         .collect();
     runs.join(name)
+}
+
+/// `path` when it is the run folder `dir` or a file in it that resolves inside it (every
+/// link on the way followed, as the writer and the reader reach it: see
+/// [`crate::expectations::yaml::real_path`]), with `dir` itself no link; else an error
+/// naming `path` and where it leads. Checked before each file of the run folder is
+/// created, written, locked or read.
+pub fn in_run(dir: &Path, path: &Path) -> std::io::Result<PathBuf> {
+    let refused = |leads: &Path| {
+        std::io::Error::other(format!(
+            "{}: refused: it leads to {}, outside the nextest run folder {} (a symlink on \
+             the way); nothing of the run is read or written outside it",
+            path.display(),
+            leads.display(),
+            dir.display()
+        ))
+    };
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(refused(&crate::expectations::yaml::real_path(dir)));
+    }
+    if path == dir {
+        return Ok(path.to_path_buf());
+    }
+    match crate::expectations::yaml::confined(dir, path) {
+        Ok(()) => Ok(path.to_path_buf()),
+        Err(real) => Err(refused(&real)),
+    }
 }
 
 /// Opens (creates) the lock file `path`: a regular file, never a FIFO (opening one would

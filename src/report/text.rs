@@ -73,13 +73,14 @@ pub fn line(text: &str) -> Cow<'_, str> {
 
 /// `text` as Markdown inline text on one line: [`line`], with every character Markdown
 /// could read as markup backslash-escaped, so that it shows as written and a `|` never
-/// starts a table column, a `#` never a heading, a `[` never a link.
+/// starts a table column, a `#` never a heading, a `[` never a link, a `&` never an
+/// entity (`&#x202e;` would render as the bidi override that [`line`] escapes).
 pub fn markdown(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in line(text).chars() {
         if matches!(
             c,
-            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '#' | '!' | '~'
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '#' | '!' | '~' | '&'
         ) {
             out.push('\\');
         }
@@ -159,6 +160,10 @@ mod tests {
         assert_eq!(markdown("H200\n# owned"), "H200\\\\n\\# owned");
         assert_eq!(markdown("a | b"), "a \\| b");
         assert_eq!(markdown("[x](y)"), "\\[x\\](y)");
+        // An entity stays text: neither `&amp;` nor a bidi override by number renders.
+        assert_eq!(markdown("a&amp;b&#x202e;"), "a\\&amp;b\\&\\#x202e;");
+        // A code span shows entities as written: nothing to escape there.
+        assert_eq!(markdown_code("&#x202e;"), "`&#x202e;`");
         assert_eq!(markdown_code("a|b"), "`a\\|b`");
         assert_eq!(markdown_code("x`y"), "``x`y``");
         assert_eq!(markdown_code("`"), "`` ` ``");

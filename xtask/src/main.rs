@@ -342,7 +342,22 @@ fn main() -> ExitCode {
         warn!("error: {e}");
         return ExitCode::from(2);
     }
-    exit_code(run(&Cli::parse()))
+    let result = run(&Cli::parse());
+    let succeeded = result.is_ok();
+    let code = exit_code(result);
+    // Output that did not reach stdout (other than into a closed pipe) fails a command
+    // that otherwise succeeded: see `say`.
+    match say::stdout_failure() {
+        Some(e) => {
+            warn!("error: {e}");
+            if succeeded {
+                ExitCode::FAILURE
+            } else {
+                code
+            }
+        }
+        None => code,
+    }
 }
 
 #[cfg(test)]

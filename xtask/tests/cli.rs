@@ -341,3 +341,48 @@ fn sass_with_a_short_or_non_ascii_digest_prints_it_without_a_panic() {
         );
     }
 }
+
+#[test]
+fn output_that_cannot_reach_stdout_fails_the_command_with_a_plain_message() {
+    let wave = checkout().join("expectations/recorded/h200-2026-11-30-wave.json");
+    let (wave, serial) = (wave.to_str().unwrap(), committed());
+    for args in [
+        vec!["bless", "--profile", "h200", "--from", wave, "--dry-run"],
+        vec!["gate", "--results", wave],
+        vec![
+            "sass",
+            "chain29",
+            "acc4",
+            "--results",
+            serial.to_str().unwrap(),
+        ],
+    ] {
+        // Each succeeds when its output is read: a full stdout is then the only failure.
+        let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(&args)
+            .current_dir(checkout())
+            .env_remove("ACCPROBE_EXPECTATIONS")
+            .env_remove("CI")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+        let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(&args)
+            .current_dir(checkout())
+            .env_remove("ACCPROBE_EXPECTATIONS")
+            .env_remove("CI")
+            .stdout(std::fs::File::create("/dev/full").unwrap())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(
+            err.matches("error: cannot write the output to stdout: No space left on device")
+                .count(),
+            1,
+            "{args:?}: {err}"
+        );
+    }
+}

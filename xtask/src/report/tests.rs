@@ -180,7 +180,7 @@ fn report_escapes_what_a_results_file_holds_in_markdown_and_svg() {
     let dir = tmp.path();
     let mut r = accprobe::model::results::RunResults::load(&committed()).unwrap();
     let e = r.environment.as_mut().unwrap();
-    e.gpu_name = "H200\n# injected | col\u{1b}[2J\u{7}\u{fffe}\u{9b}".into();
+    e.gpu_name = "H200\n# injected | col\u{1b}[2J\u{7}\u{fffe}\u{9b}&amp;&#x202e;".into();
     let file = dir.join("bytes.json");
     accprobe::report::write_atomic(&file, &r.to_json()).unwrap();
     let out = dir.join("out");
@@ -191,6 +191,16 @@ fn report_escapes_what_a_results_file_holds_in_markdown_and_svg() {
         "a newline in gpu_name injects no heading: {md}"
     );
     assert!(md.contains("H200\\\\n\\# injected \\| col"), "{md}");
+    // An `&` never starts an entity (`&#x202e;` renders as a bidi override on GitHub).
+    assert!(md.contains("\\&amp;\\&\\#x202e;"), "{md}");
+    for (i, _) in md.match_indices('&') {
+        let line = md[..i].rsplit('\n').next().unwrap_or("");
+        let in_code = line.matches('`').count() % 2 == 1;
+        assert!(
+            in_code || md[..i].ends_with('\\'),
+            "a raw `&` outside code, in: {line}"
+        );
+    }
     // Every table row has as many columns as its header: the `|` is escaped.
     let columns = |l: &str| l.replace("\\|", "").matches('|').count();
     let mut header = None;
