@@ -68,11 +68,12 @@ pub(super) fn read_entry(
     // What the manifest names, for the parts' optional files; `want` loses each as it is read.
     let named: std::collections::BTreeSet<&str> = want.keys().copied().collect();
     let mut read = |name: &str| -> std::result::Result<Vec<u8>, Untrusted> {
-        let bytes = input::read_bytes(&dir.join(name), name, input::TOOL_OUTPUT_LIMIT)
-            .map_err(|error| Untrusted::Unreadable {
+        let bytes = input::read_bytes(&dir.join(name), name, input::TOOL_OUTPUT_LIMIT).map_err(
+            |error| Untrusted::Unreadable {
                 name: name.to_string(),
                 error,
-            })?;
+            },
+        )?;
         match want.remove(name) {
             Some(d) if d == sha256_hex(&[&bytes]) => Ok(bytes),
             Some(_) => Err(Untrusted::Digest(name.to_string())),
