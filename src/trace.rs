@@ -15,7 +15,7 @@ static ON: AtomicBool = AtomicBool::new(false);
 
 /// Starts the clock (the first call wins) and reads `ACCPROBE_TRACE`; `Err` says what is
 /// wrong with its value.
-pub fn start() -> Result<(), String> {
+pub fn start() -> Result<(), crate::config::ConfigError> {
     START.get_or_init(Instant::now);
     ON.store(crate::config::trace()?, Ordering::Relaxed);
     Ok(())

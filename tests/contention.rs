@@ -7,7 +7,7 @@
 use accprobe::error::{GpuError, GpuErrorKind};
 use accprobe::expectations::profile::Profile;
 use accprobe::harness::{self, Paths, RunOptions};
-use accprobe::measure::contention::{GpuProcess, Monitor, Snapshot};
+use accprobe::measure::contention::{GpuProcess, Monitor, MonitorError, Snapshot};
 use accprobe::measure::lock::{self, DeviceKey, LockSettings};
 use accprobe::measure::session::{GpuSession, Guard};
 use accprobe::measure::target::{RecordedTarget, Target};
@@ -102,7 +102,7 @@ impl Script {
 }
 
 impl Monitor for Script {
-    fn snapshot(&self) -> Result<Snapshot, String> {
+    fn snapshot(&self) -> Result<Snapshot, MonitorError> {
         let mut s = self.0.lock().unwrap();
         Ok(if s.len() > 1 {
             s.remove(0)
@@ -115,8 +115,8 @@ impl Monitor for Script {
 struct NoNvml;
 
 impl Monitor for NoNvml {
-    fn snapshot(&self) -> Result<Snapshot, String> {
-        Err("NVML is not available (libnvidia-ml.so: not found)".into())
+    fn snapshot(&self) -> Result<Snapshot, MonitorError> {
+        Err(MonitorError::NoNvml("libnvidia-ml.so: not found".into()))
     }
 }
 

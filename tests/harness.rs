@@ -1069,7 +1069,7 @@ fn the_files_a_run_writes_are_one_file_however_they_are_spelled() {
             "results as their own CUBIN",
         ),
     ] {
-        let e = check(&junit, &results).expect_err(why);
+        let e = check(&junit, &results).expect_err(why).to_string();
         assert!(e.contains("are one file"), "{why}: {e}");
     }
     for (junit, results) in [

@@ -199,8 +199,15 @@ pub fn from_lines(lines: &[String]) -> Vec<Instruction> {
         .collect()
 }
 
-/// Reads the summary of one function; `None` when no loop with a clock read is found.
-pub fn summarise(instructions: &[Instruction]) -> Result<SassSummary, String> {
+/// Why a function's SASS has no summary.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SummaryError {
+    #[error("no backward branch around a clock read: the measured loop is not in the SASS")]
+    NoMeasuredLoop,
+}
+
+/// Reads the summary of one function; an error when no loop with a clock read is found.
+pub fn summarise(instructions: &[Instruction]) -> Result<SassSummary, SummaryError> {
     let normalised: Vec<String> = instructions.iter().map(Instruction::normalised).collect();
     let mut h = Sha256::new();
     for l in &normalised {
@@ -222,8 +229,7 @@ pub fn summarise(instructions: &[Instruction]) -> Result<SassSummary, String> {
             .any(|x| x.text.contains("SR_CLOCKLO"))
             .then_some((start, end))
     });
-    let (start, end) =
-        back.ok_or("no backward branch around a clock read: the measured loop is not in the SASS")?;
+    let (start, end) = back.ok_or(SummaryError::NoMeasuredLoop)?;
     // The loop's figures come from the normalised body as it is stored, through the
     // function the results check recomputes them with: the two never disagree.
     let loop_body = normalised[start..=end].to_vec();
@@ -352,6 +358,7 @@ mod tests {
             parse("Function : k\n /*0000*/ FFMA R1, R1, R2, R3 ;\n /*0010*/ EXIT ;").unwrap();
         assert!(summarise(&no_loop["k"])
             .unwrap_err()
+            .to_string()
             .contains("no backward branch"));
     }
 }

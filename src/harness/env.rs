@@ -1,8 +1,24 @@
 //! What the environment tells the harness: where to read and write, and what a run may
 //! override.
 
+use crate::config::ConfigError;
 use crate::model::settings::Mode;
 use std::path::{Path, PathBuf};
+
+/// Two of the files a run writes are one: a configuration error, before anything runs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{first} and {second} are one file, {}: name files that differ (the results \
+     file's ptxas log and CUBINs take its name with .ptxas.log and .cubin)",
+    path.display()
+)]
+pub struct SameFile {
+    /// What names the file first (`ACCPROBE_JUNIT`, ...), and what names it again.
+    pub first: &'static str,
+    pub second: &'static str,
+    /// The second one's path, as given.
+    pub path: PathBuf,
+}
 
 /// Where the suite reads and writes, from the environment.
 #[derive(Debug, Clone)]
@@ -68,7 +84,7 @@ impl Paths {
     /// by device and inode too (a hard link). The JUnit file is also compared with every
     /// name the run may give beside the results: `.K.cubin` for the further CUBINs, and
     /// `-gpuN` in the stem with several devices.
-    pub fn check_distinct(&self) -> Result<(), String> {
+    pub fn check_distinct(&self) -> Result<(), SameFile> {
         let mut written = vec![
             ("ACCPROBE_JUNIT", self.junit.clone()),
             ("ACCPROBE_RESULTS", self.results.clone()),
@@ -77,12 +93,10 @@ impl Paths {
         written.push(("the ptxas log beside ACCPROBE_RESULTS", log));
         written.push(("the CUBIN beside ACCPROBE_RESULTS", cubin));
         let resolved: Vec<Written> = written.iter().map(|(_, p)| Written::of(p)).collect();
-        let clash = |b: &str, a: &str, p: &Path| {
-            format!(
-                "{b} and {a} are one file, {}: name files that differ (the results \
-                 file's ptxas log and CUBINs take its name with .ptxas.log and .cubin)",
-                p.display()
-            )
+        let clash = |first: &'static str, second: &'static str, path: &Path| SameFile {
+            first,
+            second,
+            path: path.to_path_buf(),
         };
         for (i, (a, pa)) in written.iter().enumerate() {
             if let Some(j) = (0..i).find(|&j| resolved[j].same(&resolved[i])) {
@@ -219,7 +233,7 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
-    pub fn from_env() -> Result<RunOptions, String> {
+    pub fn from_env() -> Result<RunOptions, ConfigError> {
         // Every setting, those read only when a GPU is first measured too: a typo there
         // must not wait until then (or pass unnoticed on a machine without a GPU).
         crate::config::check()?;
@@ -262,9 +276,9 @@ mod tests {
         };
         assert_eq!(with("j.xml", "r.json"), Ok(()));
         assert_eq!(with("j.xml", "r"), Ok(()));
-        let e = with("j.xml", "r.cubin").unwrap_err();
+        let e = with("j.xml", "r.cubin").unwrap_err().to_string();
         assert!(e.contains("CUBIN") && e.contains("/w/r.cubin"), "{e}");
-        let e = with("same.json", "same.json").unwrap_err();
+        let e = with("same.json", "same.json").unwrap_err().to_string();
         assert!(e.contains("ACCPROBE_JUNIT and ACCPROBE_RESULTS"), "{e}");
         assert!(with("r.ptxas.log", "r.json").is_err());
         // Paths compare by component: `./` does not make another file.

@@ -2,9 +2,10 @@
 //! nextest run's shared folder, and the devices found while the profiles load, each
 //! device's matrix compiling from the moment the driver names it.
 
-use super::env::{Paths, RunOptions};
+use super::env::{Paths, RunOptions, SameFile};
 use super::shared::RunShare;
 use crate::catalog;
+use crate::config::ConfigError;
 use crate::error::{Error, GpuError, GpuErrorKind};
 use crate::expectations::profile::Profile;
 use crate::measure::device;
@@ -17,13 +18,42 @@ use std::time::Instant;
 /// The profiles of the expectations folder, and what could not be loaded.
 pub type Loaded = (Vec<Profile>, Vec<Error>);
 
+/// Why a run is refused before it starts: a configuration error, exit 2. Its text is the
+/// line to print.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    #[error(transparent)]
+    Arguments(#[from] ArgumentError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The device selection's syntax (`ACCPROBE_DEVICES`, `ACCPROBE_DEVICE`).
+    #[error(transparent)]
+    Devices(#[from] GpuError),
+    #[error(transparent)]
+    SameFile(#[from] SameFile),
+}
+
+/// libtest arguments that libtest would accept but cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgumentError {
+    #[error("--test-threads 0: expected at least 1 thread")]
+    NoThreads,
+    #[error("--logfile {}: is a folder, expected a file", .0.display())]
+    LogIsAFolder(std::path::PathBuf),
+    #[error("--logfile {}: cannot be written: {source}", log.display())]
+    LogUnwritable {
+        log: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
 /// The configuration of a run, checked before CUDA (a refused run must not wait for the
 /// compile started before the context): the arguments, `ACCPROBE_*` options, the device
 /// selection's syntax and the paths written. The error is the line to print.
-pub fn configure(args: &Arguments) -> Result<(RunOptions, Paths), String> {
+pub fn configure(args: &Arguments) -> Result<(RunOptions, Paths), Refused> {
     check_arguments(args)?;
     let options = RunOptions::from_env()?;
-    device::selection_from_env().map_err(|e| e.to_string())?;
+    device::selection_from_env()?;
     let paths = Paths::from_env();
     paths.check_distinct()?;
     Ok((options, paths))
@@ -32,24 +62,24 @@ pub fn configure(args: &Arguments) -> Result<(RunOptions, Paths), String> {
 /// What libtest would accept but cannot run: `--test-threads 0` makes libtest-mimic wait
 /// forever for a worker that never starts, and a `--logfile` it cannot create makes it
 /// panic once the cases are planned.
-pub fn check_arguments(args: &Arguments) -> Result<(), String> {
+pub fn check_arguments(args: &Arguments) -> Result<(), ArgumentError> {
     if args.test_threads == Some(0) {
-        return Err("--test-threads 0: expected at least 1 thread".into());
+        return Err(ArgumentError::NoThreads);
     }
     if let Some(log) = &args.logfile {
         // Opened as libtest-mimic will (it creates the file), without truncating it yet.
         let log = std::path::Path::new(log);
         if log.is_dir() {
-            return Err(format!(
-                "--logfile {}: is a folder, expected a file",
-                log.display()
-            ));
+            return Err(ArgumentError::LogIsAFolder(log.to_path_buf()));
         }
         std::fs::OpenOptions::new()
             .append(true)
             .create(true)
             .open(log)
-            .map_err(|e| format!("--logfile {}: cannot be written: {e}", log.display()))?;
+            .map_err(|source| ArgumentError::LogUnwritable {
+                log: log.to_path_buf(),
+                source,
+            })?;
     }
     Ok(())
 }

@@ -186,10 +186,23 @@ pub fn classify(before: &Snapshot, after: &Snapshot, ours: &Ours) -> Classificat
     }
 }
 
+/// Why the GPU's state cannot be read at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MonitorError {
+    /// NVML did not load or initialise (what it said).
+    #[error("NVML is not available ({0})")]
+    NoNvml(String),
+    #[error("the device has neither a PCI bus id nor a UUID")]
+    Unnamed,
+    /// NVML has no device of that PCI bus id or UUID.
+    #[error("NVML does not find the device {device}: {why}")]
+    NotFound { device: String, why: String },
+}
+
 /// Reads the GPU's state.
 pub trait Monitor: Send + Sync {
     /// The device now, or why it cannot be read at all (no NVML).
-    fn snapshot(&self) -> Result<Snapshot, String>;
+    fn snapshot(&self) -> Result<Snapshot, MonitorError>;
 }
 
 /// The device as NVML sees it, found by PCI bus id (or UUID).
@@ -217,31 +230,29 @@ pub fn start_nvml() {
 }
 
 /// NVML, initialised once per process at first use, or why it is not there.
-fn nvml() -> Result<&'static nvml_wrapper::Nvml, String> {
-    static NVML: OnceLock<Result<nvml_wrapper::Nvml, String>> = OnceLock::new();
-    NVML.get_or_init(|| {
-        nvml_wrapper::Nvml::init().map_err(|e| format!("NVML is not available ({e})"))
-    })
-    .as_ref()
-    .map_err(Clone::clone)
+fn nvml() -> Result<&'static nvml_wrapper::Nvml, MonitorError> {
+    static NVML: OnceLock<Result<nvml_wrapper::Nvml, MonitorError>> = OnceLock::new();
+    NVML.get_or_init(|| nvml_wrapper::Nvml::init().map_err(|e| MonitorError::NoNvml(e.to_string())))
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 impl Monitor for NvmlMonitor {
-    fn snapshot(&self) -> Result<Snapshot, String> {
+    fn snapshot(&self) -> Result<Snapshot, MonitorError> {
         let nvml = nvml()?;
         let device = match (&self.pci_bus_id, &self.uuid) {
             (Some(bus), _) => nvml.device_by_pci_bus_id(bus.as_str()),
             (None, Some(uuid)) => nvml.device_by_uuid(uuid.as_str()),
-            (None, None) => return Err("the device has neither a PCI bus id nor a UUID".into()),
+            (None, None) => return Err(MonitorError::Unnamed),
         }
-        .map_err(|e| {
-            format!(
-                "NVML does not find the device {}: {e}",
-                self.pci_bus_id
-                    .as_deref()
-                    .or(self.uuid.as_deref())
-                    .unwrap_or("?")
-            )
+        .map_err(|e| MonitorError::NotFound {
+            device: self
+                .pci_bus_id
+                .as_deref()
+                .or(self.uuid.as_deref())
+                .unwrap_or("?")
+                .to_string(),
+            why: e.to_string(),
         })?;
         let mut s = Snapshot::default();
         match device.running_compute_processes() {

@@ -2,6 +2,7 @@
 //! checks for other processes' work around each measurement, with their settings from the
 //! environment.
 
+use crate::config::ConfigError;
 use crate::error::GpuError;
 use crate::measure::contention::{Monitor, NvmlMonitor};
 use crate::measure::lock::{DeviceKey, LockSettings};
@@ -20,7 +21,7 @@ pub struct Guard {
     /// The device (its key has a file stem) and where and how long to wait for its lock;
     /// `None`: no lock (a replay). `Err`: the lock's or the contention checks' settings
     /// are wrong (a configuration error, told at first use).
-    pub lock: Option<(DeviceKey, Result<LockSettings, String>)>,
+    pub lock: Option<(DeviceKey, Result<LockSettings, ConfigError>)>,
     /// What reads the GPU's state; `None`: no checks (a replay).
     pub monitor: Option<Arc<dyn Monitor>>,
     /// A disturbed measurement is made again at most this many times...
@@ -67,7 +68,7 @@ impl Guard {
 
 /// `ACCPROBE_CONTENTION_RETRIES` and `ACCPROBE_CONTENTION_WAIT`, through `config`: a value
 /// that is not a number of 0 or more is a configuration error, as for every variable.
-fn contention_settings() -> Result<(u32, Duration), String> {
+fn contention_settings() -> Result<(u32, Duration), ConfigError> {
     Ok((
         crate::config::contention_retries()?,
         crate::config::contention_wait()?,

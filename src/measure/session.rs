@@ -156,7 +156,7 @@ impl GpuSession {
         let fail = |e: GpuError| Err(self.lock_failed.get_or_init(|| e).clone());
         let settings = match settings {
             Ok(s) => s,
-            Err(e) => return fail(GpuError::Config(e.clone())),
+            Err(e) => return fail(GpuError::from(e.clone())),
         };
         let Some(stem) = key.stem() else {
             return Ok(());
@@ -239,7 +239,7 @@ impl GpuSession {
                 note_once(&format!(
                     "{why}: other processes' work and clock throttling on the GPU are not checked"
                 ));
-                lock_ignoring_poison(&self.contention).unchecked = Some(why);
+                lock_ignoring_poison(&self.contention).unchecked = Some(why.to_string());
                 None
             }
         }

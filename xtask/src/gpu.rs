@@ -48,9 +48,30 @@ fn default_cache() -> PathBuf {
         .join("target/accprobe/cache")
 }
 
-fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
-    write_atomic(path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+/// Why a JSON output was not written.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteJsonError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl From<WriteJsonError> for crate::Failure {
+    fn from(e: WriteJsonError) -> crate::Failure {
+        crate::Failure::Message(e.to_string())
+    }
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), WriteJsonError> {
+    let text = serde_json::to_string_pretty(value)?;
+    write_atomic(path, &text).map_err(|source| WriteJsonError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 fn env_line(r: &RunResults) -> String {

@@ -3,21 +3,63 @@
 
 use crate::Failure;
 use accprobe::catalog;
+use accprobe::error::Error;
 use accprobe::expectations::profile::Profile;
 use std::path::{Path, PathBuf};
+
+/// Why there is no workspace root.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("cannot read the working directory: {0}")]
+    WorkingDirectory(std::io::Error),
+    /// No folder from `start` up is a workspace.
+    #[error(
+        "no accprobe workspace here: neither {} nor a folder above it holds a Cargo.toml with [workspace] or an expectations/ folder; run from inside the checkout, or pass --expectations and the output paths",
+        start.display()
+    )]
+    NotFound { start: PathBuf },
+}
+
+/// No profile of that name, with what failed to load.
+#[derive(Debug, thiserror::Error)]
+#[error("no profile named {name:?} in {}{}", dir.display(), could_not_load(unloaded))]
+pub struct NoProfile {
+    pub name: String,
+    pub dir: PathBuf,
+    /// The files of `dir` that could not be loaded.
+    pub unloaded: Vec<Error>,
+}
+
+fn could_not_load(errors: &[Error]) -> String {
+    errors
+        .iter()
+        .map(|e| format!("\n  (could not load: {e})"))
+        .collect()
+}
+
+impl From<WorkspaceError> for Failure {
+    fn from(e: WorkspaceError) -> Failure {
+        Failure::Message(e.to_string())
+    }
+}
+
+impl From<NoProfile> for Failure {
+    fn from(e: NoProfile) -> Failure {
+        Failure::Message(e.to_string())
+    }
+}
 
 /// The workspace root: the nearest folder, from the working directory up, that holds a
 /// Cargo.toml with `[workspace]` or an `expectations/` folder. `cargo xtask` runs in the
 /// directory it is invoked from, so this is the checkout the user is in, never the one the
 /// xtask binary was built from.
-pub fn workspace() -> Result<PathBuf, String> {
-    let cwd =
-        std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
+pub fn workspace() -> Result<PathBuf, WorkspaceError> {
+    let cwd = std::env::current_dir().map_err(WorkspaceError::WorkingDirectory)?;
     workspace_from(&cwd)
 }
 
 /// [`workspace`] from `start`.
-pub fn workspace_from(start: &Path) -> Result<PathBuf, String> {
+pub fn workspace_from(start: &Path) -> Result<PathBuf, WorkspaceError> {
     for dir in start.ancestors() {
         let manifest = dir.join("Cargo.toml");
         let is_workspace =
@@ -27,10 +69,9 @@ pub fn workspace_from(start: &Path) -> Result<PathBuf, String> {
             return Ok(dir.to_path_buf());
         }
     }
-    Err(format!(
-        "no accprobe workspace here: neither {} nor a folder above it holds a Cargo.toml with [workspace] or an expectations/ folder; run from inside the checkout, or pass --expectations and the output paths",
-        start.display()
-    ))
+    Err(WorkspaceError::NotFound {
+        start: start.to_path_buf(),
+    })
 }
 
 /// `given`, else `relative` under the workspace.
@@ -42,16 +83,16 @@ pub fn or_workspace(given: &Option<PathBuf>, relative: &str) -> Result<PathBuf, 
 }
 
 /// The profile called `name` in `dir`, or an error listing what failed to load.
-pub fn find_profile(dir: &Path, name: &str) -> Result<Profile, String> {
-    let (profiles, errors) = catalog::load_dir(dir);
+pub fn find_profile(dir: &Path, name: &str) -> Result<Profile, NoProfile> {
+    let (profiles, unloaded) = catalog::load_dir(dir);
     if let Some(p) = profiles.into_iter().find(|p| p.name == name) {
         return Ok(p);
     }
-    let mut msg = format!("no profile named {name:?} in {}", dir.display());
-    for e in errors {
-        msg.push_str(&format!("\n  (could not load: {e})"));
-    }
-    Err(msg)
+    Err(NoProfile {
+        name: name.to_string(),
+        dir: dir.to_path_buf(),
+        unloaded,
+    })
 }
 
 #[cfg(test)]
@@ -74,7 +115,7 @@ mod tests {
         let bare_tmp = tempfile::tempdir().unwrap();
         let bare = bare_tmp.path();
         // A temp folder normally has no workspace above it; where one has, this says so.
-        if let Err(e) = workspace_from(bare) {
+        if let Err(e) = workspace_from(bare).map_err(|e| e.to_string()) {
             assert!(e.contains("no accprobe workspace here"), "{e}");
         }
     }

@@ -1,33 +1,65 @@
 //! `cargo xtask sass`: a variant's SASS loop body from a results file, each FFMA marked
 //! with the partial accumulator (dependency chain) it extends.
 
+use crate::Failure;
+use accprobe::error::Error;
 use accprobe::model::results::RunResults;
-use std::path::Path;
+use accprobe::model::variant::Variant;
+use std::path::{Path, PathBuf};
 
-fn count(word: &str, prefix: &str) -> Result<u32, String> {
+/// Why `cargo xtask sass` prints no loop.
+#[derive(Debug, thiserror::Error)]
+pub enum SassError {
+    /// A chain length or an accumulator count that is not `chainN`/`accN` or `N`, N >= 1.
+    #[error("{word:?}: expected {prefix}N or N with N >= 1")]
+    Count { word: String, prefix: &'static str },
+    /// The results file could not be read.
+    #[error(transparent)]
+    Results(Error),
+    #[error("{variant} is not in {}", file.display())]
+    NoVariant { variant: Variant, file: PathBuf },
+    /// The variant is there without its SASS (with why, when the file says).
+    #[error(
+        "{} carries no SASS for {variant}{}",
+        file.display(),
+        why.as_ref().map(|x| format!(" ({x})")).unwrap_or_default()
+    )]
+    NoSass {
+        variant: Variant,
+        file: PathBuf,
+        why: Option<String>,
+    },
+}
+
+impl From<SassError> for Failure {
+    fn from(e: SassError) -> Failure {
+        Failure::Message(e.to_string())
+    }
+}
+
+fn count(word: &str, prefix: &'static str) -> Result<u32, SassError> {
     word.strip_prefix(prefix)
         .unwrap_or(word)
         .parse::<u32>()
         .ok()
         .filter(|&n| n > 0)
-        .ok_or_else(|| format!("{word:?}: expected {prefix}N or N with N >= 1"))
+        .ok_or_else(|| SassError::Count {
+            word: word.to_string(),
+            prefix,
+        })
 }
 
-pub fn run(results: &Path, chain: &str, acc: &str) -> Result<(), String> {
-    let v = accprobe::model::variant::Variant::new(count(chain, "chain")?, count(acc, "acc")?);
-    let r = RunResults::load(results).map_err(|e| e.to_string())?;
-    let vr = r
-        .get(v)
-        .ok_or_else(|| format!("{v} is not in {}", results.display()))?;
-    let s = vr.sass.as_ref().ok_or_else(|| {
-        format!(
-            "{} carries no SASS for {v}{}",
-            results.display(),
-            r.sass_unavailable
-                .as_ref()
-                .map(|x| format!(" ({x})"))
-                .unwrap_or_default()
-        )
+pub fn run(results: &Path, chain: &str, acc: &str) -> Result<(), SassError> {
+    let v = Variant::new(count(chain, "chain")?, count(acc, "acc")?);
+    let r = RunResults::load(results).map_err(SassError::Results)?;
+    let vr = r.get(v).ok_or_else(|| SassError::NoVariant {
+        variant: v,
+        file: results.to_path_buf(),
+    })?;
+    let s = vr.sass.as_ref().ok_or_else(|| SassError::NoSass {
+        variant: v,
+        file: results.to_path_buf(),
+        why: r.sass_unavailable.clone(),
     })?;
     if let Some(e) = &r.environment {
         say!("{v}: {}", e.summary());
@@ -74,9 +106,11 @@ mod tests {
         sass::run(&committed(), "29", "4").unwrap();
         assert!(sass::run(&committed(), "chainX", "acc4")
             .unwrap_err()
+            .to_string()
             .contains("expected chainN"));
         assert!(sass::run(&committed(), "chain30", "acc4")
             .unwrap_err()
+            .to_string()
             .contains("is not in"));
     }
 }

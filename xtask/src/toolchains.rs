@@ -122,7 +122,24 @@ pub fn compile_only(dir: &Path, profile: &str, bless: bool, dry_run: bool) -> cr
 #[derive(Debug, Clone)]
 pub struct Measured {
     pub toolchain: String,
-    pub outcome: Result<RunResults, String>,
+    pub outcome: Result<RunResults, NotMeasured>,
+}
+
+/// Why a toolchain's GPU run gave no results.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum NotMeasured {
+    /// The run finished but its results file could not be read.
+    #[error(transparent)]
+    Results(accprobe::error::Error),
+    /// The driver refused the CUBIN ([`driver_refused`]); `said` is the run's last line.
+    #[error("the driver cannot run CUBINs from NVRTC {toolchain}: {said}")]
+    DriverRefused { toolchain: String, said: String },
+    #[error("the run under NVRTC {toolchain} failed ({status}): {said}")]
+    Failed {
+        toolchain: String,
+        status: std::process::ExitStatus,
+        said: String,
+    },
 }
 
 /// Whether a failed run's message says the driver refused the CUBIN (a newer NVRTC than
@@ -191,18 +208,18 @@ pub fn gpu(dir: &Path, profile: Option<&str>, toolchains: &[String], out: &Path)
             .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
         let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
         let outcome = if o.status.success() {
-            RunResults::load(&file).map_err(|e| e.to_string())
+            RunResults::load(&file).map_err(NotMeasured::Results)
         } else if driver_refused(&stderr) {
-            Err(format!(
-                "the driver cannot run CUBINs from NVRTC {t}: {}",
-                last_line(&stderr)
-            ))
+            Err(NotMeasured::DriverRefused {
+                toolchain: t.clone(),
+                said: last_line(&stderr),
+            })
         } else {
-            Err(format!(
-                "the run under NVRTC {t} failed ({}): {}",
-                o.status,
-                last_line(&stderr)
-            ))
+            Err(NotMeasured::Failed {
+                toolchain: t.clone(),
+                status: o.status,
+                said: last_line(&stderr),
+            })
         };
         if let Err(e) = &outcome {
             warn!("accprobe: {e}");
@@ -414,7 +431,7 @@ fn longest_backticks(s: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{compare, driver_refused, file_stem, Measured};
+    use super::{compare, driver_refused, file_stem, Measured, NotMeasured};
     use crate::paths::find_profile;
     use crate::testing::{committed, expectations};
 
@@ -459,7 +476,10 @@ mod tests {
                 },
                 Measured {
                     toolchain: "13.5".into(),
-                    outcome: Err(refused.into()),
+                    outcome: Err(NotMeasured::DriverRefused {
+                        toolchain: "13.5".into(),
+                        said: "CUDA_ERROR_UNSUPPORTED_PTX_VERSION".into(),
+                    }),
                 },
             ],
         );

@@ -6,9 +6,38 @@
 use super::key::sha256_hex;
 use super::prune::prune_cache;
 use crate::compile::{Compiled, Program};
+use crate::error::{Error, LineError};
 use crate::input;
 use std::collections::BTreeMap;
 use std::path::Path;
+
+/// Why a cache entry is not trusted: it is compiled again and replaced, and the reason
+/// goes into [`super::CacheUse::Rebuilt`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Untrusted {
+    #[error("no manifest: {0}")]
+    NoManifest(Error),
+    #[error("bad manifest line {0:?}")]
+    ManifestLine(String),
+    #[error("{name}: {error}")]
+    Unreadable { name: String, error: Error },
+    #[error("{0} does not match its digest")]
+    Digest(String),
+    #[error("{0} is not in the manifest")]
+    NotInManifest(String),
+    #[error("{0} is not UTF-8")]
+    NotUtf8(String),
+    #[error("more parts than the matrix has variants ({0})")]
+    TooManyParts(usize),
+    #[error("{0} is in the manifest but belongs to no part")]
+    Unclaimed(String),
+    #[error("its ptxas log: {0}")]
+    PtxasLog(LineError),
+    #[error("{0} is in two of its parts")]
+    InTwoParts(String),
+    #[error("its ptxas report does not cover every variant")]
+    Uncovered,
+}
 
 /// The file names of part `k` of a cache entry: `cubin`, `log`, `sass` for the first (all
 /// an entry of one part holds), `cubin.1`, `log.1`, `sass.1` for the second, and on.
@@ -26,29 +55,33 @@ fn part_file(name: &str, k: usize) -> String {
 pub(super) fn read_entry(
     dir: &Path,
     max_parts: usize,
-) -> std::result::Result<Vec<Program>, String> {
+) -> std::result::Result<Vec<Program>, Untrusted> {
     let manifest = input::read_text(&dir.join("manifest"), "manifest", input::YAML_LIMIT)
-        .map_err(|e| format!("no manifest: {e}"))?;
+        .map_err(Untrusted::NoManifest)?;
     let mut want: BTreeMap<&str, &str> = BTreeMap::new();
     for line in manifest.lines() {
         let (name, digest) = line
             .split_once(' ')
-            .ok_or_else(|| format!("bad manifest line {line:?}"))?;
+            .ok_or_else(|| Untrusted::ManifestLine(line.to_string()))?;
         want.insert(name, digest);
     }
     // What the manifest names, for the parts' optional files; `want` loses each as it is read.
     let named: std::collections::BTreeSet<&str> = want.keys().copied().collect();
-    let mut read = |name: &str| -> std::result::Result<Vec<u8>, String> {
-        let bytes = input::read_bytes(&dir.join(name), name, input::TOOL_OUTPUT_LIMIT)
-            .map_err(|e| format!("{name}: {e}"))?;
+    let mut read = |name: &str| -> std::result::Result<Vec<u8>, Untrusted> {
+        let bytes = input::read_bytes(&dir.join(name), name, input::TOOL_OUTPUT_LIMIT).map_err(
+            |error| Untrusted::Unreadable {
+                name: name.to_string(),
+                error,
+            },
+        )?;
         match want.remove(name) {
             Some(d) if d == sha256_hex(&[&bytes]) => Ok(bytes),
-            Some(_) => Err(format!("{name} does not match its digest")),
-            None => Err(format!("{name} is not in the manifest")),
+            Some(_) => Err(Untrusted::Digest(name.to_string())),
+            None => Err(Untrusted::NotInManifest(name.to_string())),
         }
     };
     let text = |name: &str, bytes: Vec<u8>| {
-        String::from_utf8(bytes).map_err(|_| format!("{name} is not UTF-8"))
+        String::from_utf8(bytes).map_err(|_| Untrusted::NotUtf8(name.to_string()))
     };
     let mut parts = Vec::new();
     for k in 0.. {
@@ -57,9 +90,7 @@ pub(super) fn read_entry(
             break;
         }
         if k >= max_parts.max(1) {
-            return Err(format!(
-                "more parts than the matrix has variants ({max_parts})"
-            ));
+            return Err(Untrusted::TooManyParts(max_parts));
         }
         let cubin = read(&cubin_name)?;
         let log_name = part_file("log", k);
@@ -73,7 +104,7 @@ pub(super) fn read_entry(
         parts.push(Program { cubin, log, sass });
     }
     match want.keys().next() {
-        Some(extra) => Err(format!("{extra} is in the manifest but belongs to no part")),
+        Some(extra) => Err(Untrusted::Unclaimed(extra.to_string())),
         None => Ok(parts),
     }
 }
@@ -300,7 +331,7 @@ mod tests {
             manifest.push_str(&format!("{name} {}\n", sha256_hex(&[name.as_bytes()])));
         }
         std::fs::write(d.join("manifest"), &manifest).unwrap();
-        let e = read_entry(d, 24).unwrap_err();
+        let e = read_entry(d, 24).unwrap_err().to_string();
         assert!(
             e.contains("cubin.2") && e.contains("belongs to no part"),
             "{e}"
@@ -316,7 +347,7 @@ mod tests {
         }
         std::fs::write(d.join("manifest"), &two).unwrap();
         assert_eq!(read_entry(d, 2).map(|p| p.len()), Ok(2));
-        let e = read_entry(d, 1).unwrap_err();
+        let e = read_entry(d, 1).unwrap_err().to_string();
         assert!(e.contains("more parts than the matrix has variants"), "{e}");
     }
 }

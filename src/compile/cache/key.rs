@@ -79,23 +79,36 @@ fn disassembler_key(tool: &Path) -> String {
 /// one's code; the SASS is the disassembler's text. An error where the library cannot be
 /// named ([`unknown_library`]). Call only after checking that libnvrtc is present.
 pub fn fingerprint() -> Result<String> {
-    toolchain_fingerprint()?.map_err(Error::msg)
+    toolchain_fingerprint().map_err(|e| match e {
+        Unfingerprinted::Nvrtc(e) => e,
+        Unfingerprinted::Unnamed(why) => Error::msg(why),
+    })
 }
 
-/// [`fingerprint`], with why there is none inside.
-pub(super) fn toolchain_fingerprint() -> Result<std::result::Result<String, String>> {
+/// Why there is no [`fingerprint`]: NVRTC did not say its version, or a file it runs
+/// cannot be named (the compile cache then compiles without it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Unfingerprinted {
+    #[error("{0}")]
+    Nvrtc(Error),
+    #[error("{0}")]
+    Unnamed(String),
+}
+
+/// [`fingerprint`], with why there is none.
+pub(super) fn toolchain_fingerprint() -> std::result::Result<String, Unfingerprinted> {
     // First: it loads libnvrtc, if nothing has yet.
-    let version = nvrtc_version()?;
+    let version = nvrtc_version().map_err(Unfingerprinted::Nvrtc)?;
     load_builtins(&version);
     let loaded = loaded_nvrtc();
     if let Some(why) = unknown_library(&loaded) {
-        return Ok(Err(why));
+        return Err(Unfingerprinted::Unnamed(why));
     }
     // The builtins that compile may be another folder's than libnvrtc's (see
     // `load_builtins`): those mapped are named beside those in libnvrtc's folder.
     let builtins = mapped_files("libnvrtc-builtins.so");
     if let Some(p) = builtins.iter().find(|p| replaced(p)) {
-        return Ok(Err(format!(
+        return Err(Unfingerprinted::Unnamed(format!(
             "the NVRTC builtins this process loaded, {}, were removed or replaced since",
             p.display()
         )));
@@ -109,10 +122,10 @@ pub(super) fn toolchain_fingerprint() -> Result<std::result::Result<String, Stri
     libraries.dedup();
     let disassembler =
         find_disassembler().map_or("no disassembler".to_string(), |p| disassembler_key(&p));
-    Ok(Ok(format!(
+    Ok(format!(
         "NVRTC {version} | {} | {disassembler}",
         libraries.join(", ")
-    )))
+    ))
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ use crate::compile::source::reads_a_file;
 use crate::compile::{assemble, compile, ptxas, Built, Compiled, Program};
 use crate::error::Result;
 use crate::model::variant::Variant;
-use entry::{mark_used, read_entry, write_entry};
-use key::toolchain_fingerprint;
+use entry::{mark_used, read_entry, write_entry, Untrusted};
+use key::{toolchain_fingerprint, Unfingerprinted};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -70,16 +70,16 @@ fn from_cache(
     parts: Vec<Program>,
     variants: &[Variant],
     options: &[String],
-) -> std::result::Result<Compiled, String> {
+) -> std::result::Result<Compiled, Untrusted> {
     let reading = std::time::Instant::now();
     let mut built: Vec<Built> = Vec::new();
     for mut part in parts {
-        let reports = ptxas::parse(&part.log).map_err(|e| format!("its ptxas log: {e}"))?;
+        let reports = ptxas::parse(&part.log).map_err(Untrusted::PtxasLog)?;
         if let Some(k) = reports
             .keys()
             .find(|k| built.iter().any(|b| b.reports.contains_key(*k)))
         {
-            return Err(format!("{k} is in two of its parts"));
+            return Err(Untrusted::InTwoParts(k.clone()));
         }
         let mine: Vec<Variant> = variants
             .iter()
@@ -102,7 +102,7 @@ fn from_cache(
     }
     let covered = |v: &Variant| built.iter().any(|b| b.reports.contains_key(&v.name()));
     if !variants.iter().all(covered) {
-        return Err("its ptxas report does not cover every variant".into());
+        return Err(Untrusted::Uncovered);
     }
     Ok(assemble(
         built,
@@ -130,9 +130,10 @@ pub fn compile_cached(
             )),
         ));
     }
-    let fingerprint = match toolchain_fingerprint()? {
+    let fingerprint = match toolchain_fingerprint() {
         Ok(f) => f,
-        Err(why) => {
+        Err(Unfingerprinted::Nvrtc(e)) => return Err(e),
+        Err(why @ Unfingerprinted::Unnamed(_)) => {
             return Ok((
                 compile(variants, options)?,
                 CacheUse::Unused(format!("{why}: compiled, not cached")),
@@ -152,9 +153,9 @@ pub fn compile_cached(
                     mark_used(&dir);
                     return Ok((c, CacheUse::Hit));
                 }
-                Err(why) => CacheUse::Rebuilt(why),
+                Err(why) => CacheUse::Rebuilt(why.to_string()),
             },
-            Err(why) => CacheUse::Rebuilt(why),
+            Err(why) => CacheUse::Rebuilt(why.to_string()),
         }
     } else {
         CacheUse::Miss
@@ -191,7 +192,9 @@ mod tests {
             log,
             sass: Some(String::new()),
         };
-        let e = from_cache(vec![program.clone(), program], &[v], &[]).unwrap_err();
+        let e = from_cache(vec![program.clone(), program], &[v], &[])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(&v.name()) && e.contains("two"), "{e}");
     }
 }

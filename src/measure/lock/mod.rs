@@ -16,7 +16,9 @@ mod registration;
 mod settings;
 
 pub use key::{format_uuid, normalize_bus_id, DeviceKey};
-pub use registration::{peers, register, register_device, register_device_in, Registration};
+pub use registration::{
+    peers, register, register_device, register_device_in, RegisterError, Registration,
+};
 pub use settings::{LockSettings, DEFAULT_DIR, DEFAULT_TIMEOUT, LOCK_DIR_ENV, LOCK_TIMEOUT_ENV};
 
 use crate::sync::lock_ignoring_poison;
@@ -85,11 +87,21 @@ pub enum Waiting<'a> {
     Acquired { waited: Duration },
 }
 
+/// The shared lock directory could not be made.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot create the lock directory {}: {source}", dir.display())]
+pub struct LockDirError {
+    pub dir: PathBuf,
+    pub source: std::io::Error,
+}
+
 /// Makes the shared lock directory where it is missing (sticky and writable by all).
-fn open_shared_dir(dir: &Path) -> Result<(), String> {
+fn open_shared_dir(dir: &Path) -> Result<(), LockDirError> {
     if !dir.is_dir() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create the lock directory {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| LockDirError {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
         // Every user's accprobe must be able to lock here (sticky, like /tmp).
         #[cfg(unix)]
         {
@@ -109,7 +121,7 @@ pub fn acquire(
     poll: Duration,
     mut tell: impl FnMut(Waiting),
 ) -> Result<DeviceLock, LockError> {
-    open_shared_dir(dir).map_err(LockError::Io)?;
+    open_shared_dir(dir).map_err(|e| LockError::Io(e.to_string()))?;
     let path = dir.join(format!("{stem}.lock"));
     let mut file = OpenOptions::new()
         .read(true)

@@ -3,7 +3,7 @@
 //! before it creates its context, and removes it when the context is gone, so that the
 //! contention checks tell a waiting accprobe's idle context from another program's.
 
-use super::{open_shared_dir, shared, DeviceKey, LockSettings, Slots};
+use super::{open_shared_dir, shared, DeviceKey, LockDirError, LockSettings, Slots};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -20,18 +20,34 @@ impl Drop for Registration {
     }
 }
 
+/// Why this process could not register as a user of a device.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    #[error(transparent)]
+    Dir(#[from] LockDirError),
+    #[error("cannot register in {}: {source}", dir.display())]
+    Write {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+}
+
 /// Registers this process as a user of the device `stem` (once per process, shared). The
 /// file holds the process's start time, so that a registration left by a killed process
 /// never vouches for another process that was given its PID.
-pub fn register(dir: &Path, stem: &str) -> Result<Arc<Registration>, String> {
+pub fn register(dir: &Path, stem: &str) -> Result<Arc<Registration>, RegisterError> {
     static REGISTERED: Slots<Registration> = Mutex::new(BTreeMap::new());
     shared(&REGISTERED, dir.join(stem), || {
         open_shared_dir(dir)?;
         let path = dir.join(format!("{stem}.pid-{}", std::process::id()));
         let started = start_time(std::process::id()).unwrap_or_default();
         let record = format!("{started} {}", pid_namespace().unwrap_or_default());
-        std::fs::write(&path, record.trim_end().as_bytes())
-            .map_err(|e| format!("cannot register in {}: {e}", dir.display()))?;
+        std::fs::write(&path, record.trim_end().as_bytes()).map_err(|source| {
+            RegisterError::Write {
+                dir: dir.to_path_buf(),
+                source,
+            }
+        })?;
         Ok(Registration { path })
     })
 }
@@ -58,7 +74,7 @@ pub fn register_device_in(
     };
     match register(&settings.dir, &stem) {
         Ok(r) => Ok(Some(r)),
-        Err(why) => settings.refusal(&why).map_or(Ok(None), Err),
+        Err(why) => settings.refusal(&why.to_string()).map_or(Ok(None), Err),
     }
 }
 

@@ -27,7 +27,7 @@ impl LockSettings {
     /// `ACCPROBE_LOCK_DIR` and `ACCPROBE_LOCK_TIMEOUT`, through `config` (empty, or only
     /// whitespace, is unset); a timeout that is not a number of seconds is a configuration
     /// error.
-    pub fn from_env() -> Result<LockSettings, String> {
+    pub fn from_env() -> Result<LockSettings, crate::config::ConfigError> {
         Ok(Self::from_values(
             crate::config::lock_dir(),
             crate::config::lock_timeout()?,

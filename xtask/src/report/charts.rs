@@ -10,6 +10,17 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
+/// What the plotting library said when a chart could not be drawn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DrawError(String);
+
+impl DrawError {
+    fn of(e: impl std::fmt::Display) -> DrawError {
+        DrawError(e.to_string())
+    }
+}
+
 const COLOURS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
@@ -102,14 +113,14 @@ fn draw_line<'a, 'b: 'a>(
     c: RGBColor,
     look: Look,
     label: String,
-) -> Result<(), String> {
+) -> Result<(), DrawError> {
     let style = c.stroke_width(look.width);
     let label = line(&label).into_owned();
     let anno = match look.dash {
         None => chart.draw_series(LineSeries::new(pts.to_vec(), style)),
         Some((d, g)) => chart.draw_series(DashedLineSeries::new(pts.to_vec(), d, g, style)),
     }
-    .map_err(|e| e.to_string())?;
+    .map_err(DrawError::of)?;
     // A solid swatch is a dash as long as the swatch.
     let (d, g) = look.dash.unwrap_or((24, 0));
     let swatch = move |(x, y): (i32, i32)| {
@@ -145,7 +156,7 @@ fn draw_line<'a, 'b: 'a>(
             .draw_series(pts.iter().map(|&p| Cross::new(p, 5, mark)))
             .map(|_| ()),
     }
-    .map_err(|e| e.to_string())
+    .map_err(DrawError::of)
 }
 
 /// An x range that spans `values` with a margin of `pad` (of the span) each side, and
@@ -164,14 +175,14 @@ fn ticks_at(values: &[f64], pad: f64) -> Ticks {
 fn legend<'a, 'b: 'a>(
     chart: &mut Chart<'a, 'b>,
     position: SeriesLabelPosition,
-) -> Result<(), String> {
+) -> Result<(), DrawError> {
     chart
         .configure_series_labels()
         .position(position)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
-        .map_err(|e| e.to_string())
+        .map_err(DrawError::of)
 }
 
 /// Progress relative to acc1 against K (log2 axis, a tick at each measured K), one line
@@ -180,7 +191,7 @@ pub(super) fn progress_chart(
     svg: &mut String,
     input: &Input,
     study: &RunResults,
-) -> Result<(), String> {
+) -> Result<(), DrawError> {
     let p = &input.profile.probe;
     let series = |r: &RunResults, n: u32| -> Vec<(f64, f64)> {
         let base = r.get(Variant::new(n, 1)).map(|x| x.mean_progress);
@@ -211,7 +222,7 @@ pub(super) fn progress_chart(
     ks.sort_by(f64::total_cmp);
     ks.dedup();
     let root = SVGBackend::with_string(svg, (900, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    root.fill(&WHITE).map_err(DrawError::of)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!(
@@ -224,7 +235,7 @@ pub(super) fn progress_chart(
         .x_label_area_size(45)
         .y_label_area_size(65)
         .build_cartesian_2d(ticks_at(&ks, 0.03), (lo - 0.05)..(hi + 0.05))
-        .map_err(|e| e.to_string())?;
+        .map_err(DrawError::of)?;
     chart
         .configure_mesh()
         .x_desc("accumulator count K (log scale)")
@@ -233,7 +244,7 @@ pub(super) fn progress_chart(
         .x_label_formatter(&|x| format!("{:.0}", 2f64.powf(*x)))
         .y_label_formatter(&|y| format!("{y:.2}"))
         .draw()
-        .map_err(|e| e.to_string())?;
+        .map_err(DrawError::of)?;
     for (i, &n) in p.chains.iter().enumerate() {
         let c = COLOURS[i % COLOURS.len()];
         let measured = series(&input.results, n);
@@ -255,7 +266,7 @@ pub(super) fn progress_chart(
         }
     }
     legend(&mut chart, SeriesLabelPosition::LowerLeft)?;
-    root.present().map_err(|e| e.to_string())
+    root.present().map_err(DrawError::of)
 }
 
 /// acc2/acc1 against chain length (the axis spans the measured chains, a tick at each):
@@ -266,7 +277,7 @@ pub(super) fn gain_chart(
     inputs: &[Input],
     study: &RunResults,
     chains: &[u32],
-) -> Result<(), String> {
+) -> Result<(), DrawError> {
     let gains = |r: &RunResults| -> Vec<(f64, f64)> {
         chains
             .iter()
@@ -289,14 +300,14 @@ pub(super) fn gain_chart(
     ns.sort_by(f64::total_cmp);
     ns.dedup();
     let root = SVGBackend::with_string(svg, (900, 520)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    root.fill(&WHITE).map_err(DrawError::of)?;
     let mut chart = ChartBuilder::on(&root)
         .caption("acc2 / acc1 gain vs chain length", ("sans-serif", 20))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(65)
         .build_cartesian_2d(ticks_at(&ns, 0.05), (lo - 0.05).min(0.95)..hi + 0.1)
-        .map_err(|e| e.to_string())?;
+        .map_err(DrawError::of)?;
     chart
         .configure_mesh()
         .x_desc("chain length N (FFMAs per iteration)")
@@ -305,7 +316,7 @@ pub(super) fn gain_chart(
         .x_label_formatter(&|x| format!("{x:.0}"))
         .y_label_formatter(&|y| format!("{y:.2}"))
         .draw()
-        .map_err(|e| e.to_string())?;
+        .map_err(DrawError::of)?;
     for (i, input) in inputs.iter().enumerate() {
         draw_line(
             &mut chart,
@@ -323,5 +334,5 @@ pub(super) fn gain_chart(
         "study (docs/study.md)".into(),
     )?;
     legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
-    root.present().map_err(|e| e.to_string())
+    root.present().map_err(DrawError::of)
 }

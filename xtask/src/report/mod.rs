@@ -8,7 +8,9 @@ mod markdown;
 #[cfg(test)]
 mod tests;
 
-use crate::paths::find_profile;
+use crate::paths::{find_profile, NoProfile};
+use crate::Failure;
+use accprobe::error::Error;
 use accprobe::expectations::profile::Profile;
 use accprobe::model::results::RunResults;
 use accprobe::report::write_atomic;
@@ -124,33 +126,84 @@ fn other_json(file: &Path) -> Option<String> {
     Some(format!("not a results file: {kind}"))
 }
 
-/// Why the chart for `path` could not be drawn, naming it.
-fn chart_error(path: &Path, e: &str) -> String {
-    format!("cannot draw {}: {e}", path.display())
+/// Why no report was written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("give at least one results file")]
+    NoFiles,
+    #[error(transparent)]
+    NoProfile(#[from] NoProfile),
+    #[error("the documented profile has no recorded table")]
+    NoRecordedTable,
+    /// A results file that could not be read.
+    #[error(transparent)]
+    Results(Error),
+    #[error("none of {} is a results file", list(.0))]
+    NoResults(Vec<PathBuf>),
+    #[error("cannot create {}: {source}", dir.display())]
+    CreateFolder {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot draw {}: {error}", path.display())]
+    Draw {
+        path: PathBuf,
+        error: charts::DrawError,
+    },
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
-/// Writes a drawn chart, atomically, like every output; an error names the file.
-fn write_chart(path: &Path, svg: &str) -> Result<(), String> {
-    write_atomic(path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))
+fn list(files: &[PathBuf]) -> String {
+    files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl From<ReportError> for Failure {
+    fn from(e: ReportError) -> Failure {
+        Failure::Message(e.to_string())
+    }
+}
+
+/// Why the chart for `path` could not be drawn, naming it.
+fn chart_error(path: &Path, error: charts::DrawError) -> ReportError {
+    ReportError::Draw {
+        path: path.to_path_buf(),
+        error,
+    }
+}
+
+/// Writes `text` to `path`, atomically, like every output; an error names the file.
+fn write_file(path: &Path, text: &str) -> Result<(), ReportError> {
+    write_atomic(path, text).map_err(|source| ReportError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Writes `report.md`, `progress-<gpu>.svg` per input and `gain.svg` into `out`.
-pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
+pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), ReportError> {
     if files.is_empty() {
-        return Err("give at least one results file".into());
+        return Err(ReportError::NoFiles);
     }
     let study_profile = find_profile(dir, accprobe::catalog::DOCUMENTED)?;
     let study = study_profile
         .recorded
         .clone()
-        .ok_or("the documented profile has no recorded table")?;
+        .ok_or(ReportError::NoRecordedTable)?;
     let mut inputs = Vec::new();
     for f in files {
         if let Some(what) = other_json(f) {
             warn!("report: skipped {}: {what}", f.display());
             continue;
         }
-        let results = RunResults::load(f).map_err(|e| e.to_string())?;
+        let results = RunResults::load(f).map_err(ReportError::Results)?;
         let profile = find_profile(dir, &results.profile)?;
         inputs.push(Input {
             label: label(&results, f),
@@ -161,16 +214,12 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
     }
     distinguish(&mut inputs);
     if inputs.is_empty() {
-        return Err(format!(
-            "none of {} is a results file",
-            files
-                .iter()
-                .map(|f| f.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        return Err(ReportError::NoResults(files.to_vec()));
     }
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    std::fs::create_dir_all(out).map_err(|source| ReportError::CreateFolder {
+        dir: out.to_path_buf(),
+        source,
+    })?;
     let mut charts_written: Vec<String> = Vec::new();
     let mut md = markdown::intro(&inputs);
     for i in &inputs {
@@ -181,8 +230,8 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
         );
         let mut svg = String::new();
         charts::progress_chart(&mut svg, i, &study)
-            .map_err(|e| chart_error(&out.join(&chart), &e))?;
-        write_chart(&out.join(&chart), &svg)?;
+            .map_err(|e| chart_error(&out.join(&chart), e))?;
+        write_file(&out.join(&chart), &svg)?;
         md.push_str(&markdown::section(i, &chart));
     }
     md.push_str(&markdown::invariants(&inputs));
@@ -190,10 +239,10 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), String> {
     let chains = inputs[0].profile.probe.chains.clone();
     let gain = out.join("gain.svg");
     let mut svg = String::new();
-    charts::gain_chart(&mut svg, &inputs, &study, &chains).map_err(|e| chart_error(&gain, &e))?;
-    write_chart(&gain, &svg)?;
+    charts::gain_chart(&mut svg, &inputs, &study, &chains).map_err(|e| chart_error(&gain, e))?;
+    write_file(&gain, &svg)?;
     let path = out.join("report.md");
-    write_atomic(&path, &md).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    write_file(&path, &md)?;
     say!("report: {} (and SVG charts beside it)", path.display());
     Ok(())
 }

@@ -103,6 +103,7 @@ fn report_writes_markdown_and_readable_svg_charts_from_the_committed_runs() {
     );
     assert!(report::run(&expectations(), &[], dir)
         .unwrap_err()
+        .to_string()
         .contains("at least one"));
     // The README's glob also matches agree's and bench's JSON: skipped, not fatal.
     let agreement = root().join("docs/results/h200-2026-11-29-agreement.json");
@@ -115,12 +116,14 @@ fn report_writes_markdown_and_readable_svg_charts_from_the_committed_runs() {
     .unwrap();
     assert!(report::run(&expectations(), &[agreement], dir)
         .unwrap_err()
+        .to_string()
         .contains("none of"));
     // A broken results file is still an error.
     let broken = dir.join("broken.json");
     std::fs::write(&broken, "{\"schema\": 2}").unwrap();
     assert!(report::run(&expectations(), &[committed(), broken], dir)
         .unwrap_err()
+        .to_string()
         .contains("not a results file"));
 }
 
@@ -167,7 +170,9 @@ fn report_under_a_long_folder_name_writes_short_chart_names_and_names_a_file_it_
     // A chart that cannot be written (a folder is in its place) is named.
     let blocked = dir.join("blocked");
     std::fs::create_dir_all(blocked.join("gain.svg")).unwrap();
-    let e = report::run(&expectations(), &[a], &blocked).unwrap_err();
+    let e = report::run(&expectations(), &[a], &blocked)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains(&blocked.join("gain.svg").display().to_string()),
         "{e}"
