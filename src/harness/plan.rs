@@ -270,7 +270,7 @@ impl Plan {
             }
         }
         recorder.plan(known, ignored, expected);
-        let _ = recorder.write();
+        let _ = recorder.snapshot();
     }
 }
 
