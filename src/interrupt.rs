@@ -72,6 +72,22 @@ static EXIT_CODE: AtomicI32 = AtomicI32::new(-1);
 /// Whether [`install`] ran.
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
+/// `eprintln!` that never panics: a write error on stderr (`2>/dev/full`, a closed pipe)
+/// drops the line, and the run goes on to its JUnit file and its exit code. Every line the
+/// crate prints on stderr goes through it (here, because this module is below every other).
+#[macro_export]
+macro_rules! say_err {
+    ($($arg:tt)*) => {
+        $crate::interrupt::to_stderr(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Writes `text` to stderr as it is; a write error drops it.
+pub fn to_stderr(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
 /// The name of `signal` ("SIGTERM"), or "signal N".
 pub fn name(signal: libc::c_int) -> String {
     TERMINATING
@@ -115,7 +131,7 @@ pub fn install(who: &'static str, act: impl Fn(&'static str) + Send + Sync + 'st
                     }
                 });
             }
-            Err(e) if blocked != 0 => eprintln!(
+            Err(e) if blocked != 0 => crate::say_err!(
                 "{who}: cannot handle termination signals ({e}); an interrupted run ends without its report"
             ),
             Err(_) => {}
@@ -141,11 +157,11 @@ pub fn install(who: &'static str, act: impl Fn(&'static str) + Send + Sync + 'st
                     Err(RecvTimeoutError::Timeout) => {}
                 }
                 if signals_in.try_recv().is_ok() {
-                    eprintln!("{who}: interrupted again; ending at once");
+                    crate::say_err!("{who}: interrupted again; ending at once");
                     break;
                 }
                 if Instant::now() >= deadline {
-                    eprintln!(
+                    crate::say_err!(
                         "{who}: interrupted by {name}; what it does then did not end within {} s; ending without it",
                         ACT_LIMIT.as_secs()
                     );

@@ -79,7 +79,7 @@ pub fn worker_main() -> Option<ExitCode> {
     Some(match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("accprobe compile worker: {e}");
+            crate::say_err!("accprobe compile worker: {e}");
             ExitCode::from(2)
         }
     })

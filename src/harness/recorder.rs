@@ -397,12 +397,12 @@ fn merge(dir: &Path, junit_path: &Path, part: &ProcessPart) -> std::io::Result<(
             match crate::input::read_text(&path, "JUnit record", crate::input::RESULTS_LIMIT) {
                 Ok(t) => match serde_json::from_str::<ProcessPart>(&t) {
                     Ok(p) => parts.push(p),
-                    Err(e) => eprintln!(
+                    Err(e) => crate::say_err!(
                         "accprobe: {}: not a JUnit record of this suite ({e}); left out of the JUnit file",
                         path.display()
                     ),
                 },
-                Err(e) => eprintln!("accprobe: {e}; left out of the JUnit file"),
+                Err(e) => crate::say_err!("accprobe: {e}; left out of the JUnit file"),
             }
         }
     }
@@ -461,11 +461,11 @@ pub fn install_interrupt_handler() {
             Arc::new(Recorder::new(Some(paths.junit)).merging(run_dir))
         });
         match r.interrupt(name) {
-            Ok(()) => eprintln!(
+            Ok(()) => crate::say_err!(
                 "accprobe: interrupted by {name}; the JUnit file marks the cases that did not finish"
             ),
             Err(e) => {
-                eprintln!("accprobe: interrupted by {name}; cannot write the JUnit file: {e}")
+                crate::say_err!("accprobe: interrupted by {name}; cannot write the JUnit file: {e}")
             }
         }
     });

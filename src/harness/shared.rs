@@ -52,7 +52,7 @@ impl RunShare {
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
-                eprintln!(
+                crate::say_err!(
                     "accprobe: waiting for another process of this nextest run to measure ({})",
                     dir.display()
                 );
@@ -67,7 +67,7 @@ impl RunShare {
                 Ok(t) => match serde_json::from_str::<Published>(&t) {
                     Ok(p) => Some(p),
                     Err(e) => {
-                        eprintln!(
+                        crate::say_err!(
                             "accprobe: {}: not a measurement of this suite ({e}); measuring again",
                             measured.display()
                         );
@@ -76,7 +76,7 @@ impl RunShare {
                 },
                 Err(_) if std::fs::symlink_metadata(&measured).is_err() => None,
                 Err(e) => {
-                    eprintln!("accprobe: {e}; measuring again");
+                    crate::say_err!("accprobe: {e}; measuring again");
                     None
                 }
             };
