@@ -39,7 +39,7 @@ pub fn enabled() -> bool {
 /// One mark, when the marks are on: `accprobe: trace 0.123 s: what`.
 pub fn mark(what: impl std::fmt::Display) {
     if enabled() {
-        eprintln!("accprobe: trace {:.3} s: {what}", elapsed());
+        crate::say_err!("accprobe: trace {:.3} s: {what}", elapsed());
     }
 }
 

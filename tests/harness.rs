@@ -493,12 +493,12 @@ fn a_logfile_or_stdout_that_fills_up_ends_the_run_with_2_and_says_which() {
         (
             &["--logfile", "/dev/full", "--skip", "compile::"][..],
             "null",
-            "error: --logfile /dev/full: cannot be written",
+            "error: --logfile /dev/full cannot be written: No space left on device\n",
         ),
         (
             &["--skip", "compile::"][..],
             "full",
-            "error: stdout: cannot be written",
+            "error: stdout cannot be written: No space left on device\n",
         ),
     ] {
         let _ = std::fs::remove_file(sb.paths().junit);
@@ -513,6 +513,42 @@ fn a_logfile_or_stdout_that_fills_up_ends_the_run_with_2_and_says_which() {
             TestCaseStatus::NonSuccess { .. }
         ));
     }
+    // `--list >/dev/full` says so plainly, not with the Debug of an unwrapped error.
+    let (code, stderr) = main_into(&sb, &["--list"], "full");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("error: stdout cannot be written: No space left on device\n"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("unwrap"), "{stderr}");
+}
+
+#[test]
+fn a_full_stderr_changes_nothing_in_the_run_or_its_junit_file() {
+    // `probe 2>/dev/full`: every eprintln! panicked ("failed printing to stderr"), exit 101
+    // and no JUnit file.
+    if driver_present() || !Path::new("/dev/full").exists() {
+        eprintln!("skipped: a real driver here, or no /dev/full");
+        return;
+    }
+    let sb = Sandbox::new("stderr-full", &["documented"]);
+    let status = child_command("main", &sb.dir, &["--skip", "compile::"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create("/dev/full").unwrap())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "as without the redirection");
+    let r =
+        Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap();
+    assert_eq!(r.failures, 0);
+    assert!(r.tests > 1, "every case: {}", r.tests);
+    let names: Vec<String> = r
+        .test_suites
+        .iter()
+        .flat_map(|s| &s.test_cases)
+        .map(|c| c.name.to_string())
+        .collect();
+    assert!(!names.iter().any(|n| n.starts_with("run::")), "{names:?}");
 }
 
 #[test]

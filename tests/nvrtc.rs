@@ -662,8 +662,13 @@ fn running(pid: u32) -> bool {
     })
 }
 
-/// A run that is killed (a CI cancel, nextest's timeout) while a toolchain compiles must
-/// not leave its compile worker running on, unwatched, for the rest of its compile.
+/// Set with [`PARENT_MODE`]: the file the child's fake disassembler writes its process id
+/// to once it disassembles.
+const DISASSEMBLER_PID: &str = "ACCPROBE_TEST_DISASSEMBLER_PID";
+
+/// A run that is signalled (a CI cancel, nextest's timeout) while a toolchain compiles and
+/// disassembles must not leave its compile worker, nor the worker's disassembler, running
+/// on, unwatched.
 fn a_worker_does_not_outlive_its_parent() -> Result<Completion, Failed> {
     use accprobe::compile::toolchain::{default_root, installed};
     let root = default_root();
@@ -673,34 +678,47 @@ fn a_worker_does_not_outlive_its_parent() -> Result<Completion, Failed> {
             root.display()
         )));
     };
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let pid_file = tmp.path().join("disassembler.pid");
     let mut parent = std::process::Command::new(std::env::current_exe().unwrap())
         .env(PARENT_MODE, &version)
+        .env(DISASSEMBLER_PID, &pid_file)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .map_err(|e| e.to_string())?;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let worker = loop {
-        if let Some(w) = children_of(parent.id()).first() {
-            break *w;
+    let end = |parent: &mut std::process::Child| {
+        let _ = parent.kill();
+        let _ = parent.wait();
+    };
+    // The worker compiles, then disassembles: the fake disassembler says when.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let disassembler = loop {
+        let pid = std::fs::read_to_string(&pid_file).ok();
+        if let Some(p) = pid.and_then(|t| t.trim().parse::<u32>().ok()) {
+            break p;
         }
         if std::time::Instant::now() > deadline || parent.try_wait().ok().flatten().is_some() {
-            let _ = parent.kill();
-            return Err("the parent never started a worker".into());
+            end(&mut parent);
+            return Err("the parent's worker never disassembled".into());
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    parent.kill().map_err(|e| e.to_string())?;
+    let worker = children_of(parent.id());
+    // SAFETY: signals the child this test started and has not waited for yet.
+    unsafe { libc::kill(parent.id() as i32, libc::SIGTERM) };
     let _ = parent.wait();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while running(worker) {
-        if std::time::Instant::now() > deadline {
-            let _ = std::process::Command::new("kill")
-                .args(["-KILL", &worker.to_string()])
-                .status();
-            return Err(format!("worker {worker} still runs after its parent was killed").into());
+    for pid in worker.into_iter().chain([disassembler]) {
+        while running(pid) {
+            if std::time::Instant::now() > deadline {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+                return Err(format!("process {pid} still runs after its run was signalled").into());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
     }
     Ok(Completion::Completed)
 }
@@ -768,10 +786,20 @@ fn main() -> std::process::ExitCode {
         // The whole matrix, uncached: a worker that takes a while.
         let root = compile::toolchain::default_root();
         let t = compile::toolchain::resolve(&version, &root).unwrap();
-        // A disassembler that never answers: the worker waits on it for as long as it lives.
+        // A disassembler that never answers (after it says its process id): the worker
+        // waits on it for as long as it lives.
         let dir = tempfile::tempdir().unwrap();
         let tool = dir.path().join("nvdisasm");
-        std::fs::write(&tool, "#!/bin/sh\nexec sleep 30\n").unwrap();
+        let pid_file = std::env::var(DISASSEMBLER_PID).unwrap_or_else(|_| "/dev/null".into());
+        std::fs::write(
+            &tool,
+            format!(
+                "#!/bin/sh\ncase \"$1\" in --version) echo V1.0; exit 0;; esac\n\
+                 echo $$ > '{pid_file}.part' && mv '{pid_file}.part' '{pid_file}'\n\
+                 exec sleep 30\n"
+            ),
+        )
+        .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
         let variants = &documented_variants()[..1];

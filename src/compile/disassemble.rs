@@ -88,7 +88,7 @@ fn disassemble_with(tool: &Path, cubin: &[u8]) -> std::result::Result<String, St
     std::fs::write(file.path(), cubin)
         .map_err(|e| format!("cannot write {}: {e}", file.path().display()))?;
     let mut cmd = std::process::Command::new(tool);
-    crate::interrupt::unblocked_in_child(&mut cmd).arg(disassembler_flag(tool));
+    crate::interrupt::child(&mut cmd).arg(disassembler_flag(tool));
     let out = cmd.arg(file.path()).output();
     drop(file);
     match out {

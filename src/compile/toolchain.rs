@@ -222,7 +222,7 @@ pub fn disassembler_identity(tool: &Path) -> String {
     let name = tool
         .file_name()
         .map_or("?".into(), |n| n.to_string_lossy().into_owned());
-    let version = crate::interrupt::unblocked_in_child(&mut Command::new(tool))
+    let version = crate::interrupt::child(&mut Command::new(tool))
         .arg("--version")
         .output()
         .ok()

@@ -79,7 +79,7 @@ pub fn worker_main() -> Option<ExitCode> {
     Some(match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("accprobe compile worker: {e}");
+            crate::say_err!("accprobe compile worker: {e}");
             ExitCode::from(2)
         }
     })
@@ -274,25 +274,9 @@ pub fn spawn_worker(
     )
     .map_err(|e| format!("cannot write {}: {e}", req_file.display()))?;
     let mut cmd = Command::new(&exe);
-    crate::interrupt::unblocked_in_child(&mut cmd);
-    // The worker ends with this process: a run that is cancelled or killed (SIGTERM from a
-    // CI, nextest's timeout, SIGKILL) leaves no compiler running on, unwatched. The signal
-    // follows the thread that spawns it, which waits here until the worker ends.
-    let parent = std::process::id();
-    // SAFETY: prctl and getppid are async-signal-safe, as pre_exec requires.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The parent may have died before the call above.
-            if libc::getppid() as u32 != parent {
-                return Err(std::io::Error::other("the parent process has ended"));
-            }
-            Ok(())
-        });
-    }
+    // The worker ends with this process (`interrupt::child`): the thread that starts it
+    // waits here until it ends.
+    crate::interrupt::child(&mut cmd);
     let out = cmd
         .env(WORKER_ENV, &req_file)
         .env("LD_LIBRARY_PATH", library_path_first(&t.lib_dir))

@@ -115,11 +115,11 @@ fn publish(
         .filter_map(|(s, whole)| device_record(s, whole.as_ref()))
         .collect();
     match share.publish(&Published { devices }) {
-        Ok(()) => eprintln!(
+        Ok(()) => crate::say_err!(
             "accprobe: measured for this nextest run: {}",
             share.dir.display()
         ),
-        Err(e) => eprintln!(
+        Err(e) => crate::say_err!(
             "accprobe: cannot publish the measurement under {}: {e}; the run's next process measures again",
             share.dir.display()
         ),
@@ -193,7 +193,7 @@ fn printer_failed(
     let (why, code) = match stdout::printer_failure() {
         Some(stdout::Failure::Closed) => (format!("a closed {into}"), 141),
         Some(stdout::Failure::Other(e)) => {
-            eprintln!("error: {into}: cannot be written: {e}");
+            crate::say_err!("error: {into} cannot be written: {e}");
             (format!("a failing {into}"), 2)
         }
         // Not the printer's: a panic of libtest-mimic itself, said by the hook as usual.
@@ -204,10 +204,10 @@ fn printer_failed(
     };
     if let Some(r) = recorder {
         match r.interrupt(&why) {
-            Ok(()) => eprintln!(
+            Ok(()) => crate::say_err!(
                 "accprobe: the run stopped on {why}; the JUnit file marks the cases that did not finish"
             ),
-            Err(e) => eprintln!("accprobe: the run stopped on {why}; cannot write the JUnit file: {e}"),
+            Err(e) => crate::say_err!("accprobe: the run stopped on {why}; cannot write the JUnit file: {e}"),
         }
     }
     code

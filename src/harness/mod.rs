@@ -69,7 +69,7 @@ pub const REQUIRED_SUITE: &str = "gpu required";
 /// `--list`, and only once [`main_with`] started the clock.
 fn progress_note(args: &Arguments, what: &str) {
     if !args.list && crate::trace::started() {
-        eprintln!("accprobe: {what} at {:.3} s", crate::trace::elapsed());
+        crate::say_err!("accprobe: {what} at {:.3} s", crate::trace::elapsed());
     }
 }
 
@@ -128,7 +128,7 @@ pub fn main_with(args: Arguments) -> u8 {
 
 /// A configuration error, said on stderr: the run exits 2 before any case runs.
 fn configuration_error(e: impl std::fmt::Display) -> u8 {
-    eprintln!("error: {e}");
+    crate::say_err!("error: {e}");
     2
 }
 

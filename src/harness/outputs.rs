@@ -33,7 +33,7 @@ impl Lines {
     pub fn say(self, text: &str) {
         match self {
             Lines::Stdout => stdout::say(text),
-            Lines::Stderr => eprint!("{text}"),
+            Lines::Stderr => crate::interrupt::to_stderr(text),
         }
     }
 }
@@ -86,14 +86,14 @@ impl Finishing<'_> {
             ));
             info.system_out = format!("{}\n{table}", s.selection_note);
             match write_atomic(&results_path, &r.to_json()) {
-                Ok(()) => eprintln!("results: {}", results_path.display()),
-                Err(e) => eprintln!("{}", Error::io(&results_path, "write results", e)),
+                Ok(()) => crate::say_err!("results: {}", results_path.display()),
+                Err(e) => crate::say_err!("{}", Error::io(&results_path, "write results", e)),
             }
         }
         if let Some(c) = s.compiled() {
             let [log_path, _] = Paths::beside_results(&results_path);
             if let Err(e) = write_atomic(&log_path, &c.log) {
-                eprintln!("{}", Error::io(&log_path, "write the ptxas log", e));
+                crate::say_err!("{}", Error::io(&log_path, "write the ptxas log", e));
             }
             write_cubins(&results_path, &c.parts);
         }
@@ -126,7 +126,7 @@ fn write_cubins(results_path: &Path, parts: &[crate::compile::Program]) {
             _ => results_path.with_extension(format!("{k}.cubin")),
         };
         if let Err(e) = write_atomic_bytes(&cubin_path, &part.cubin) {
-            eprintln!("{}", Error::io(&cubin_path, "write the CUBIN", e));
+            crate::say_err!("{}", Error::io(&cubin_path, "write the CUBIN", e));
         }
     }
     // Those this function wrote before are consecutive: stop at the first that is absent.

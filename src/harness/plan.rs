@@ -270,7 +270,7 @@ impl Plan {
             }
         }
         recorder.plan(known, ignored, expected);
-        let _ = recorder.write();
+        let _ = recorder.snapshot();
     }
 }
 
@@ -278,15 +278,15 @@ impl Plan {
 /// ignored (or fail, when `required`) if it has no GPU.
 fn say_selection(s: &GpuSession, required: bool) {
     match s.target() {
-        Ok(_) => eprintln!("accprobe: {}: {}", s.device_label(), s.selection_note),
+        Ok(_) => crate::say_err!("accprobe: {}: {}", s.device_label(), s.selection_note),
         // The note already says there is no GPU.
-        Err(_) => eprintln!("accprobe: {}", s.selection_note),
+        Err(_) => crate::say_err!("accprobe: {}", s.selection_note),
     }
     if let Err(reason) = s.target() {
         if required {
-            eprintln!("accprobe: no GPU, and {REQUIRE_GPU_ENV} is set: {reason}")
+            crate::say_err!("accprobe: no GPU, and {REQUIRE_GPU_ENV} is set: {reason}")
         } else {
-            eprintln!("accprobe: GPU cases are ignored: {reason}")
+            crate::say_err!("accprobe: GPU cases are ignored: {reason}")
         }
     }
 }

@@ -1,6 +1,9 @@
 //! The live JUnit recorder: every finished case is recorded, and the JUnit file on disk is
 //! rewritten (atomically, at most every [`JUNIT_EVERY`]) so that an interrupted or killed
-//! run leaves a complete file for what finished. On a termination signal (see
+//! run leaves a complete file for what finished. Every such snapshot also holds one
+//! failing `run::unfinished` case, so that a file the run never got to finish (a SIGKILL,
+//! a second signal that ends the process at once) reads red to a CI; only the final write
+//! of a completed run ([`Recorder::write`]) leaves it out. On a termination signal (see
 //! [`crate::interrupt`]) the cases that had not finished are added as skipped ("not
 //! finished: interrupted by SIGTERM") beside one failing `run::interrupted` case, and the
 //! process exits 128 + the signal; before the cases are planned, the file holds that one
@@ -85,7 +88,21 @@ pub struct Recorder {
     /// finishing while the signal is handled can neither appear twice nor overwrite the
     /// interrupted file.
     closed: std::sync::atomic::AtomicBool,
+    /// Set by [`Recorder::write`], the final write: a later snapshot would make the
+    /// completed file red again.
+    finished: std::sync::atomic::AtomicBool,
     started: Option<SystemTime>,
+}
+
+/// Which write of the JUnit file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WriteKind {
+    /// While the run goes on: with the failing [`UNFINISHED_CASE`].
+    Snapshot,
+    /// The run's own end: what finished, nothing more.
+    Final,
+    /// On a signal (or a failing stdout): the interrupted file, the last word.
+    Interrupted,
 }
 
 /// How often, at most, the JUnit file is rewritten while cases finish, so that an
@@ -110,6 +127,9 @@ pub fn nothing_to_report() {
 /// The suite and name of the case an interrupted run adds, failing.
 pub const INTERRUPTED_SUITE: &str = "interrupted";
 pub const INTERRUPTED_CASE: &str = "run::interrupted";
+/// The failing case every snapshot written while the run goes on holds (in the suite
+/// [`INTERRUPTED_SUITE`]), and the final write does not.
+pub const UNFINISHED_CASE: &str = "run::unfinished";
 
 /// The suite and name of the failing case a rebuilt JUnit file gets when a record of
 /// the run cannot be read (its cases are missing).
@@ -157,7 +177,7 @@ impl Recorder {
             due
         };
         if due {
-            let _ = self.write();
+            let _ = self.snapshot();
         }
     }
 
@@ -278,28 +298,44 @@ impl Recorder {
                 });
             }
         }
-        self.write_file(true)
+        self.write_file(WriteKind::Interrupted)
     }
 
-    /// Writes the JUnit file for what has finished so far, atomically (under nextest:
-    /// with what the run's other processes finished).
+    /// Writes the JUnit file of the completed run, atomically (under nextest: with what
+    /// the run's other processes finished): what finished, without the failing
+    /// [`UNFINISHED_CASE`] of the snapshots. Later snapshots do nothing.
     pub fn write(&self) -> std::io::Result<()> {
-        self.write_file(false)
+        self.write_file(WriteKind::Final)
     }
 
-    fn write_file(&self, interrupting: bool) -> std::io::Result<()> {
+    /// Writes the JUnit file for what has finished so far while the run goes on, with a
+    /// failing [`UNFINISHED_CASE`]: a run that never gets to its final write leaves a red
+    /// file. After the final write it does nothing.
+    pub fn snapshot(&self) -> std::io::Result<()> {
+        self.write_file(WriteKind::Snapshot)
+    }
+
+    fn write_file(&self, what: WriteKind) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering::SeqCst;
         let Some(path) = &self.junit else {
             return Ok(());
         };
         let _one_at_a_time = lock_ignoring_poison(&WRITING);
         // Once a signal is taken the interrupted file is the last word.
-        if (self.closed.load(std::sync::atomic::Ordering::SeqCst) || crate::interrupt::taken())
-            && !interrupting
+        if (self.closed.load(SeqCst) || crate::interrupt::taken()) && what != WriteKind::Interrupted
         {
             return Ok(());
         }
+        if what == WriteKind::Snapshot && self.finished.load(SeqCst) {
+            return Ok(());
+        }
         let mut suites = lock_ignoring_poison(&self.suites).clone();
-        let records = lock_ignoring_poison(&self.records).clone();
+        let mut records = lock_ignoring_poison(&self.records).clone();
+        if what == WriteKind::Snapshot {
+            records.push(unfinished(records.len()));
+        } else if what == WriteKind::Final {
+            self.finished.store(true, SeqCst);
+        }
         // A case whose suite is not (yet) known still counts.
         for r in &records {
             if !suites.iter().any(|s| s.name == r.case.suite) {
@@ -324,6 +360,26 @@ impl Recorder {
                 merge(dir, path, &part)
             }
         }
+    }
+}
+
+/// The failing case of a snapshot written while the run goes on, `finished` cases in.
+fn unfinished(finished: usize) -> Record {
+    Record {
+        case: CaseRecord {
+            suite: INTERRUPTED_SUITE.into(),
+            name: UNFINISHED_CASE.into(),
+            status: Status::Failed,
+            message: format!(
+                "the run has not finished: this file is a snapshot written while it runs \
+                 ({finished} cases finished so far), which its final write replaces; a run \
+                 that is over left it when it was killed or ended before that write"
+            ),
+            duration: std::time::Duration::ZERO,
+            kind: Some("unfinished".into()),
+            started: SystemTime::now(),
+        },
+        skip: None,
     }
 }
 
@@ -367,7 +423,7 @@ fn merge(dir: &Path, junit_path: &Path, part: &ProcessPart) -> std::io::Result<(
                 },
                 Err(e) => e.to_string(),
             };
-            eprintln!("accprobe: {why}; its cases are missing from the JUnit file");
+            crate::say_err!("accprobe: {why}; its cases are missing from the JUnit file");
             refused.push(why);
         }
     }
@@ -447,11 +503,11 @@ pub fn install_interrupt_handler() {
             Arc::new(Recorder::new(Some(paths.junit)).merging(run_dir))
         });
         match r.interrupt(name) {
-            Ok(()) => eprintln!(
+            Ok(()) => crate::say_err!(
                 "accprobe: interrupted by {name}; the JUnit file marks the cases that did not finish"
             ),
             Err(e) => {
-                eprintln!("accprobe: interrupted by {name}; cannot write the JUnit file: {e}")
+                crate::say_err!("accprobe: interrupted by {name}; cannot write the JUnit file: {e}")
             }
         }
     });
@@ -499,17 +555,68 @@ mod tests {
         }]);
         let case = |i: usize| case("s", &format!("c{i}"), Status::Passed);
         r.push(case(0), None);
-        // The first finished case is on disk at once: a run killed now leaves a valid file.
-        assert_eq!(cases_in(&path), 1);
+        // The first finished case is on disk at once: a run killed now leaves a valid file
+        // (with the failing run::unfinished case beside it).
+        assert_eq!(cases_in(&path), 2);
         for i in 1..50 {
             r.push(case(i), None);
         }
         let seen = cases_in(&path);
-        assert!((1..=50).contains(&seen), "{seen}");
+        assert!((2..=51).contains(&seen), "{seen}");
         std::thread::sleep(JUNIT_EVERY + std::time::Duration::from_millis(50));
         r.push(case(50), None);
-        assert_eq!(cases_in(&path), 51, "at most JUNIT_EVERY behind");
+        assert_eq!(cases_in(&path), 52, "at most JUNIT_EVERY behind");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The failures of the JUnit file at `path` and the names of its failing cases.
+    fn failing_in(path: &Path) -> (usize, Vec<String>) {
+        let xml = std::fs::read_to_string(path).unwrap();
+        let report = quick_junit::Report::deserialize_from_str(&xml).unwrap();
+        let names = report
+            .test_suites
+            .iter()
+            .flat_map(|s| &s.test_cases)
+            .filter(|c| matches!(c.status, quick_junit::TestCaseStatus::NonSuccess { .. }))
+            .map(|c| c.name.to_string())
+            .collect();
+        (report.failures, names)
+    }
+
+    #[test]
+    fn every_snapshot_reads_red_until_the_final_write_replaces_it() {
+        // A run killed (or ended at once by a second signal) leaves the last snapshot: a CI
+        // must not read it as green.
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("junit.xml");
+        let r = Recorder::new(Some(path.clone()));
+        r.plan(
+            vec![SuiteInfo {
+                name: "s".into(),
+                ..Default::default()
+            }],
+            Vec::new(),
+            vec![("s".into(), "c0".into()), ("s".into(), "c1".into())],
+        );
+        r.snapshot().unwrap();
+        assert_eq!(failing_in(&path), (1, vec![UNFINISHED_CASE.to_string()]));
+        r.push(case("s", "c0", Status::Passed), None);
+        r.push(case("s", "c1", Status::Passed), None);
+        r.snapshot().unwrap();
+        let (failures, names) = failing_in(&path);
+        assert_eq!((failures, names), (1, vec![UNFINISHED_CASE.to_string()]));
+        let xml = std::fs::read_to_string(&path).unwrap();
+        assert!(xml.contains("2 cases finished so far"), "{xml}");
+        r.write().unwrap();
+        assert_eq!(
+            failing_in(&path),
+            (0, Vec::new()),
+            "the completed run is green"
+        );
+        assert_eq!(cases_in(&path), 2, "and holds its cases only");
+        // A snapshot after the final write leaves the completed file as it is.
+        r.snapshot().unwrap();
+        assert_eq!(failing_in(&path), (0, Vec::new()));
     }
 
     #[test]

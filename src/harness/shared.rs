@@ -57,7 +57,7 @@ impl RunShare {
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
-                eprintln!(
+                crate::say_err!(
                     "accprobe: waiting for another process of this nextest run to measure ({})",
                     dir.display()
                 );
@@ -75,7 +75,7 @@ impl RunShare {
             Ok(t) => match serde_json::from_str::<Published>(&t) {
                 Ok(p) => Some(p),
                 Err(e) => {
-                    eprintln!(
+                    crate::say_err!(
                         "accprobe: {}: not a measurement of this suite ({e}); measuring again",
                         measured.display()
                     );

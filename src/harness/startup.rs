@@ -91,7 +91,7 @@ pub fn open_share(args: &Arguments, paths: &Paths, options: &RunOptions) -> Opti
     match RunShare::open(&paths.runs, id) {
         Ok(s) => Some(s),
         Err(e) => {
-            eprintln!(
+            crate::say_err!(
                 "accprobe: cannot share the measurement of nextest run {id} under {}: {e}; measuring in this process",
                 paths.runs.display()
             );
@@ -160,7 +160,7 @@ pub fn start_devices(
     let loaded = loaded.or_else(|| loading.map(joined));
     match &targets {
         Err(e) if e.kind() == GpuErrorKind::Config => return Err(e.clone()),
-        Ok(t) if !args.list => eprintln!(
+        Ok(t) if !args.list => crate::say_err!(
             "accprobe: CUDA and NVRTC ready in {:.3} s ({} device(s))",
             start.elapsed().as_secs_f64(),
             t.len()

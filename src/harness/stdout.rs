@@ -42,7 +42,7 @@ fn from_printer(info: &PanicHookInfo) -> bool {
 pub enum Failure {
     /// The reader went away (EPIPE).
     Closed,
-    /// Anything else: the panic's text (it holds the I/O error).
+    /// Anything else: the I/O error, as a user reads it ("No space left on device").
     Other(String),
 }
 
@@ -58,8 +58,25 @@ fn classify(text: &str) -> Failure {
     if text.contains("BrokenPipe") {
         Failure::Closed
     } else {
-        Failure::Other(text.to_string())
+        Failure::Other(plain(text))
     }
+}
+
+/// The I/O error in the text of an `unwrap` panic (`called \`Result::unwrap()\` on an
+/// \`Err\` value: Os { code: 28, kind: StorageFull, message: "No space left on device" }`):
+/// its message, else its error text, else the text without the `unwrap` preamble.
+fn plain(text: &str) -> String {
+    for field in ["message: \"", "error: \""] {
+        if let Some((_, rest)) = text.split_once(field) {
+            if let Some((said, _)) = rest.split_once('"') {
+                return said.to_string();
+            }
+        }
+    }
+    let text = text.trim();
+    text.split_once("value: ")
+        .map_or(text, |(_, e)| e)
+        .to_string()
 }
 
 /// Prints `text` on stdout; a write error (a closed pipe, a full disk) drops it.
@@ -84,6 +101,9 @@ mod tests {
             "called `Result::unwrap()` on an `Err` value: {:?}",
             std::io::Error::from_raw_os_error(libc::ENOSPC)
         );
-        assert!(matches!(classify(&full), Failure::Other(t) if t.contains("StorageFull")));
+        assert_eq!(
+            classify(&full),
+            Failure::Other("No space left on device".into())
+        );
     }
 }

@@ -56,13 +56,13 @@ pub fn close(
     // A GPU runner that judged no GPU case (a filter that selects none, say) tested nothing.
     let untested = options.require_gpu && tested == 0;
     if untested {
-        eprintln!("error: {REQUIRE_GPU_ENV} is set but no GPU case was judged (does a filter select none?)");
+        crate::say_err!("error: {REQUIRE_GPU_ENV} is set but no GPU case was judged (does a filter select none?)");
     }
     let paths: &Paths = finishing.paths;
     match written {
-        Ok(()) => eprintln!("junit: {}", paths.junit.display()),
+        Ok(()) => crate::say_err!("junit: {}", paths.junit.display()),
         Err(e) => {
-            eprintln!("{}", Error::io(&paths.junit, "write the JUnit report", e));
+            crate::say_err!("{}", Error::io(&paths.junit, "write the JUnit report", e));
             return 1;
         }
     }
@@ -71,7 +71,7 @@ pub fn close(
         .iter()
         .find(|r| r.case.kind.as_deref() == Some(gpu::CONFIG_KIND))
     {
-        eprintln!("error: {}", r.case.message);
+        crate::say_err!("error: {}", r.case.message);
         return 2;
     }
     if conclusion.has_failed() || untested {

@@ -80,7 +80,7 @@ pub(crate) fn note_once(text: &str) {
     static SAID: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let mut said = lock_ignoring_poison(&SAID);
     if !said.iter().any(|s| s == text) {
-        eprintln!("accprobe: {text}");
+        crate::say_err!("accprobe: {text}");
         said.push(text.to_string());
     }
 }

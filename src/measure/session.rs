@@ -164,17 +164,17 @@ impl GpuSession {
         let label = key.label();
         let limit = settings.timeout.as_secs_f64();
         let tell = |w: Waiting| match w {
-            Waiting::Held { holder, waited } if waited.is_zero() => eprintln!(
+            Waiting::Held { holder, waited } if waited.is_zero() => crate::say_err!(
                 "accprobe: waiting for {label}: {}; giving up after {limit:.0} s ({})",
                 holder.describe(),
                 lock::LOCK_TIMEOUT_ENV
             ),
-            Waiting::Held { holder, waited } => eprintln!(
+            Waiting::Held { holder, waited } => crate::say_err!(
                 "accprobe: still waiting for {label} after {:.0} s: {}",
                 waited.as_secs_f64(),
                 holder.describe()
             ),
-            Waiting::Acquired { waited } => eprintln!(
+            Waiting::Acquired { waited } => crate::say_err!(
                 "accprobe: {label} is ours after waiting {:.1} s",
                 waited.as_secs_f64()
             ),
@@ -348,7 +348,7 @@ impl GpuSession {
                             self.guard.wait.as_secs_f64()
                         )
                     };
-                    eprintln!("accprobe: {}: {cause}", self.device_label());
+                    crate::say_err!("accprobe: {}: {cause}", self.device_label());
                     let mut rec = lock_ignoring_poison(&self.contention);
                     for v in batch {
                         rec.contaminated.insert(v.name(), cause.clone());
@@ -359,7 +359,7 @@ impl GpuSession {
                     let c = other.map_or(early, |(_, c)| c);
                     attempt += 1;
                     lock_ignoring_poison(&self.contention).retries += 1;
-                    eprintln!(
+                    crate::say_err!(
                         "accprobe: {}: {}; measuring again in {:.0} s (attempt {} of {})",
                         self.device_label(),
                         c.message(),

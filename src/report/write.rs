@@ -4,7 +4,8 @@
 //! - a regular file (or a path that does not exist yet) is replaced atomically: the
 //!   contents go to a temporary file in the same folder (`tempfile`), which is synced and
 //!   renamed over the target, so a reader never sees half a file; when anything fails the
-//!   temporary file is removed, not left behind;
+//!   temporary file is removed, not left behind, also when a signal ends the process in
+//!   the middle of the write (`interrupt::in_flight`);
 //! - a symlink is followed: the atomic replacement happens at the file it resolves to, and
 //!   the link stays a link;
 //! - anything else that is not a folder (`/dev/null`, `/dev/stdout`, `/dev/full`, a FIFO)
@@ -95,11 +96,17 @@ fn replace(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     let mode = existing
         .clone()
         .unwrap_or_else(|| std::fs::Permissions::from_mode(0o666));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .permissions(mode)
-        .tempfile_in(dir)?;
+    // Registered while it is in flight: a signal that ends the process before the rename
+    // removes it (`interrupt::in_flight`), where tempfile's own removal would not run.
+    let (mut tmp, _in_flight) = crate::interrupt::in_flight(|| {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".tmp")
+            .permissions(mode)
+            .tempfile_in(dir)?;
+        let path = tmp.path().to_path_buf();
+        Ok((tmp, path))
+    })?;
     if let Some(p) = existing {
         tmp.as_file().set_permissions(p)?;
     }

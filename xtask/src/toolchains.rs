@@ -193,7 +193,7 @@ pub fn gpu(dir: &Path, profile: Option<&str>, toolchains: &[String], out: &Path)
         let file = out.join(format!("results-nvrtc-{}.json", file_stem(t)));
         warn!("accprobe: measuring under NVRTC {t} -> {}", file.display());
         let mut cmd = std::process::Command::new(&exe);
-        accprobe::interrupt::unblocked_in_child(&mut cmd)
+        accprobe::interrupt::child(&mut cmd)
             .arg("--expectations")
             .arg(dir)
             .arg("probe")
