@@ -84,7 +84,7 @@ impl RunShare {
             },
             Err(_) if std::fs::symlink_metadata(&measured).is_err() => None,
             Err(e) => {
-                eprintln!("accprobe: {e}; measuring again");
+                crate::say_err!("accprobe: {e}; measuring again");
                 None
             }
         };
