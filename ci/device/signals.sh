@@ -7,7 +7,8 @@
 #
 #   bash ci/device/signals.sh BINARY LABEL "SIGNALS" "DELAYS" [extra suite arguments...]
 #
-# SIGNALS are names (`INT TERM HUP QUIT USR1`), DELAYS seconds (`0 0.02 0.05 0.2 0.5`). One
+# SIGNALS are names (`INT TERM HUP QUIT USR1`), or two joined by `+` (`TERM+INT`: the second
+# 50 ms after the first, as a CI that cancels twice), DELAYS seconds (`0 0.02 0.05 0.2 0.5`). One
 # line per run lands in $OUT/all/LABEL.txt, the JUnit file of each run beside it; the last
 # line counts the runs that broke the contract. Exits 1 when any did.
 set -u
@@ -23,7 +24,9 @@ log=$out/all/$label.txt
 : > "$log"
 broken=0 runs=0
 for sig in $signals; do
-  num=$(kill -l "$sig")
+  first=${sig%%+*} second=${sig#*+}
+  [ "$second" = "$sig" ] && second=
+  num=$(kill -l "$first")
   for delay in $delays; do
     runs=$((runs + 1))
     junit=$out/all/$label-$sig-$delay.junit.xml
@@ -33,7 +36,8 @@ for sig in $signals; do
     pid=$!
     sleep "$delay"
     # sent: 1 when the signal reached the process, 0 when it had ended before.
-    if kill -s "$sig" "$pid" 2>/dev/null; then sent=1; else sent=0; fi
+    if kill -s "$first" "$pid" 2>/dev/null; then sent=1; else sent=0; fi
+    if [ -n "$second" ]; then sleep 0.05; kill -s "$second" "$pid" 2>/dev/null; fi
     wait "$pid"
     rc=$?
     verdict=$(python3 - "$junit" "$rc" "$num" "$sent" <<'PY'
