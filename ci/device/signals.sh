@@ -36,7 +36,10 @@ for sig in $signals; do
     pid=$!
     sleep "$delay"
     # sent: 1 when the signal reached the process, 0 when it had ended before.
-    if kill -s "$first" "$pid" 2>/dev/null; then sent=1; else sent=0; fi
+    # A process that has ended but is not yet reaped (state Z) still takes a signal: that
+    # is a run that ended before the signal, not one the signal ended.
+    state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
+    if [ -n "$state" ] && [ "$state" != Z ] && kill -s "$first" "$pid" 2>/dev/null; then sent=1; else sent=0; fi
     if [ -n "$second" ]; then sleep 0.05; kill -s "$second" "$pid" 2>/dev/null; fi
     wait "$pid"
     rc=$?
@@ -73,7 +76,10 @@ PY
 )
     echo "$label $sig after ${delay}s: $verdict" | tee -a "$log"
     case "$verdict" in *BROKEN*) broken=$((broken + 1)) ;; esac
-    left=$(pgrep -x nvdisasm | wc -l)
+    # Children die with the run (SIGKILL from the kernel when it ends): give the kernel a
+    # moment, then count those still running (zombies waiting for init are not).
+    sleep 0.3
+    left=$(ps -C nvdisasm -o stat= | grep -vc '^Z')
     [ "$left" -eq 0 ] || { echo "$label $sig after ${delay}s: $left nvdisasm left running" | tee -a "$log"; broken=$((broken + 1)); }
   done
 done
