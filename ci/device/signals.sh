@@ -36,10 +36,11 @@ for sig in $signals; do
     pid=$!
     sleep "$delay"
     # sent: 1 when the signal reached the process, 0 when it had ended before.
-    # A process that has ended but is not yet reaped (state Z) still takes a signal: that
-    # is a run that ended before the signal, not one the signal ended.
-    state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
-    if [ -n "$state" ] && [ "$state" != Z ] && kill -s "$first" "$pid" 2>/dev/null; then sent=1; else sent=0; fi
+    # A process that has called _exit still takes kill(2) while the kernel tears it down
+    # (PF_EXITING in its flags: closing a GPU context's files takes milliseconds) and once it
+    # is a zombie: that is a run that ended before the signal, not one the signal ended.
+    exiting=$(awk '{print ($3 == "Z" || int($9 / 4) % 2) ? 1 : 0}' "/proc/$pid/stat" 2>/dev/null)
+    if [ "$exiting" = 0 ] && kill -s "$first" "$pid" 2>/dev/null; then sent=1; else sent=0; fi
     if [ -n "$second" ]; then sleep 0.05; kill -s "$second" "$pid" 2>/dev/null; fi
     wait "$pid"
     rc=$?
