@@ -50,5 +50,9 @@ mod tests {
         assert!(!in_ci(env(&[("CI", "false")])), "CI=false is not CI");
         assert!(!in_ci(env(&[("CI", "")])));
         assert!(!in_ci(env(&[("CI", "0")])));
+        // Unlike an ACCPROBE_ variable, a CI variable of only spaces counts: bless must
+        // refuse on the side of caution.
+        assert!(in_ci(env(&[("CI", " ")])), "CI=\" \" is CI");
+        assert!(in_ci(env(&[("CI", "\t")])));
     }
 }
