@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::expectations::baselines::{self, BaselineOrigin, Baselines, SassBaseline};
 use crate::expectations::profile::Profile;
 use crate::model::results::{short_digest, RunResults};
-use crate::report::write_atomic;
+use crate::output::write_atomic;
 use crate::verdict;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -225,7 +225,7 @@ pub struct InFlight(std::path::PathBuf);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let mut paths = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+        let mut paths = crate::sync::lock_ignoring_poison(&IN_FLIGHT);
         if let Some(i) = paths.iter().position(|p| *p == self.0) {
             paths.swap_remove(i);
         }
@@ -240,7 +240,7 @@ impl Drop for InFlight {
 pub fn in_flight<T>(
     create: impl FnOnce() -> std::io::Result<(T, std::path::PathBuf)>,
 ) -> std::io::Result<(T, InFlight)> {
-    let mut paths = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+    let mut paths = crate::sync::lock_ignoring_poison(&IN_FLIGHT);
     let (made, path) = create()?;
     paths.push(path.clone());
     Ok((made, InFlight(path)))

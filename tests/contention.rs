@@ -9,7 +9,7 @@ use accprobe::expectations::profile::Profile;
 use accprobe::harness::{self, Paths, RunOptions};
 use accprobe::measure::contention::{GpuProcess, Monitor, MonitorError, Snapshot};
 use accprobe::measure::lock::{self, DeviceKey, LockSettings};
-use accprobe::measure::session::{GpuSession, Guard};
+use accprobe::measure::session::{Exclusivity, GpuSession};
 use accprobe::measure::target::{RecordedTarget, Target};
 use accprobe::model::gpu::{Environment, GpuIdentity};
 use accprobe::model::results::{Contention, RunResults, VariantResult};
@@ -162,11 +162,11 @@ fn session_locking_in(
     retries: u32,
 ) -> GpuSession {
     let t: Arc<dyn Target> = target.clone();
-    GpuSession::guarded(
+    GpuSession::with_exclusivity(
         profile(),
         "test".into(),
         Ok(t),
-        Guard {
+        Exclusivity {
             lock: Some((key(), Ok(settings))),
             monitor: Some(monitor),
             retries,

@@ -7,7 +7,8 @@ use super::gpu;
 use super::stdout;
 use crate::error::Error;
 use crate::measure::session::GpuSession;
-use crate::report::{self, junit::SuiteInfo, write_atomic, write_atomic_bytes};
+use crate::output::{write_atomic, write_atomic_bytes};
+use crate::report::{self, junit::SuiteInfo};
 use libtest_mimic::Arguments;
 use std::path::{Path, PathBuf};
 

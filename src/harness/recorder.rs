@@ -14,8 +14,8 @@
 //! records under `<run dir>/junit.lock`: it holds every case the run has finished so far,
 //! never only the last process's.
 
+use crate::output::write_atomic;
 use crate::report::junit::{self, CaseRecord, Status, SuiteInfo};
-use crate::report::write_atomic;
 use crate::sync::lock_ignoring_poison;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};

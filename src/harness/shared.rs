@@ -116,7 +116,7 @@ impl RunShare {
     pub fn publish(&self, p: &Published) -> std::io::Result<()> {
         let json = serde_json::to_string(p).map_err(std::io::Error::other)?;
         let written = in_run(&self.dir, &self.dir.join(MEASURED))
-            .and_then(|path| crate::report::write_atomic(&path, &json));
+            .and_then(|path| crate::output::write_atomic(&path, &json));
         self.release();
         written
     }

@@ -19,7 +19,7 @@
 
 pub mod contention;
 pub mod device;
-mod guard;
+mod exclusivity;
 pub mod lock;
 pub mod session;
 pub mod target;

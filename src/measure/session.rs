@@ -3,7 +3,7 @@
 //! use, under the device's lock, so its GPU is used by one caller at a time. The libtest
 //! harness and `cargo xtask` both measure through it.
 //!
-//! It also keeps the GPU to itself across processes (its [`Guard`]): before its first
+//! It also keeps the GPU to itself across processes (its [`Exclusivity`]): before its first
 //! measurement it takes the device's cross-process lock ([`crate::measure::lock`]) and
 //! keeps it while the session lives; around each measurement it checks the GPU for other
 //! processes' work and slowed clocks ([`crate::measure::contention`]), measures again
@@ -14,8 +14,8 @@ use crate::compile;
 use crate::error::GpuError;
 use crate::expectations::profile::Profile;
 use crate::measure::contention::{classify, Classification, Monitor, Ours, Snapshot};
-use crate::measure::guard::note_once;
-pub use crate::measure::guard::{Guard, RETRIES_ENV, WAIT_ENV};
+use crate::measure::exclusivity::note_once;
+pub use crate::measure::exclusivity::{Exclusivity, RETRIES_ENV, WAIT_ENV};
 use crate::measure::lock::{self, DeviceLock, LockError, Registration, Waiting};
 use crate::measure::target::Target;
 use crate::model::results::{Contention, RunResults, Timings, VariantResult, SCHEMA};
@@ -41,7 +41,7 @@ pub struct GpuSession {
     unusable: OnceLock<String>,
     /// Whether case names carry the device (more than one device in the run).
     prefix: bool,
-    guard: Guard,
+    exclusivity: Exclusivity,
     /// The device's lock once taken (`None`: none could be made; measured without), or
     /// why it could not be had.
     held: Mutex<Option<Arc<DeviceLock>>>,
@@ -61,21 +61,21 @@ impl GpuSession {
         selection_note: String,
         target: Result<Arc<dyn Target>, GpuError>,
     ) -> GpuSession {
-        let guard = Guard::for_target(&target);
-        GpuSession::guarded(profile, selection_note, target, guard)
+        let exclusivity = Exclusivity::for_target(&target);
+        GpuSession::with_exclusivity(profile, selection_note, target, exclusivity)
     }
 
-    /// A session with the given guard (tests inject a lock directory and a monitor). It
+    /// A session with the given exclusivity (tests inject a lock directory and a monitor). It
     /// registers this process as a user of the device at once, so that a process holding
     /// the GPU tells our idle context from other work while we wait (a real device was
     /// registered when it was opened, before its context: this shares that registration).
-    pub fn guarded(
+    pub fn with_exclusivity(
         profile: Profile,
         selection_note: String,
         target: Result<Arc<dyn Target>, GpuError>,
-        guard: Guard,
+        exclusivity: Exclusivity,
     ) -> GpuSession {
-        let registration = match &guard.lock {
+        let registration = match &exclusivity.lock {
             // A directory the user named that cannot be used is refused when the lock
             // is taken: nothing to note here.
             Some((key, Ok(settings))) => key.stem().and_then(|stem| {
@@ -100,7 +100,7 @@ impl GpuSession {
             gpu_seconds: Mutex::new(0.0),
             unusable: OnceLock::new(),
             prefix: false,
-            guard,
+            exclusivity,
             held: Mutex::new(None),
             lock_failed: OnceLock::new(),
             _registration: registration,
@@ -129,7 +129,7 @@ impl GpuSession {
     /// What the contention checks saw so far, when the session makes them; else what the
     /// target carries from the process that measured (a shared nextest measurement).
     pub fn contention(&self) -> Option<Contention> {
-        if self.guard.active() {
+        if self.exclusivity.active() {
             Some(lock_ignoring_poison(&self.contention).clone())
         } else {
             self.target.as_ref().ok()?.contention()
@@ -143,7 +143,7 @@ impl GpuSession {
     /// process held it past the time limit (then at once for every later call) or the
     /// settings are wrong.
     fn take_lock(&self) -> Result<(), GpuError> {
-        let Some((key, settings)) = &self.guard.lock else {
+        let Some((key, settings)) = &self.exclusivity.lock else {
             return Ok(());
         };
         if let Some(e) = self.lock_failed.get() {
@@ -248,7 +248,7 @@ impl GpuSession {
     /// Who may have a context on the GPU besides other programs: this process and the
     /// other accprobe processes registered for the device (they wait for its lock).
     fn ours(&self) -> Ours {
-        let peers = match &self.guard.lock {
+        let peers = match &self.exclusivity.lock {
             Some((key, Ok(settings))) => key
                 .stem()
                 .map(|stem| lock::peers(&settings.dir, &stem))
@@ -313,10 +313,10 @@ impl GpuSession {
         batch: &[Variant],
         all: &[Variant],
     ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
-        let Some(monitor) = self.guard.monitor.clone() else {
+        let Some(monitor) = self.exclusivity.monitor.clone() else {
             return self.timed_measure(target, batch, all);
         };
-        let retries = self.guard.retries;
+        let retries = self.exclusivity.retries;
         let mut attempt = 0;
         loop {
             let last = attempt >= retries;
@@ -345,7 +345,7 @@ impl GpuSession {
                         format!(
                             "{}; still so after {retries} more attempt(s) {:.0} s apart: the timing is not judged",
                             c.message(),
-                            self.guard.wait.as_secs_f64()
+                            self.exclusivity.wait.as_secs_f64()
                         )
                     };
                     crate::say_err!("accprobe: {}: {cause}", self.device_label());
@@ -363,11 +363,11 @@ impl GpuSession {
                         "accprobe: {}: {}; measuring again in {:.0} s (attempt {} of {})",
                         self.device_label(),
                         c.message(),
-                        self.guard.wait.as_secs_f64(),
+                        self.exclusivity.wait.as_secs_f64(),
                         attempt + 1,
                         retries + 1
                     );
-                    std::thread::sleep(self.guard.wait);
+                    std::thread::sleep(self.exclusivity.wait);
                 }
             }
         }

@@ -8,9 +8,6 @@ use crate::model::variant::{Sink, Variant};
 
 pub mod junit;
 pub mod text;
-mod write;
-
-pub use write::{write_atomic, write_atomic_bytes};
 
 /// `49078.0` -> `49,078.0`.
 pub fn thousands(x: f64) -> String {

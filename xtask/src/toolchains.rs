@@ -14,8 +14,8 @@ use accprobe::compile_only::{cache_under, prepare_compile_bless, CompileOnlySess
 use accprobe::expectations::profile::Profile;
 use accprobe::model::compiled::ArchOutcome;
 use accprobe::model::results::RunResults;
+use accprobe::output::write_atomic;
 use accprobe::report::text::{self, markdown};
-use accprobe::report::write_atomic;
 use accprobe::verdict::{self, cases::cases, compile_only, Outcome};
 use std::path::{Path, PathBuf};
 

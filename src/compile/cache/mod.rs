@@ -55,9 +55,7 @@ impl std::fmt::Display for CacheUse {
 fn entry_lock(key: &str) -> std::sync::Arc<std::sync::Mutex<()>> {
     static LOCKS: std::sync::Mutex<BTreeMap<String, std::sync::Arc<std::sync::Mutex<()>>>> =
         std::sync::Mutex::new(BTreeMap::new());
-    LOCKS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    crate::sync::lock_ignoring_poison(&LOCKS)
         .entry(key.to_string())
         .or_default()
         .clone()
@@ -144,7 +142,7 @@ pub fn compile_cached(
     // Two devices of one architecture ask for the same entry at once: the second waits
     // for the first and reads what it wrote, instead of compiling it a second time.
     let same_entry = entry_lock(&key);
-    let _compiling = same_entry.lock().unwrap_or_else(|e| e.into_inner());
+    let _compiling = crate::sync::lock_ignoring_poison(&same_entry);
     let dir = root.join(&key);
     let status = if dir.exists() {
         match read_entry(&dir, variants.len()) {

@@ -13,7 +13,7 @@ use crate::Failure;
 use accprobe::error::Error;
 use accprobe::expectations::profile::Profile;
 use accprobe::model::results::RunResults;
-use accprobe::report::write_atomic;
+use accprobe::output::write_atomic;
 use std::path::{Path, PathBuf};
 
 /// A results file with the profile it is judged against and a short label.

@@ -26,7 +26,7 @@ fn report_shows_toolchains_side_by_side_when_the_inputs_come_from_several_nvrtc(
     }
     let other = dir.join("nvrtc12.4.json");
     std::fs::create_dir_all(dir).unwrap();
-    accprobe::report::write_atomic(&other, &b.to_json()).unwrap();
+    accprobe::output::write_atomic(&other, &b.to_json()).unwrap();
     let out = dir.join("out");
     report::run(&expectations(), &[committed(), other], &out).unwrap();
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
@@ -187,7 +187,7 @@ fn report_escapes_what_a_results_file_holds_in_markdown_and_svg() {
     let e = r.environment.as_mut().unwrap();
     e.gpu_name = "H200\n# injected | col\u{1b}[2J\u{7}\u{fffe}\u{9b}&amp;&#x202e;".into();
     let file = dir.join("bytes.json");
-    accprobe::report::write_atomic(&file, &r.to_json()).unwrap();
+    accprobe::output::write_atomic(&file, &r.to_json()).unwrap();
     let out = dir.join("out");
     report::run(&expectations(), &[file], &out).unwrap();
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();

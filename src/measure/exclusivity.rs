@@ -17,7 +17,7 @@ pub use crate::config::{RETRIES_ENV, WAIT_ENV};
 
 /// How a session keeps its GPU to itself: the device's cross-process lock and the checks
 /// for other work around each measurement.
-pub struct Guard {
+pub struct Exclusivity {
     /// The device (its key has a file stem) and where and how long to wait for its lock;
     /// `None`: no lock (a replay). `Err`: the lock's or the contention checks' settings
     /// are wrong (a configuration error, told at first use).
@@ -30,10 +30,10 @@ pub struct Guard {
     pub wait: Duration,
 }
 
-impl Guard {
+impl Exclusivity {
     /// No lock, no checks.
-    pub fn none() -> Guard {
-        Guard {
+    pub fn none() -> Exclusivity {
+        Exclusivity {
             lock: None,
             monitor: None,
             retries: 0,
@@ -43,14 +43,14 @@ impl Guard {
 
     /// The guard for a target: a lock and NVML checks for a real device (one with a
     /// [`DeviceKey`]), none for a replay; settings from the environment.
-    pub fn for_target(target: &Result<Arc<dyn Target>, GpuError>) -> Guard {
+    pub fn for_target(target: &Result<Arc<dyn Target>, GpuError>) -> Exclusivity {
         let Some(key) = target.as_ref().ok().and_then(|t| t.device_key()) else {
-            return Guard::none();
+            return Exclusivity::none();
         };
         let contention = contention_settings();
         let (retries, wait) = contention.clone().unwrap_or((0, Duration::ZERO));
         let settings = contention.and_then(|_| LockSettings::from_env());
-        Guard {
+        Exclusivity {
             monitor: Some(Arc::new(NvmlMonitor::new(
                 key.pci_bus_id.clone(),
                 key.uuid.clone(),
