@@ -3,6 +3,8 @@
 //! recorded runs the profiles replay in `expectations/recorded/`.
 #![allow(dead_code)] // each test file uses a part
 
+pub mod harness;
+
 use accprobe::catalog;
 use accprobe::compile::{read_sass, Sass};
 use accprobe::expectations::baselines::SassBaseline;
