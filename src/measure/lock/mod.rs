@@ -48,7 +48,7 @@ impl Holder {
         h
     }
 
-    /// `held by PID 1234 since 2026-11-30T10:00:00Z`.
+    /// `held by PID 1234 since <its start, RFC 3339 UTC>`.
     pub fn describe(&self) -> String {
         match (self.pid, &self.since) {
             (Some(p), Some(s)) => format!("held by PID {p} since {s}"),
