@@ -148,6 +148,25 @@ mod tests {
     use crate::report::junit::SuiteInfo;
     use libtest_mimic::Arguments;
 
+    /// Runs `trials` one at a time as libtest-mimic does, with what it prints in a log file
+    /// of its own: the conclusion and that text.
+    fn run_logged(trials: Vec<libtest_mimic::Trial>) -> (libtest_mimic::Conclusion, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("libtest.log");
+        let args = Arguments::from_iter([
+            "t",
+            "--test-threads",
+            "1",
+            "--logfile",
+            log.to_str().unwrap(),
+        ]);
+        let conclusion = libtest_mimic::run(&args, trials);
+        (
+            conclusion,
+            std::fs::read_to_string(&log).unwrap_or_default(),
+        )
+    }
+
     #[test]
     fn a_panicking_case_is_recorded_as_failed_and_the_next_case_still_runs() {
         let recorder = Arc::new(Recorder::new(None));
@@ -162,16 +181,7 @@ mod tests {
                 (Status::Passed, "fine".to_string())
             }),
         ];
-        let log = std::env::temp_dir().join(format!("accprobe-panic-{}.log", std::process::id()));
-        let args = Arguments::from_iter([
-            "t",
-            "--test-threads",
-            "1",
-            "--logfile",
-            log.to_str().unwrap(),
-        ]);
-        let conclusion = libtest_mimic::run(&args, trials);
-        let _ = std::fs::remove_file(log);
+        let (conclusion, _) = run_logged(trials);
         assert_eq!((conclusion.num_failed, conclusion.num_passed), (1, 1));
         let cases = recorder.cases();
         assert_eq!(cases[0].status, Status::Failed);
@@ -201,17 +211,7 @@ mod tests {
                 (Status::Failed, bad.to_string())
             }),
         ];
-        let log = std::env::temp_dir().join(format!("accprobe-clean-{}.log", std::process::id()));
-        let args = Arguments::from_iter([
-            "t",
-            "--test-threads",
-            "1",
-            "--logfile",
-            log.to_str().unwrap(),
-        ]);
-        let conclusion = libtest_mimic::run(&args, trials);
-        let printed = std::fs::read_to_string(&log).unwrap();
-        let _ = std::fs::remove_file(log);
+        let (conclusion, printed) = run_logged(trials);
         assert_eq!((conclusion.num_failed, conclusion.num_ignored), (1, 1));
         assert!(printed.contains("reason "), "{printed}");
         assert!(
