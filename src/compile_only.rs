@@ -82,7 +82,7 @@ impl CompileOnlySession {
                 return Some(m);
             }
         }
-        worker::can_spawn_workers().err()
+        worker::can_spawn_workers().err().map(|e| e.to_string())
     }
 
     /// The run of toolchain `tc` (a key of the profile's list), compiled at first call.
@@ -118,7 +118,7 @@ impl CompileOnlySession {
             seconds: 0.0,
         };
         if let Err(why) = worker::can_spawn_workers() {
-            return all(ArchOutcome::Unsupported(why));
+            return all(ArchOutcome::Unsupported(why.to_string()));
         }
         let t = match toolchain::resolve(tc, &self.root) {
             Ok(t) => t,
@@ -150,7 +150,7 @@ impl CompileOnlySession {
         );
         let seconds = start.elapsed().as_secs_f64();
         match report {
-            Err(e) => all(ArchOutcome::Failed(e)),
+            Err(e) => all(ArchOutcome::Failed(e.to_string())),
             Ok(r) => match r.toolchain {
                 Err(e) => all(ArchOutcome::Failed(format!(
                     "NVRTC {tc} ({}): {e}",

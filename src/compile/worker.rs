@@ -50,14 +50,32 @@ pub struct Report {
 /// again, becomes a worker (and not, say, a test binary running its tests again).
 static WORKER_CAPABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Why a compile worker could not give its report.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkerError {
+    /// This executable does not serve as a compile worker.
+    #[error(
+        "this executable does not run compile workers (its main does not call compile::worker::worker_main): \
+         compile-only cases run in the suite (tests/probe.rs) and in `cargo xtask toolchains`"
+    )]
+    NotAWorker,
+    /// Starting, feeding or reading the worker failed, or the worker itself did.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<String> for WorkerError {
+    fn from(message: String) -> WorkerError {
+        WorkerError::Failed(message)
+    }
+}
+
 /// Whether this executable can serve as a compile worker: why not, if it cannot.
-pub fn can_spawn_workers() -> Result<(), String> {
+pub fn can_spawn_workers() -> Result<(), WorkerError> {
     if WORKER_CAPABLE.load(std::sync::atomic::Ordering::SeqCst) {
         Ok(())
     } else {
-        Err("this executable does not run compile workers (its main does not call compile::worker::worker_main): \
-             compile-only cases run in the suite (tests/probe.rs) and in `cargo xtask toolchains`"
-            .into())
+        Err(WorkerError::NotAWorker)
     }
 }
 
@@ -243,7 +261,7 @@ pub fn spawn_worker(
     variants: &[Variant],
     cache: Option<&Path>,
     disassembler: Option<&Path>,
-) -> Result<Report, String> {
+) -> Result<Report, WorkerError> {
     can_spawn_workers()?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     // A folder of its own, made here (never one already there: a name made of the process
@@ -290,13 +308,13 @@ pub fn spawn_worker(
     drop(folder);
     match report {
         Ok(text) if out.status.success() => serde_json::from_str(&text)
-            .map_err(|e| format!("unreadable compile worker report: {e}")),
-        _ => Err(format!(
+            .map_err(|e| WorkerError::Failed(format!("unreadable compile worker report: {e}"))),
+        _ => Err(WorkerError::Failed(format!(
             "the compile worker for NVRTC {} ({}) failed ({}): {}",
             t.key,
             t.lib_dir.display(),
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
-        )),
+        ))),
     }
 }

@@ -258,7 +258,7 @@ fn open(found: Found) -> Result<Device, GpuError> {
         capability,
     } = found;
     let key = device_key(ordinal);
-    let registration = register_device(&key).map_err(GpuError::Config)?;
+    let registration = register_device(&key).map_err(|e| GpuError::Config(e.to_string()))?;
     let ctx = CudaContext::new(ordinal).map_err(|e| {
         GpuError::Device(format!(
             "cannot create a context on device {ordinal}: {}",

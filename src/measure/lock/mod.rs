@@ -19,7 +19,9 @@ pub use key::{format_uuid, normalize_bus_id, DeviceKey};
 pub use registration::{
     peers, register, register_device, register_device_in, RegisterError, Registration,
 };
-pub use settings::{LockSettings, DEFAULT_DIR, DEFAULT_TIMEOUT, LOCK_DIR_ENV, LOCK_TIMEOUT_ENV};
+pub use settings::{
+    LockDirRefused, LockSettings, DEFAULT_DIR, DEFAULT_TIMEOUT, LOCK_DIR_ENV, LOCK_TIMEOUT_ENV,
+};
 
 use crate::sync::lock_ignoring_poison;
 use std::collections::BTreeMap;

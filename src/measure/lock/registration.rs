@@ -3,7 +3,9 @@
 //! before it creates its context, and removes it when the context is gone, so that the
 //! contention checks tell a waiting accprobe's idle context from another program's.
 
-use super::{open_shared_dir, shared, DeviceKey, LockDirError, LockSettings, Slots};
+use super::{
+    open_shared_dir, shared, DeviceKey, LockDirError, LockDirRefused, LockSettings, Slots,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -57,7 +59,7 @@ pub fn register(dir: &Path, stem: &str) -> Result<Arc<Registration>, RegisterErr
 /// the device has no stable name, the settings are wrong or the default directory cannot
 /// be used (the session says why); `Err` where the directory the user named cannot be
 /// used, a configuration error.
-pub fn register_device(key: &DeviceKey) -> Result<Option<Arc<Registration>>, String> {
+pub fn register_device(key: &DeviceKey) -> Result<Option<Arc<Registration>>, LockDirRefused> {
     match LockSettings::from_env() {
         Ok(settings) => register_device_in(&settings, key),
         Err(_) => Ok(None),
@@ -68,7 +70,7 @@ pub fn register_device(key: &DeviceKey) -> Result<Option<Arc<Registration>>, Str
 pub fn register_device_in(
     settings: &LockSettings,
     key: &DeviceKey,
-) -> Result<Option<Arc<Registration>>, String> {
+) -> Result<Option<Arc<Registration>>, LockDirRefused> {
     let Some(stem) = key.stem() else {
         return Ok(None);
     };
@@ -285,6 +287,8 @@ mod tests {
         };
         let named = LockSettings::from_values(Some(file.clone()), None);
         let e = register_device_in(&named, &key).unwrap_err();
+        assert_eq!(e.dir, file);
+        let e = e.to_string();
         assert!(
             e.starts_with(&format!(
                 "ACCPROBE_LOCK_DIR={:?} cannot be used: ",

@@ -46,15 +46,26 @@ impl LockSettings {
 
     /// The configuration error for a lock directory the user named that cannot be used
     /// (`why`); `None` for the default one, which is measured without instead.
-    pub fn refusal(&self, why: &str) -> Option<String> {
-        self.named.then(|| {
-            format!(
-                "{LOCK_DIR_ENV}={:?} cannot be used: {why} (name a shared, writable \
-                 directory, or unset it for {DEFAULT_DIR})",
-                self.dir.display().to_string()
-            )
+    pub fn refusal(&self, why: &str) -> Option<LockDirRefused> {
+        self.named.then(|| LockDirRefused {
+            dir: self.dir.clone(),
+            why: why.to_string(),
         })
     }
+}
+
+/// A lock directory the user named (`ACCPROBE_LOCK_DIR`) that cannot be used: a
+/// configuration error, never a run without the lock.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{LOCK_DIR_ENV}={:?} cannot be used: {why} (name a shared, writable directory, or unset it for {DEFAULT_DIR})",
+    dir.display().to_string()
+)]
+pub struct LockDirRefused {
+    /// The directory named.
+    pub dir: PathBuf,
+    /// Why it cannot be used.
+    pub why: String,
 }
 
 #[cfg(test)]
@@ -70,7 +81,7 @@ mod tests {
         let empty = LockSettings::from_values(Some("".into()), None);
         assert_eq!(empty, d, "empty is unset");
         let s = LockSettings::from_values(Some("/x".into()), Some(Duration::from_millis(2500)));
-        let refusal = s.refusal("it is a file").unwrap();
+        let refusal = s.refusal("it is a file").unwrap().to_string();
         assert!(
             refusal.starts_with("ACCPROBE_LOCK_DIR=\"/x\" cannot be used: it is a file"),
             "{refusal}"
