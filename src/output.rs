@@ -1,4 +1,4 @@
-//! Every file accprobe writes goes through here.
+//! Every file accprobe writes goes through here, and names made safe as file names.
 //!
 //! What a user points an output at is respected, never destroyed:
 //! - a regular file (or a path that does not exist yet) is replaced atomically: the
@@ -19,6 +19,21 @@ use std::path::{Path, PathBuf};
 
 /// How many symlinks are followed before giving up (Linux's own limit).
 const MAX_LINKS: usize = 40;
+
+/// `name` as one file name component: ASCII letters, digits, `.` and `-` kept, anything
+/// else (a `/` among them) replaced by `replacement`. Lock files and toolchain results use
+/// it; each keeps its own `replacement`, so the names already on disk stay the same.
+pub fn file_safe(name: &str, replacement: char) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                replacement
+            }
+        })
+        .collect()
+}
 
 /// Writes `contents` to `path` as the module documentation says.
 pub fn write_atomic(path: &Path, contents: &str) -> std::io::Result<()> {
@@ -119,6 +134,14 @@ fn replace(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_safe_keeps_letters_digits_dots_and_dashes_only() {
+        assert_eq!(file_safe("0000:19:00.0", '-'), "0000-19-00.0");
+        assert_eq!(file_safe("usr/local/cuda 12.8", '_'), "usr_local_cuda_12.8");
+        assert_eq!(file_safe("GPU-ab_é", '_'), "GPU-ab__");
+        assert_eq!(file_safe("", '_'), "");
+    }
 
     #[test]
     fn a_written_file_is_readable_by_others_and_keeps_the_mode_it_had() {

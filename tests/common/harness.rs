@@ -269,12 +269,11 @@ pub fn child_main() {
         "blocking" | "slow" => {
             let dir = dir.unwrap();
             harness::install_interrupt_handler();
-            let target = std::sync::Arc::new(Blocking {
-                inner: recorded_h200(0),
-                started: dir.join("out/measuring-started"),
-                // "slow": the GPU answers after 2 s; "blocking": never.
-                hold: (mode == "slow").then(|| std::time::Duration::from_secs(2)),
-            });
+            // "slow": the GPU answers after 2 s; "blocking": never.
+            let hold = (mode == "slow").then(|| std::time::Duration::from_secs(2));
+            let target = std::sync::Arc::new(
+                FakeTarget::h200().blocking(dir.join("out/measuring-started"), hold),
+            );
             harness::run_code(
                 &args,
                 &paths_in(&dir),
@@ -284,10 +283,7 @@ pub fn child_main() {
         }
         "nextest" => {
             let dir = dir.unwrap();
-            let target = std::sync::Arc::new(Counting {
-                inner: recorded_h200(0),
-                dir: dir.join("out"),
-            });
+            let target = std::sync::Arc::new(FakeTarget::h200().counting_in(dir.join("out")));
             harness::run_code(
                 &args,
                 &paths_in(&dir),
@@ -297,7 +293,7 @@ pub fn child_main() {
         }
         "keyed" => {
             let dir = dir.unwrap();
-            let target = std::sync::Arc::new(KeyedH200(recorded_h200(0)));
+            let target = std::sync::Arc::new(FakeTarget::h200().keyed());
             harness::run_code(
                 &args,
                 &paths_in(&dir),
@@ -419,14 +415,63 @@ pub fn with_stub(cmd: &mut std::process::Command, lib: &Path, mode: &str) {
     cmd.env("LD_LIBRARY_PATH", path).env("STUB_CUDA", mode);
 }
 
-/// A recorded device that counts its measurements in `dir/measurements` and notes in
-/// `dir/overlap` when two processes measured at once.
-pub struct Counting {
-    pub inner: std::sync::Arc<dyn accprobe::measure::target::Target>,
-    pub dir: PathBuf,
+/// The recorded H200 (`recorded_h200(0)`) with what a test needs of a real device, each
+/// off by default: `count_in` counts its measurements in `dir/measurements` and notes in
+/// `dir/overlap` when two processes measured at once; `block` writes `started` when
+/// measuring starts and then never answers (`hold: None`) or answers after `hold`;
+/// `keyed` gives it a device key, as a real device has, so that its session takes the
+/// cross-process lock.
+pub struct FakeTarget {
+    inner: std::sync::Arc<dyn accprobe::measure::target::Target>,
+    count_in: Option<PathBuf>,
+    block: Option<(PathBuf, Option<std::time::Duration>)>,
+    keyed: bool,
 }
 
-impl accprobe::measure::target::Target for Counting {
+impl FakeTarget {
+    pub fn h200() -> FakeTarget {
+        FakeTarget {
+            inner: recorded_h200(0),
+            count_in: None,
+            block: None,
+            keyed: false,
+        }
+    }
+
+    pub fn counting_in(mut self, dir: PathBuf) -> FakeTarget {
+        self.count_in = Some(dir);
+        self
+    }
+
+    pub fn blocking(mut self, started: PathBuf, hold: Option<std::time::Duration>) -> FakeTarget {
+        self.block = Some((started, hold));
+        self
+    }
+
+    pub fn keyed(mut self) -> FakeTarget {
+        self.keyed = true;
+        self
+    }
+
+    fn count(&self, dir: &Path, variants: usize) {
+        use std::io::Write;
+        let busy = dir.join("measuring");
+        if std::fs::File::create_new(&busy).is_err() {
+            std::fs::write(dir.join("overlap"), "two processes measured at once").unwrap();
+        }
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("measurements"))
+            .and_then(|mut f| writeln!(f, "{} {}", std::process::id(), variants))
+            .unwrap();
+        // Long enough for the other processes to be waiting on the lock by now.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let _ = std::fs::remove_file(&busy);
+    }
+}
+
+impl accprobe::measure::target::Target for FakeTarget {
     fn ordinal(&self) -> usize {
         self.inner.ordinal()
     }
@@ -442,20 +487,18 @@ impl accprobe::measure::target::Target for Counting {
         settings: &accprobe::model::settings::ProbeSettings,
         all: &[accprobe::model::variant::Variant],
     ) -> Result<Vec<Result<accprobe::model::results::VariantResult, GpuError>>, GpuError> {
-        use std::io::Write;
-        let busy = self.dir.join("measuring");
-        if std::fs::File::create_new(&busy).is_err() {
-            std::fs::write(self.dir.join("overlap"), "two processes measured at once").unwrap();
+        if let Some(dir) = &self.count_in {
+            self.count(dir, variants.len());
         }
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("measurements"))
-            .and_then(|mut f| writeln!(f, "{} {}", std::process::id(), variants.len()))
-            .unwrap();
-        // Long enough for the other processes to be waiting on the lock by now.
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let _ = std::fs::remove_file(&busy);
+        if let Some((started, hold)) = &self.block {
+            std::fs::write(started, "").unwrap();
+            match hold {
+                Some(d) => std::thread::sleep(*d),
+                None => loop {
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                },
+            }
+        }
         self.inner.measure(variants, settings, all)
     }
     fn environment(&self, clock: Option<f64>) -> accprobe::model::gpu::Environment {
@@ -464,75 +507,13 @@ impl accprobe::measure::target::Target for Counting {
     fn sass_unavailable(&self) -> Option<String> {
         self.inner.sass_unavailable()
     }
-}
-
-/// A recorded device whose measurement never ends; it touches `started` when it begins.
-/// A device whose measuring starts (it writes `started`) and then never answers, or
-/// answers with `inner`'s results after `hold`.
-pub struct Blocking {
-    pub inner: std::sync::Arc<dyn accprobe::measure::target::Target>,
-    pub started: PathBuf,
-    pub hold: Option<std::time::Duration>,
-}
-
-impl accprobe::measure::target::Target for Blocking {
-    fn ordinal(&self) -> usize {
-        self.inner.ordinal()
-    }
-    fn identity(&self) -> &accprobe::model::gpu::GpuIdentity {
-        self.inner.identity()
-    }
-    fn measure(
-        &self,
-        variants: &[accprobe::model::variant::Variant],
-        settings: &accprobe::model::settings::ProbeSettings,
-        all: &[accprobe::model::variant::Variant],
-    ) -> Result<Vec<Result<accprobe::model::results::VariantResult, GpuError>>, GpuError> {
-        std::fs::write(&self.started, "").unwrap();
-        match self.hold {
-            Some(d) => {
-                std::thread::sleep(d);
-                self.inner.measure(variants, settings, all)
-            }
-            None => loop {
-                std::thread::sleep(std::time::Duration::from_secs(1));
-            },
-        }
-    }
-    fn environment(&self, clock: Option<f64>) -> accprobe::model::gpu::Environment {
-        self.inner.environment(clock)
-    }
-    fn sass_unavailable(&self) -> Option<String> {
-        self.inner.sass_unavailable()
-    }
-}
-
-/// The recorded H200 with a device key, as a real device has: its session takes the
-/// cross-process lock.
-pub struct KeyedH200(pub std::sync::Arc<dyn accprobe::measure::target::Target>);
-
-impl accprobe::measure::target::Target for KeyedH200 {
-    fn ordinal(&self) -> usize {
-        self.0.ordinal()
-    }
-    fn identity(&self) -> &accprobe::model::gpu::GpuIdentity {
-        self.0.identity()
-    }
-    fn measure(
-        &self,
-        variants: &[accprobe::model::variant::Variant],
-        settings: &accprobe::model::settings::ProbeSettings,
-        all: &[accprobe::model::variant::Variant],
-    ) -> Result<Vec<Result<accprobe::model::results::VariantResult, GpuError>>, GpuError> {
-        self.0.measure(variants, settings, all)
-    }
-    fn environment(&self, clock: Option<f64>) -> accprobe::model::gpu::Environment {
-        self.0.environment(clock)
-    }
-    fn sass_unavailable(&self) -> Option<String> {
-        self.0.sass_unavailable()
+    fn contention(&self) -> Option<accprobe::model::results::Contention> {
+        self.inner.contention()
     }
     fn device_key(&self) -> Option<accprobe::measure::lock::DeviceKey> {
+        if !self.keyed {
+            return self.inner.device_key();
+        }
         Some(accprobe::measure::lock::DeviceKey {
             ordinal: 0,
             pci_bus_id: Some("0000:19:00.0".into()),

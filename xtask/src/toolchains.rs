@@ -158,17 +158,7 @@ pub fn driver_refused(message: &str) -> bool {
 /// A toolchain as given (`12.8`, or a folder such as `/usr/local/cuda/lib64`) as one file
 /// name component: letters, digits, `.` and `-`; anything else becomes `_`.
 fn file_stem(toolchain: &str) -> String {
-    let s: String = toolchain
-        .trim_matches('/')
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let s = accprobe::output::file_safe(toolchain.trim_matches('/'), '_');
     if s.is_empty() {
         "_".into()
     } else {

@@ -16,17 +16,7 @@ impl DeviceKey {
     /// The file name stem of the device's lock: `pci-0000-19-00.0` or `uuid-GPU-...`;
     /// `None` when nothing stable names the device.
     pub fn stem(&self) -> Option<String> {
-        let clean = |s: &str| {
-            s.chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                        c
-                    } else {
-                        '-'
-                    }
-                })
-                .collect::<String>()
-        };
+        let clean = |s: &str| crate::output::file_safe(s, '-');
         match (&self.pci_bus_id, &self.uuid) {
             (Some(b), _) => Some(format!("pci-{}", clean(b))),
             (None, Some(u)) => Some(format!("uuid-{}", clean(u))),
