@@ -185,18 +185,11 @@ fn a_signal_ends_the_run_even_when_the_junit_file_cannot_be_written() {
         .status()
         .unwrap();
     assert!(sent.success());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("SIGTERM did not end a run whose JUnit file blocks");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let status = ended_within(
+        &mut child,
+        std::time::Instant::now() + std::time::Duration::from_secs(60),
+        "SIGTERM did not end a run whose JUnit file blocks",
+    );
     assert_eq!(status.code(), Some(143), "{status}");
     let m = std::fs::symlink_metadata(&fifo).unwrap();
     use std::os::unix::fs::FileTypeExt;
@@ -264,17 +257,11 @@ fn signal_child(
     }
     // SAFETY: kill has no memory effects; the child is ours and not yet waited for.
     assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the child did not end after signal {signal}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
+    let status = ended_within(
+        &mut child,
+        deadline,
+        &format!("the child did not end after signal {signal}"),
+    );
     (status.code(), reading.join().unwrap())
 }
 

@@ -521,3 +521,23 @@ impl accprobe::measure::target::Target for FakeTarget {
         })
     }
 }
+
+/// How `child` ended, waiting until `deadline` at most (a generous bound, never a timing
+/// assertion); past it the child is killed and the test fails with `what`.
+pub fn ended_within(
+    child: &mut std::process::Child,
+    deadline: std::time::Instant,
+    what: &str,
+) -> std::process::ExitStatus {
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
