@@ -136,13 +136,7 @@ fn a_closed_stdout_ends_the_run_with_141_and_a_junit_file_that_says_so() {
     assert!(!stderr.contains("panicked"), "quietly: {stderr}");
     let r =
         Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap();
-    let failed: Vec<&str> = r
-        .test_suites
-        .iter()
-        .flat_map(|s| s.test_cases.iter())
-        .filter(|c| matches!(c.status, TestCaseStatus::NonSuccess { .. }))
-        .map(|c| c.name.as_str())
-        .collect();
+    let failed = failing_cases(&r);
     assert_eq!(failed, ["run::interrupted"]);
 }
 

@@ -449,13 +449,7 @@ fn a_required_gpu_that_is_missing_fails_the_run_with_one_case_that_says_why() {
     );
     let m = message(case_status(&r, "probe::chain7_acc1_effective1"));
     assert_eq!(m, "not run: see gpu::required");
-    let failing: Vec<&str> = r
-        .test_suites
-        .iter()
-        .flat_map(|s| s.test_cases.iter())
-        .filter(|c| matches!(c.status, TestCaseStatus::NonSuccess { .. }))
-        .map(|c| c.name.as_str())
-        .collect();
+    let failing = failing_cases(&r);
     assert_eq!(failing, [harness::REQUIRED_CASE]);
     // The replays are judged as ever.
     assert_eq!(

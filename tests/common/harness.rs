@@ -199,6 +199,16 @@ pub fn main_into(sb: &Sandbox, args: &[&str], out: &str) -> (Option<i32>, String
     )
 }
 
+/// The names of the cases of `r` that failed or errored, in file order.
+pub fn failing_cases(r: &Report) -> Vec<&str> {
+    r.test_suites
+        .iter()
+        .flat_map(|s| s.test_cases.iter())
+        .filter(|c| matches!(c.status, TestCaseStatus::NonSuccess { .. }))
+        .map(|c| c.name.as_str())
+        .collect()
+}
+
 pub fn case_status<'a>(r: &'a Report, name: &str) -> &'a TestCaseStatus {
     &r.test_suites
         .iter()
