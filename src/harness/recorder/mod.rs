@@ -259,10 +259,7 @@ impl Recorder {
             }
             let finished = records.len() - unfinished;
             let message = if planned {
-                format!(
-                    "the run was interrupted by {signal}: {finished} cases finished, \
-                     {unfinished} did not (reported skipped: {reason})"
-                )
+                interrupted_message(signal, finished, unfinished)
             } else {
                 format!(
                     "the run was interrupted by {signal} before its cases were planned: \
@@ -375,6 +372,21 @@ fn unfinished(finished: usize) -> Record {
         },
         skip: None,
     }
+}
+
+/// What the failing `run::interrupted` case says once the cases were planned: how many
+/// finished and how many did not (the skipped ones are named only when there are some),
+/// and why the run is not green although no case failed.
+fn interrupted_message(signal: &str, finished: usize, unfinished: usize) -> String {
+    let skipped = match unfinished {
+        0 => String::new(),
+        _ => ", reported skipped as not finished".to_string(),
+    };
+    format!(
+        "the run was interrupted by {signal}: {finished} cases finished, {unfinished} did \
+         not{skipped}; the run is not green because it was stopped before its end, so its \
+         results, tables and closing summary may be missing"
+    )
 }
 
 /// On a termination signal: write the JUnit file with what finished and what did not

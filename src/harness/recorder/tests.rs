@@ -122,10 +122,31 @@ fn an_interrupt_reports_the_unfinished_cases_and_fails_the_run() {
     assert_eq!(names[3].0, INTERRUPTED_CASE);
     assert_eq!(names[3].1, &Status::Failed);
     assert!(
-        names[3].2.contains("1 cases finished, 2 did not"),
+        names[3].2.contains("1 cases finished, 2 did not, reported skipped as not finished;"),
         "{}",
         names[3].2
     );
+}
+
+#[test]
+fn an_interrupt_after_every_case_finished_says_why_the_run_is_red_without_noise() {
+    let r = Recorder::new(None);
+    r.expect(vec![("s".into(), "a".into())]);
+    r.push(case("s", "a", Status::Passed), None);
+    r.interrupt("SIGTERM").unwrap();
+    let cases = r.cases();
+    let last = cases.last().unwrap();
+    assert_eq!(
+        (last.name.as_str(), &last.status),
+        (INTERRUPTED_CASE, &Status::Failed)
+    );
+    let m = &last.message;
+    assert!(m.contains("1 cases finished, 0 did not;"), "{m}");
+    assert!(
+        !m.contains('(') && !m.contains("reported skipped"),
+        "nothing was skipped, so nothing says so: {m}"
+    );
+    assert!(m.contains("not green because it was stopped before its end"), "{m}");
 }
 
 #[test]
