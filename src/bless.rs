@@ -192,6 +192,7 @@ pub fn prepare(
         driver_version: env.driver_version.clone(),
         nvrtc_version: env.nvrtc_version.clone(),
         date: env.date.clone(),
+        compile_options: env.compile_options.clone(),
     };
     let mut new = BTreeMap::new();
     let mut new_sass = BTreeMap::new();

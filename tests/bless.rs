@@ -272,6 +272,38 @@ fn bless_carries_sass_digests_and_loop_bodies_into_the_generated_file() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+#[test]
+fn bless_records_the_compile_options_and_a_file_without_them_still_loads() {
+    use accprobe::bless;
+    let dir = std::env::temp_dir().join(format!("accprobe-bless-opts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("baselines")).unwrap();
+    copy_h200_profile_to(&dir);
+    let p = catalog::load(&dir.join("h200.yaml")).unwrap();
+    let mut r = p.recorded.clone().unwrap();
+    let options = vec!["--gpu-architecture=sm_90".to_string(), "-O3".to_string()];
+    r.environment.as_mut().unwrap().compile_options = options.clone();
+    let file = dir.join("baselines/h200.yaml");
+    let b = bless::prepare(&p, &r, "run.json", "cmd", &file, None);
+    assert!(b.contents.contains("compile_options:"), "{}", b.contents);
+    std::fs::write(&file, &b.contents).unwrap();
+    let back = catalog::load(&dir.join("h200.yaml")).unwrap();
+    let origin = back.baselines.unwrap().origin.unwrap();
+    assert_eq!(origin.compile_options, options);
+    // A file blessed before the options were recorded loads, with no options to compare.
+    let old: String = b
+        .contents
+        .lines()
+        .filter(|l| !l.contains("compile_options") && !l.starts_with("  - "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(!old.contains("-O3"), "{old}");
+    std::fs::write(&file, &old).unwrap();
+    let back = catalog::load(&dir.join("h200.yaml")).unwrap();
+    assert!(back.baselines.unwrap().origin.unwrap().compile_options.is_empty());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// Fuzzing found (seed fuzz/seeds/bless/del-in-driver-version.json) that a control
 /// character in a recorded string made a blessed file the profile could not read back.
 #[test]

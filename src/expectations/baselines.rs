@@ -77,6 +77,12 @@ pub struct BaselineOrigin {
     pub driver_version: String,
     pub nvrtc_version: String,
     pub date: String,
+    /// The NVRTC options the blessed kernels were compiled with, so that a red case's
+    /// first suspect can name an option added or removed since. Empty in files blessed
+    /// before they were recorded, which keep loading (the options are then not compared;
+    /// every compile has options, its architecture at least, so empty means unknown).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compile_options: Vec<String>,
 }
 
 /// What `bless` writes: the same fields as [`BaselinesFile`], in a stable order.
