@@ -300,7 +300,13 @@ fn bless_records_the_compile_options_and_a_file_without_them_still_loads() {
     assert!(!old.contains("-O3"), "{old}");
     std::fs::write(&file, &old).unwrap();
     let back = catalog::load(&dir.join("h200.yaml")).unwrap();
-    assert!(back.baselines.unwrap().origin.unwrap().compile_options.is_empty());
+    assert!(back
+        .baselines
+        .unwrap()
+        .origin
+        .unwrap()
+        .compile_options
+        .is_empty());
     std::fs::remove_dir_all(dir).unwrap();
 }
 

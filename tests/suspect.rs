@@ -46,7 +46,7 @@ fn a_slower_variant_with_the_same_code_and_toolchain_suspects_the_hardware() {
     assert!(m.contains("slower than its baseline"), "{m}");
     let e = r.environment.as_ref().unwrap();
     let expected = format!(
-        "\nfirst suspect: the hardware, clocks or contention — same SASS, same driver and NVRTC; SM clock measured {:.0} MHz, rated {:.0} MHz",
+        "\nfirst suspect: the hardware, clocks or contention (same SASS and toolchain) — same SASS, same driver and NVRTC; SM clock measured {:.0} MHz, rated {:.0} MHz",
         e.sm_clock_measured_mhz.unwrap(),
         e.sm_clock_rated_mhz.unwrap()
     );
@@ -99,7 +99,7 @@ fn a_changed_digest_suspects_the_compiler_and_names_both_digests() {
     x.sass.as_mut().unwrap().digest = "def4567890abcdef".repeat(4);
     let m = fail(&p, &r, V);
     let expected = format!(
-        "first suspect: the compiler — SASS digest of chain7_acc2_effective2 changed {}.. -> def4567890ab..",
+        "first suspect: the compiler (SASS changed) — SASS digest of chain7_acc2_effective2 changed {}.. → def4567890ab..",
         &blessed[..12]
     );
     assert!(m.contains(&expected), "{m}");
@@ -108,7 +108,7 @@ fn a_changed_digest_suspects_the_compiler_and_names_both_digests() {
     let m = fail(&p, &r, "sass::chain7_acc2_effective2::unchanged");
     assert!(
         m.contains("first suspect: the compiler")
-            && m.contains("the toolchain changed too: NVRTC 13.0 -> 13.1"),
+            && m.contains("the toolchain changed too: NVRTC 13.0 → 13.1"),
         "{m}"
     );
 }
@@ -121,7 +121,7 @@ fn another_driver_with_the_same_sass_suspects_the_toolchain() {
     let m = fail(&p, &r, V);
     assert!(
         m.contains(
-            "first suspect: the toolchain or the GPU — driver 580.159.04 -> 590.12; same SASS"
+            "first suspect: the toolchain or the GPU (driver 580.159.04 → 590.12) — same SASS"
         ),
         "{m}"
     );
@@ -144,7 +144,7 @@ fn short_or_odd_digests_never_panic() {
     let x = r.variants.iter_mut().find(|x| x.variant() == v()).unwrap();
     x.sass.as_mut().unwrap().digest = "é".into();
     let m = fail(&p, &r, V);
-    assert!(m.contains("changed ab -> é"), "{m}");
+    assert!(m.contains("changed ab → é"), "{m}");
     // The sass::unchanged case's own message is another helper's; it must not panic here
     // either once that is fixed, so it is not evaluated here.
 }
@@ -159,7 +159,7 @@ fn without_sass_a_compiler_change_is_not_ruled_out() {
     r.sass_unavailable = Some("no cuobjdump or nvdisasm on PATH".into());
     let m = fail(&p, &r, V);
     assert!(
-        m.contains("first suspect: the hardware, clocks or contention — same driver and NVRTC")
+        m.contains("first suspect: the hardware, clocks or contention (SASS not compared) — same driver and NVRTC")
             && m.contains("the SASS was not compared (no cuobjdump or nvdisasm on PATH), so a compiler change is not ruled out"),
         "{m}"
     );
@@ -177,7 +177,7 @@ fn invariant_and_validity_failures_say_their_suspect_too() {
     x.mean_progress *= 0.6;
     let m = fail(&p, &r, "invariant::acc2_gain_grows");
     assert!(
-        m.contains("\nfirst suspect: the hardware, clocks or contention — same SASS"),
+        m.contains("\nfirst suspect: the hardware, clocks or contention (same SASS and toolchain) — same SASS"),
         "{m}"
     );
     // Launches far from budget / clock.
@@ -187,4 +187,85 @@ fn invariant_and_validity_failures_say_their_suspect_too() {
     }
     let m = fail(&p, &r, "validity::chain7_acc2_effective2::duration");
     assert!(m.contains("\nfirst suspect: "), "{m}");
+}
+
+#[test]
+fn an_option_added_since_the_bless_is_named_in_the_suspect_and_the_message() {
+    let (p, mut r) = h200();
+    slow_down(&mut r);
+    let blessed = &p.baselines.as_ref().unwrap().origin.as_ref().unwrap();
+    assert!(
+        !blessed.compile_options.is_empty(),
+        "the H200 baselines record their options"
+    );
+    let e = r.environment.as_mut().unwrap();
+    e.compile_options.retain(|o| o != "--std=c++17");
+    e.compile_options.push("--maxrregcount=16".into());
+    // The SASS changes with such an option: the compiler, with the options that changed.
+    let x = r.variants.iter_mut().find(|x| x.variant() == v()).unwrap();
+    x.sass.as_mut().unwrap().digest = "def4567890abcdef".repeat(4);
+    let m = fail(&p, &r, V);
+    assert!(
+        m.contains("first suspect: the compiler (SASS changed; options +--maxrregcount=16 ---std=c++17) — "),
+        "{m}"
+    );
+    let message = accprobe::report::junit::message(&m);
+    assert!(
+        message.ends_with(
+            "; first suspect: the compiler (SASS changed; options +--maxrregcount=16 ---std=c++17)"
+        ) && message.chars().count() <= accprobe::report::junit::MESSAGE_CHARS,
+        "{message}"
+    );
+    // With the same SASS, the options themselves.
+    let (_, mut same) = h200();
+    slow_down(&mut same);
+    same.environment
+        .as_mut()
+        .unwrap()
+        .compile_options
+        .push("-O3".into());
+    let m = fail(&p, &same, V);
+    assert!(
+        m.contains("first suspect: the compile options (+-O3) — "),
+        "{m}"
+    );
+    // Baselines blessed before the options were recorded compare none.
+    let mut old = p.clone();
+    let b = old.baselines.as_mut().unwrap();
+    b.origin.as_mut().unwrap().compile_options.clear();
+    let m = fail(&old, &same, V);
+    assert!(m.contains("first suspect: the hardware"), "{m}");
+}
+
+#[test]
+fn a_red_text_is_ordered_verdict_suspect_environment_hint_then_the_diff() {
+    let (p, mut r) = h200();
+    let x = r.variants.iter_mut().find(|x| x.variant() == v()).unwrap();
+    let s = x.sass.as_mut().unwrap();
+    s.digest = "def4567890abcdef".repeat(4);
+    s.loop_body.push("NOP ;".into());
+    let m = fail(&p, &r, "sass::chain7_acc2_effective2::unchanged");
+    let lines: Vec<&str> = m.lines().collect();
+    assert!(
+        lines[0].starts_with("chain7_acc2_effective2: the SASS changed"),
+        "{m}"
+    );
+    assert!(
+        lines[1].starts_with("first suspect: the compiler (SASS changed) — "),
+        "{m}"
+    );
+    assert!(
+        lines[2].starts_with("measured on NVIDIA H200, driver 580.159.04, NVRTC 13.0, options --gpu-architecture=sm_90"),
+        "{m}"
+    );
+    assert!(
+        lines[3].starts_with("if the change is expected, re-bless "),
+        "{m}"
+    );
+    assert!(lines[4].starts_with("--- blessed loop"), "{m}");
+    assert_eq!(
+        m.matches("re-bless").count(),
+        1,
+        "the evaluator's own hint moved, not repeated: {m}"
+    );
 }

@@ -10,8 +10,10 @@
 //!   id, as cargo-nextest writes it, then the suite (device and profile, or the replayed
 //!   profile), because GitLab folds every suite of a job into one list and keeps only
 //!   classname and name.
-//! - A failure or skip has a one-line `message` attribute (the first line) and the whole
-//!   text as the element's body, where readers keep the newlines (attributes fold them);
+//! - A failure or skip has a one-line `message` attribute, the verdict and its first
+//!   suspect within 200 characters ([`message`]: the GitHub job summary shows no more),
+//!   and the whole text as the element's body, where readers keep the newlines
+//!   (attributes fold them);
 //!   a failure has a `type` that says what kind of failure it is (`regression`,
 //!   `no-result`, `known-deviation-gone`, ...: [`crate::verdict::FailureKind`]), a skip the
 //!   kind of reason (`no-gpu`, `known-deviation`, `cannot-judge`).
@@ -21,7 +23,7 @@
 //!   character, U+FFFE) reaches the file, whatever a profile or a results file holds.
 
 use super::text::{clean, line};
-use crate::verdict::{Outcome, Verdict};
+use crate::verdict::{suspect, Outcome, Verdict};
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 use std::time::{Duration, SystemTime};
 
@@ -99,20 +101,61 @@ pub fn classname(suite: &str) -> String {
     format!("accprobe::probe [{suite}]")
 }
 
-/// The first line of `text`, cut at 200 characters: what goes in a `message` attribute.
-fn one_line(text: &str) -> String {
-    let first = text.lines().next().unwrap_or("").trim_end();
-    let mut cut: String = line(first).chars().take(200).collect();
-    if cut.len() < first.len() || text.trim_end().lines().nth(1).is_some() {
-        cut.push_str(" [...]");
+/// The most characters of a `message` attribute: what the GitHub job-summary view shows.
+pub const MESSAGE_CHARS: usize = 200;
+
+/// What goes in a `message` attribute: the first line (the verdict) and, when the text
+/// names one, the head of its first suspect, on one line, within [`MESSAGE_CHARS`]. The
+/// suspect's head is kept whole; what does not fit is cut at a word, never inside one,
+/// and marked `…`. The body holds the whole text.
+pub fn message(text: &str) -> String {
+    let verdict = line(text.lines().next().unwrap_or("").trim_end());
+    let suspect = text
+        .lines()
+        .skip(1)
+        .find_map(suspect::head)
+        .map(|h| line(h.trim_end()));
+    let Some(suspect) = suspect else {
+        return fit(&verdict, MESSAGE_CHARS);
+    };
+    const SEP: &str = "; ";
+    // The verdict keeps at least this much when a suspect's head is long.
+    const VERDICT_AT_LEAST: usize = 80;
+    let for_suspect = MESSAGE_CHARS - VERDICT_AT_LEAST - SEP.len();
+    let left = MESSAGE_CHARS.saturating_sub(SEP.len() + chars(&verdict));
+    let suspect = fit(&suspect, for_suspect.max(left));
+    let verdict = fit(&verdict, MESSAGE_CHARS - SEP.len() - chars(&suspect));
+    format!("{verdict}{SEP}{suspect}")
+}
+
+fn chars(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// `text` within `max` characters: whole when it fits, else cut after the last whole word
+/// that fits with the `…` that marks the cut (inside a word only when one word alone is
+/// longer than `max`).
+pub fn fit(text: &str, max: usize) -> String {
+    if chars(text) <= max {
+        return text.to_string();
     }
-    cut
+    let room: String = text.chars().take(max.saturating_sub(1)).collect();
+    let next = text.chars().nth(room.chars().count());
+    let whole = match next {
+        Some(c) if c.is_whitespace() => room.as_str(),
+        _ => room
+            .rfind(char::is_whitespace)
+            .map_or(room.as_str(), |at| &room[..at]),
+    };
+    let kept = whole.trim_end_matches(|c: char| c.is_whitespace() || ",;:(—".contains(c));
+    let kept = if kept.is_empty() { room.as_str() } else { kept };
+    format!("{kept}…")
 }
 
 /// The status element of a case that did not pass: a one-line message, the whole text as
 /// the body, and a type.
 fn not_passed(mut st: TestCaseStatus, c: &CaseRecord, default_kind: &str) -> TestCaseStatus {
-    st.set_message(one_line(&c.message));
+    st.set_message(message(&c.message));
     st.set_type(line(c.kind.as_deref().unwrap_or(default_kind)));
     if !c.message.is_empty() {
         st.set_description(clean(&c.message));
@@ -304,10 +347,9 @@ mod tests {
             panic!("{xml}")
         };
         let message = message.as_ref().unwrap().as_str();
-        assert!(!message.contains('\n'), "{message:?}");
-        assert!(
-            message.starts_with("chain7_acc2: the SASS changed") && message.ends_with("[...]"),
-            "{message:?}"
+        assert_eq!(
+            message, "chain7_acc2: the SASS changed (digest a -> b); the loop body changed",
+            "the verdict alone, whole: the diff is the body's"
         );
         assert_eq!(ty.as_ref().map(|t| t.as_str()), Some("sass-changed"));
         assert_eq!(
@@ -315,6 +357,52 @@ mod tests {
             Some(diff.trim_end()),
             "the body keeps every line of the diff (quick-junit's reader trims the end)"
         );
+    }
+
+    #[test]
+    fn the_message_is_the_verdict_and_its_suspect_whole_within_200_characters() {
+        let suspect = "first suspect: the compiler (SASS changed; options +--maxrregcount=16) — \
+                       SASS digest of chain7_acc2_effective2 changed 0123456789ab.. → def4567890ab..";
+        let short = format!("chain7_acc2_effective2: -1.75% vs baseline (±0.50%)\n{suspect}\nmore");
+        assert_eq!(
+            message(&short),
+            "chain7_acc2_effective2: -1.75% vs baseline (±0.50%); first suspect: the compiler \
+             (SASS changed; options +--maxrregcount=16)"
+        );
+        let words = "slower than its baseline beyond tolerance ".repeat(8);
+        let long = format!("chain7_acc2_effective2: {words}\nmeasured on x\n{suspect}");
+        let m = message(&long);
+        assert!(
+            m.chars().count() <= MESSAGE_CHARS,
+            "{} chars: {m}",
+            m.chars().count()
+        );
+        assert!(
+            m.ends_with(
+                "…; first suspect: the compiler (SASS changed; options +--maxrregcount=16)"
+            ),
+            "the suspect's head whole, the verdict cut: {m}"
+        );
+        let verdict = m.split('…').next().unwrap();
+        assert!(long.starts_with(verdict), "{m}");
+        let next = long[verdict.len()..].chars().next().unwrap();
+        assert!(next.is_whitespace(), "cut at a word, not inside one: {m}");
+        // Without a suspect, the verdict alone, cut at a word.
+        let alone = format!("v: {words}");
+        let m = message(&alone);
+        let kept = m.strip_suffix('…').unwrap();
+        assert!(m.chars().count() <= MESSAGE_CHARS, "{m}");
+        assert!(alone[kept.len()..].starts_with(' '), "{m}");
+    }
+
+    #[test]
+    fn fit_cuts_at_a_word_and_inside_one_only_when_it_alone_is_too_long() {
+        assert_eq!(fit("one two three", 13), "one two three");
+        assert_eq!(fit("one two three", 12), "one two…");
+        assert_eq!(fit("one two three", 8), "one two…");
+        assert_eq!(fit("one two, three", 10), "one two…");
+        assert_eq!(fit("abcdefghij", 5), "abcd…");
+        assert_eq!(fit("éééé éé", 5), "éééé…");
     }
 
     #[test]

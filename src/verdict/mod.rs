@@ -11,6 +11,7 @@ mod invariants;
 mod known_deviations;
 mod policy;
 mod probe;
+mod red;
 mod sass;
 mod spills;
 pub mod suspect;
@@ -66,7 +67,8 @@ pub struct Verdict {
 /// Missing or unusable results fail whatever the profile expects: a deviation excuses a
 /// measured difference, never the absence of a measurement. A timing case whose variants
 /// were measured while the GPU was not ours is an error, not a verdict. A failure that
-/// judged a measurement says its first suspect (see [`suspect`]).
+/// judged a measurement says its first suspect (see [`suspect`]), in the order of
+/// [`red`].
 pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome {
     judge(case, profile, results).outcome
 }
@@ -93,12 +95,7 @@ pub fn judge(case: &Case, profile: &Profile, results: &RunResults) -> Verdict {
         failure::kind_of(&case.check, profile, &found)
     });
     let outcome = match outcome {
-        Outcome::Fail(m) if case.check != Check::BaselineEnvironment => {
-            match suspect::first_suspect(&case.needs, profile, results) {
-                Some(line) => Outcome::Fail(format!("{m}\n{line}")),
-                None => Outcome::Fail(m),
-            }
-        }
+        Outcome::Fail(m) => Outcome::Fail(red::text(case, profile, results, &m)),
         other => other,
     };
     Verdict { outcome, failure }

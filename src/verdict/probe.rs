@@ -49,8 +49,7 @@ pub(super) fn variant(v: Variant, r: &VariantResult, profile: &Profile) -> Outco
                 if rel.abs() > tolerance {
                     let dir = if rel > 0.0 { "faster" } else { "slower" };
                     problems.push(format!(
-                        "{line}: {dir} than its baseline beyond tolerance; if the change is expected, re-bless {}",
-                        b.file.display()
+                        "{line}: {dir} than its baseline beyond tolerance"
                     ));
                 } else {
                     detail = line;

@@ -3,6 +3,10 @@
 //! blessed one (the compiler), or the GPU, driver or NVRTC differ from those the baselines
 //! were measured with (the toolchain), or neither (the hardware, its clocks, or other work
 //! on the GPU), so that the reader knows where to look first.
+//!
+//! The line has two parts: the head, `first suspect: <who> (<what changed, short>)`, which
+//! a JUnit message carries whole beside the verdict (see [`head`]), and after [`DETAIL`]
+//! the detail the body carries (digests, versions, clocks, contention).
 
 use crate::expectations::profile::Profile;
 use crate::model::results::RunResults;
@@ -23,6 +27,36 @@ fn short(digest: &str) -> String {
     } else {
         p.to_string()
     }
+}
+
+/// What every suspect line starts with.
+pub const PREFIX: &str = "first suspect: ";
+/// What parts a suspect line's head from its detail.
+pub const DETAIL: &str = " — ";
+
+/// The head of a suspect line (`first suspect: the compiler (SASS changed)`): the line up
+/// to its detail; `None` when `line` is no suspect line.
+pub fn head(line: &str) -> Option<&str> {
+    line.starts_with(PREFIX)
+        .then(|| line.split(DETAIL).next().unwrap_or(line))
+}
+
+/// The NVRTC options added (`+--maxrregcount=16`) and removed (`-O3`) since the
+/// baselines were blessed; empty when the baselines recorded none (blessed before they
+/// were recorded) or the results carry no environment.
+pub fn option_changes(blessed: &[String], now: Option<&[String]>) -> Vec<String> {
+    let Some(now) = now.filter(|_| !blessed.is_empty()) else {
+        return Vec::new();
+    };
+    let added = now
+        .iter()
+        .filter(|o| !blessed.contains(o))
+        .map(|o| format!("+{o}"));
+    let removed = blessed
+        .iter()
+        .filter(|o| !now.contains(o))
+        .map(|o| format!("-{o}"));
+    added.chain(removed).collect()
 }
 
 /// The line that names the first suspect for a failure of a case that needs `needs`;
@@ -52,7 +86,7 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
             ]
             .into_iter()
             .filter(|(_, then, now)| then != now)
-            .map(|(what, then, now)| format!("{what} {then} -> {now}"))
+            .map(|(what, then, now)| format!("{what} {then} → {now}"))
             .collect(),
         ),
         _ => None,
@@ -65,6 +99,24 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
                 .into()
         }
     };
+    let options = option_changes(
+        b.origin
+            .as_ref()
+            .map_or(&[][..], |o| o.compile_options.as_slice()),
+        results
+            .environment
+            .as_ref()
+            .map(|e| e.compile_options.as_slice()),
+    );
+    let options_text = match options.is_empty() {
+        true => String::new(),
+        false => format!("; options {}", options.join(" ")),
+    };
+    let sass = if uncompared == 0 {
+        "same SASS"
+    } else {
+        "SASS not compared"
+    };
     if let Some((name, then, now)) = changed.first() {
         let more = match changed.len() {
             1 => String::new(),
@@ -75,17 +127,20 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
             _ => String::new(),
         };
         return Some(format!(
-            "first suspect: the compiler — SASS digest of {name} changed {then} -> {now}{more}{also}"
+            "{PREFIX}the compiler (SASS changed{options_text}){DETAIL}SASS digest of {name} \
+             changed {then} → {now}{more}{also}"
+        ));
+    }
+    if !options.is_empty() {
+        return Some(format!(
+            "{PREFIX}the compile options ({}){DETAIL}the kernels were compiled with other \
+             NVRTC options than the blessed ones; {sass}; {toolchain_text}",
+            options.join(" ")
         ));
     }
     if let Some(d) = toolchain.as_ref().filter(|d| !d.is_empty()) {
-        let sass = if uncompared == 0 {
-            "same SASS".to_string()
-        } else {
-            "SASS not compared".to_string()
-        };
         return Some(format!(
-            "first suspect: the toolchain or the GPU — {}; {sass}",
+            "{PREFIX}the toolchain or the GPU ({}){DETAIL}{sass}",
             d.join(", ")
         ));
     }
@@ -97,8 +152,13 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
         .unwrap_or_default()
         + &contention_note(results);
     if uncompared == 0 {
+        let same = match toolchain {
+            Some(_) => "same SASS and toolchain",
+            None => "same SASS; toolchain not compared",
+        };
         Some(format!(
-            "first suspect: the hardware, clocks or contention — same SASS, {toolchain_text}{clock}"
+            "{PREFIX}the hardware, clocks or contention ({same}){DETAIL}same SASS, \
+             {toolchain_text}{clock}"
         ))
     } else {
         let why = results
@@ -106,8 +166,9 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
             .clone()
             .unwrap_or_else(|| "the results or the baselines carry no SASS for it".into());
         Some(format!(
-            "first suspect: the hardware, clocks or contention — {toolchain_text}{clock}; \
-             the SASS was not compared ({why}), so a compiler change is not ruled out"
+            "{PREFIX}the hardware, clocks or contention (SASS not compared){DETAIL}\
+             {toolchain_text}{clock}; the SASS was not compared ({why}), so a compiler change \
+             is not ruled out"
         ))
     }
 }

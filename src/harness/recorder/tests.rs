@@ -122,7 +122,9 @@ fn an_interrupt_reports_the_unfinished_cases_and_fails_the_run() {
     assert_eq!(names[3].0, INTERRUPTED_CASE);
     assert_eq!(names[3].1, &Status::Failed);
     assert!(
-        names[3].2.contains("1 cases finished, 2 did not, reported skipped as not finished;"),
+        names[3]
+            .2
+            .contains("1 cases finished, 2 did not, reported skipped as not finished;"),
         "{}",
         names[3].2
     );
@@ -146,7 +148,10 @@ fn an_interrupt_after_every_case_finished_says_why_the_run_is_red_without_noise(
         !m.contains('(') && !m.contains("reported skipped"),
         "nothing was skipped, so nothing says so: {m}"
     );
-    assert!(m.contains("not green because it was stopped before its end"), "{m}");
+    assert!(
+        m.contains("not green because it was stopped before its end"),
+        "{m}"
+    );
 }
 
 #[test]
