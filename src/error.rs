@@ -149,7 +149,9 @@ pub enum GpuError {
     NoDriver,
     #[error("no NVRTC: libnvrtc.so not found (install the CUDA toolkit's NVRTC or add it to LD_LIBRARY_PATH)")]
     NoNvrtc,
-    #[error("CUDA driver found but {0}")]
+    /// The CUDA driver loaded, but could not be started or asked (`cuInit:
+    /// CUDA_ERROR_NO_DEVICE (...)`): the call and the driver's own name for its error.
+    #[error("{0}")]
     Init(String),
     #[error("no CUDA device found")]
     NoDevice,

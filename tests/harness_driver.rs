@@ -162,7 +162,7 @@ fn a_driver_whose_device_cannot_be_used_fails_a_required_run_with_the_reason() {
     for (mode, says) in [
         (
             "init_fails",
-            "CUDA driver found but cuInit failed: CUDA_ERROR_NO_DEVICE (stub error)",
+            "the GPU cannot be tested: cuInit: CUDA_ERROR_NO_DEVICE (stub error); ",
         ),
         ("no_devices", "no CUDA device found"),
         ("context_fails", "cannot create a context on device 0"),

@@ -199,7 +199,10 @@ impl Plan {
                 ..Default::default()
             },
         );
-        let message = format!("the GPU cannot be tested, and {REQUIRE_GPU_ENV} is set: {reason}");
+        let message = format!(
+            "the GPU cannot be tested: {reason}; {REQUIRE_GPU_ENV} is set, so a runner that \
+             cannot test its GPU fails, and its GPU cases are skipped as not run"
+        );
         self.trials.insert(
             0,
             Planned::runs(

@@ -211,9 +211,9 @@ fn libraries_present() -> Result<(), GpuError> {
 /// Initialises the driver and counts devices ([`libraries_present`] first).
 fn driver_ready() -> Result<usize, GpuError> {
     cudarc::driver::result::init()
-        .map_err(|e| GpuError::Init(format!("cuInit failed: {}", driver_text(&e))))?;
+        .map_err(|e| GpuError::Init(format!("cuInit: {}", driver_text(&e))))?;
     let count = CudaContext::device_count()
-        .map_err(|e| GpuError::Init(format!("cannot count CUDA devices: {}", driver_text(&e))))?;
+        .map_err(|e| GpuError::Init(format!("cuDeviceGetCount: {}", driver_text(&e))))?;
     if count <= 0 {
         return Err(GpuError::NoDevice);
     }
