@@ -149,7 +149,11 @@ fn one_recorded_h200_goes_through_the_gpu_path_green_with_plain_names() {
     let (code, r) = sb.run_on(vec![recorded_h200(0)], &[]);
     assert_eq!(code, ExitCode::SUCCESS);
     let (cases, failures, skipped) = counts(&r, "gpu0 NVIDIA H200 / profile h200");
-    assert_eq!((cases, failures), (replay_expectation("h200").0, 0));
+    assert_eq!(
+        (cases, failures),
+        (replay_expectation("h200").0 + 1, 0),
+        "every case of the profile and the run-level gpu::measure"
+    );
     assert_eq!(
         skipped, 4,
         "the known deviations: acc2 not the peak at N = 7, 13, 29; the policy at N = 13"
@@ -212,7 +216,10 @@ fn two_recorded_devices_get_their_own_names_suites_and_results_files() {
         .flat_map(|s| s.test_cases.iter().map(|c| c.name.as_str()))
         .collect();
     assert!(
-        !names.is_empty() && names.iter().all(|n| n.starts_with("gpu1::invariant::")),
+        !names.is_empty()
+            && names
+                .iter()
+                .all(|n| n.starts_with("gpu1::invariant::") || *n == "gpu1::gpu::measure"),
         "{names:?}"
     );
 }

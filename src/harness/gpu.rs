@@ -11,6 +11,7 @@ use crate::report::junit::{Ended, Status};
 use crate::verdict::cases::{cases, on_device, Case, Check, SpillSource};
 use crate::verdict::{self, Outcome};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The JUnit `type` of a case that failed on a configuration error found when measuring:
 /// the run exits 2.
@@ -66,13 +67,15 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
                     if let Some(skip) = required {
                         return Ending::skipped(skip_reason(&skip), skip.kind(), skip);
                     }
-                    match s.results_for(&case.needs) {
+                    let asked = Instant::now();
+                    let results = s.results_for(&case.needs);
+                    let waited = asked.elapsed();
+                    let ending: Ending = match results {
                         Err(e) if e.kind() == GpuErrorKind::Unavailable => {
                             Ending::skipped(e.to_string(), "no-gpu", Skip::NoGpu(e.to_string()))
                         }
-                        Err(e) if e.kind() == GpuErrorKind::Busy => {
-                            Ended::new(Status::Error, e.to_string(), "gpu-busy").into()
-                        }
+                        // The run's gpu::busy case reports it, once.
+                        Err(e) if e.kind() == GpuErrorKind::Busy => Ending::busy(e.to_string()),
                         // A setting that cannot be used (a named ACCPROBE_LOCK_DIR): the
                         // run ends with exit 2, as any configuration error.
                         Err(e) if e.kind() == GpuErrorKind::Config => {
@@ -81,15 +84,20 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
                         Err(e) => Ended::new(Status::Failed, e.to_string(), "gpu-error").into(),
                         Ok(results) => {
                             let v = verdict::judge(&case, &s.profile, &results);
-                            match (&v.outcome, ignored_for) {
+                            match (v.outcome, ignored_for) {
+                                (Outcome::Error(cause), _) => Ending::busy(cause),
                                 // Run with --ignored: still the reason it was ignored for.
                                 (Outcome::Skipped(r), Some(skip)) => {
-                                    Ending::skipped(r.clone(), "cannot-judge", skip)
+                                    Ending::skipped(r, "cannot-judge", skip)
                                 }
-                                _ => Ending::of_verdict(v),
+                                (outcome, _) => Ending::of_verdict(verdict::Verdict {
+                                    outcome,
+                                    failure: v.failure,
+                                }),
                             }
                         }
-                    }
+                    };
+                    ending.after_waiting(waited)
                 },
             );
             match unrunnable {

@@ -37,6 +37,7 @@ mod gpu;
 mod outputs;
 mod plan;
 mod recorder;
+mod run_cases;
 mod shared;
 mod startup;
 mod stdout;

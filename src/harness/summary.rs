@@ -6,7 +6,7 @@ use super::env::{Paths, RunOptions, REQUIRE_GPU_ENV};
 use super::outputs::Finishing;
 use super::plan::Plan;
 use super::recorder::{self, Recorder, Skip};
-use super::{compile_only, gpu, progress_note};
+use super::{compile_only, gpu, progress_note, run_cases};
 use crate::error::Error;
 use crate::measure::session::GpuSession;
 use crate::report::junit::Status;
@@ -15,8 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// Finishes a run whose cases ended with `conclusion`: the sessions' tables and files,
-/// the JUnit file, the summary; the exit code (0; 101 when a case failed or a GPU runner
-/// judged no GPU case; 2 when measuring met a configuration error, a named
+/// the run-level cases of each device (`gpu::measure`, and `gpu::busy` when the GPU was
+/// not ours), the JUnit file, the summary; the exit code (0; 101 when a case failed, the
+/// GPU was busy or a GPU runner judged no GPU case; 2 when measuring met a configuration error, a named
 /// `ACCPROBE_LOCK_DIR` that cannot be used; 1 when the JUnit file cannot be written).
 pub fn close(
     args: &Arguments,
@@ -41,6 +42,14 @@ pub fn close(
     }
     for s in &sessions {
         suites.push(finishing.session(s));
+    }
+    let so_far = recorder.records();
+    let mut busy = false;
+    for s in &sessions {
+        for r in run_cases::records(s, &so_far) {
+            busy |= r.case.status == Status::Failed;
+            recorder.push(r.case, r.skip);
+        }
     }
     recorder.set_suites(suites);
     let written = recorder.write();
@@ -74,7 +83,13 @@ pub fn close(
         crate::say_err!("error: {}", r.case.message);
         return 2;
     }
-    if conclusion.has_failed() || untested {
+    if busy {
+        crate::say_err!(
+            "error: the GPU was not ours while it was measured: see {}",
+            run_cases::BUSY_CASE
+        );
+    }
+    if conclusion.has_failed() || untested || busy {
         101
     } else {
         0
@@ -117,6 +132,13 @@ fn summary(
             Some(Skip::KnownDeviation) => (2, "known deviation".to_string()),
             Some(Skip::NotJudged(why)) => (3, format!("the results cannot judge it ({why})")),
             Some(Skip::Interrupted(sig)) => (4, format!("not finished: interrupted by {sig}")),
+            Some(Skip::Busy(_)) => (
+                3,
+                format!(
+                    "not judged, the GPU was not ours (see {})",
+                    run_cases::BUSY_CASE
+                ),
+            ),
             None => (5, format!("other ({})", r.case.message)),
         };
         *by.entry(key).or_default() += 1;
@@ -144,9 +166,12 @@ fn summary(
         .filter(|r| {
             !matches!(
                 r.skip,
-                Some(Skip::NoGpu(_) | Skip::NoDisassembler(_) | Skip::Interrupted(_))
+                Some(
+                    Skip::NoGpu(_) | Skip::NoDisassembler(_) | Skip::Interrupted(_) | Skip::Busy(_)
+                )
             )
         })
+        .filter(|r| !run_cases::is_run_level(&r.case.name))
         .count();
     let devices: Vec<String> = sessions
         .iter()

@@ -9,18 +9,27 @@ use crate::verdict::{self, Outcome};
 use libtest_mimic::{Completion, Failed, Trial};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-/// How a case body ended: JUnit's view of it (status, message, kind of failure or skip)
-/// and, for the closing summary, why it was ignored.
+/// What a case the busy GPU kept from being judged says first.
+pub const NOT_JUDGED: &str = "not judged: see gpu::busy";
+
+/// How a case body ended: JUnit's view of it (status, message, kind of failure or skip),
+/// for the closing summary why it was ignored, and how long it waited for the device's
+/// shared measurement (the run-level `gpu::measure` case's time, not its own).
 pub struct Ending {
     ended: Ended,
     skip: Option<Skip>,
+    waited: Duration,
 }
 
 impl From<Ended> for Ending {
     fn from(ended: Ended) -> Ending {
-        Ending { ended, skip: None }
+        Ending {
+            ended,
+            skip: None,
+            waited: Duration::ZERO,
+        }
     }
 }
 
@@ -35,7 +44,21 @@ impl Ending {
         Ending {
             ended: Ended::new(Status::Ignored, message, kind),
             skip: Some(skip),
+            waited: Duration::ZERO,
         }
+    }
+
+    /// Not judged, the GPU not ours while it was measured: skipped, pointing at
+    /// `gpu::busy`, with the cause in the body.
+    pub fn busy(cause: String) -> Ending {
+        let skip = Skip::Busy(cause);
+        Ending::skipped(skip_reason(&skip), skip.kind(), skip)
+    }
+
+    /// This ending, `waited` of its time spent waiting for the shared measurement.
+    pub fn after_waiting(mut self, waited: Duration) -> Ending {
+        self.waited = waited;
+        self
     }
 
     /// A verdict in JUnit's terms, with why it was ignored.
@@ -48,12 +71,14 @@ impl Ending {
         Ending {
             ended: junit::ended(verdict),
             skip,
+            waited: Duration::ZERO,
         }
     }
 }
 
 /// A trial whose body returns how it ended; panics become failures, and every end is
-/// recorded for JUnit.
+/// recorded for JUnit, with the time of its own work (its wait for the shared
+/// measurement left out).
 pub fn trial<R: Into<Ending>>(
     recorder: &Arc<Recorder>,
     suite: String,
@@ -76,6 +101,7 @@ pub fn trial<R: Into<Ending>>(
                     kind,
                 },
             skip,
+            waited,
         } = ending;
         recorder.push(
             CaseRecord {
@@ -83,9 +109,10 @@ pub fn trial<R: Into<Ending>>(
                 name,
                 status: status.clone(),
                 message: message.clone(),
-                duration: start.elapsed(),
+                duration: start.elapsed().saturating_sub(waited),
                 kind: kind.map(str::to_string),
-                started,
+                // Its own work began once the wait was over.
+                started: started + waited,
             },
             skip,
         );
@@ -139,6 +166,7 @@ pub fn skip_reason(skip: &Skip) -> String {
         | Skip::ToolchainNotInstalled { reason: r, .. } => r.clone(),
         Skip::KnownDeviation => "known deviation".into(),
         Skip::Interrupted(s) => format!("interrupted by {s}"),
+        Skip::Busy(cause) => format!("{NOT_JUDGED}\n{cause}"),
     }
 }
 
@@ -196,6 +224,24 @@ mod tests {
         );
         assert!(xml.contains("panicked: kernel exploded"), "{xml}");
         assert!(xml.contains("type=\"panic\""), "{xml}");
+    }
+
+    #[test]
+    fn a_case_time_leaves_out_its_wait_for_the_shared_measurement() {
+        let recorder = Arc::new(Recorder::new(None));
+        let hour = Duration::from_secs(3600);
+        let before = SystemTime::now();
+        let trials = vec![trial(&recorder, "s".into(), "waited".into(), move || {
+            Ending::from((Status::Passed, String::new())).after_waiting(hour)
+        })];
+        let (conclusion, _) = run_logged(trials);
+        assert_eq!(conclusion.num_passed, 1);
+        let c = &recorder.cases()[0];
+        assert_eq!(c.duration, Duration::ZERO, "the wait is not its own work");
+        assert!(
+            c.started >= before + hour,
+            "its own work began after the wait"
+        );
     }
 
     #[test]

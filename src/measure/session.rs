@@ -24,7 +24,7 @@ use crate::model::variant::Variant;
 use crate::sync::lock_ignoring_poison;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The GPU side of one run on one device: a target (or the reason there is none), the
 /// profile chosen for it, and each variant measured at first use.
@@ -37,6 +37,10 @@ pub struct GpuSession {
     planned: Mutex<Vec<Variant>>,
     /// Seconds spent measuring so far.
     gpu_seconds: Mutex<f64>,
+    /// When the first call that measured began (its compile and measurement, after the
+    /// wait for this session), and how long every call that measured took together: the
+    /// work the cases share, which the run reports as one case of its own.
+    shared_work: Mutex<Option<(SystemTime, Duration)>>,
     /// Set when a CUDA error left the device unusable: why.
     unusable: OnceLock<String>,
     /// Whether case names carry the device (more than one device in the run).
@@ -98,6 +102,7 @@ impl GpuSession {
             measured: Mutex::new(BTreeMap::new()),
             planned: Mutex::new(Vec::new()),
             gpu_seconds: Mutex::new(0.0),
+            shared_work: Mutex::new(None),
             unusable: OnceLock::new(),
             prefix: false,
             exclusivity,
@@ -409,6 +414,7 @@ impl GpuSession {
     pub fn results_for(&self, needs: &[Variant]) -> Result<RunResults, GpuError> {
         let target = self.target.as_ref().map_err(Clone::clone)?;
         let mut measured = lock_ignoring_poison(&self.measured);
+        let began = (SystemTime::now(), Instant::now());
         if let Some(cause) = self.unusable.get() {
             return Err(GpuError::Unusable(cause.clone()));
         }
@@ -440,6 +446,9 @@ impl GpuSession {
                         measured.insert(*v, r);
                     }
                     self.release_when_done(&measured);
+                    let mut work = lock_ignoring_poison(&self.shared_work);
+                    let (start, total) = work.unwrap_or((began.0, Duration::ZERO));
+                    *work = Some((start, total + began.1.elapsed()));
                 }
                 Err(e) => return Err(e),
             }
@@ -484,6 +493,12 @@ impl GpuSession {
             compile_cache: c.cache,
             gpu_s: *lock_ignoring_poison(&self.gpu_seconds),
         })
+    }
+
+    /// The compile and measurement work the cases shared: when it began and how long it
+    /// took; `None` when nothing was measured in this process.
+    pub fn shared_work(&self) -> Option<(SystemTime, Duration)> {
+        *lock_ignoring_poison(&self.shared_work)
     }
 
     /// Everything measured so far, with the environment, or `None` when nothing was.

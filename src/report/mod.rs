@@ -119,16 +119,29 @@ fn header(accumulators: &[u32]) -> Vec<String> {
 }
 
 /// The study's table: progress per chain and accumulator count with the best per chain
-/// marked `*`, then the gain of each count over acc1, then the largest spread seen.
+/// marked `*`, then the gain of each count over acc1, then the largest spread seen. A
+/// run the contention checks found disturbed says so in its title ("measured under
+/// contention, not judged"): its figures are not the GPU's.
 /// Cells without a result are `-`. Text from the results file (its source, a variant's
 /// name) goes through [`text::line`]: the table is printed to a terminal.
 pub fn table(results: &RunResults, chains: &[u32], accumulators: &[u32]) -> String {
     let g = grid(results, chains, accumulators, Sink::A);
     let (progress, gain) = progress_and_gain(&g, accumulators);
     let h = header(accumulators);
+    let disturbed = results
+        .contention
+        .as_ref()
+        .map_or(0, |c| c.contaminated.len());
+    let source = match disturbed {
+        0 => text::line(&results.source).into_owned(),
+        n => format!(
+            "{} under contention, not judged: {n} of {} variants disturbed",
+            text::line(&results.source),
+            results.variants.len()
+        ),
+    };
     let mut t = format!(
-        "progress (mean loop iterations per warp; * = best of its chain) [{}]\n{}",
-        text::line(&results.source),
+        "progress (mean loop iterations per warp; * = best of its chain) [{source}]\n{}",
         text_grid(&h, &progress)
     );
     t.push_str(&format!("\ngain over acc1\n{}", text_grid(&h, &gain)));
@@ -222,5 +235,24 @@ mod tests {
         assert!(t.contains("100.0 "), "{t}");
         assert!(t.contains("+50.0%"), "{t}");
         assert!(t.lines().nth(2).unwrap().trim_end().ends_with('-'), "{t}");
+        assert!(
+            t.starts_with(
+                "progress (mean loop iterations per warp; * = best of its chain) [test]\n"
+            ),
+            "{t}"
+        );
+        let mut busy = r.clone();
+        let mut c = crate::model::results::Contention::default();
+        c.contaminated
+            .insert("chain7_acc2_effective2".into(), "GPU busy: PID 1".into());
+        busy.contention = Some(c);
+        let t = table(&busy, &[7], &[1, 2]);
+        assert!(
+            t.lines()
+                .next()
+                .unwrap()
+                .ends_with("[test under contention, not judged: 1 of 2 variants disturbed]"),
+            "{t}"
+        );
     }
 }

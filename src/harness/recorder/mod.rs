@@ -49,6 +49,10 @@ pub enum Skip {
     NotJudged(String),
     /// The run was interrupted before the case finished.
     Interrupted(String),
+    /// Not judged: the GPU was not ours while the case's variants were measured (other
+    /// work on it, slowed clocks, or another process holding it): the cause, which the
+    /// run-level `gpu::busy` case reports.
+    Busy(String),
 }
 
 impl Skip {
@@ -61,6 +65,7 @@ impl Skip {
             Skip::KnownDeviation => "known-deviation",
             Skip::NotJudged(_) => "cannot-judge",
             Skip::Interrupted(_) => "interrupted",
+            Skip::Busy(_) => "gpu-busy",
         }
     }
 }
