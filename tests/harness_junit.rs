@@ -11,7 +11,7 @@ use accprobe::measure::target::{RecordedTarget, Target};
 use accprobe::model::gpu::GpuIdentity;
 use accprobe::model::results::{Contention, RunResults};
 use common::harness::*;
-use quick_junit::{NonSuccessKind, TestCaseStatus};
+use quick_junit::{NonSuccessKind, Report, TestCaseStatus};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -259,5 +259,29 @@ fn with_no_device(cmd: &mut std::process::Command) {
     std::fs::create_dir_all(&dir).unwrap();
     if let Some(lib) = stub_driver(&dir) {
         with_stub(cmd, &lib, "init_fails");
+    }
+}
+#[test]
+fn no_error_elements_and_no_entities_a_viewer_shows() {
+    let sb = Sandbox::new("junit-text", &["h200"]);
+    sb.run_on(vec![busy_target()], &GPU_ONLY);
+    let xml = std::fs::read_to_string(sb.paths().junit).unwrap();
+    assert!(!xml.contains("<error"), "{xml}");
+    let sb = Sandbox::new("junit-text-red", &["h200"]);
+    sb.run_on(vec![recorded(red_run())], &GPU_ONLY);
+    let xml = std::fs::read_to_string(sb.paths().junit).unwrap();
+    let report = Report::deserialize_from_str(&xml).unwrap();
+    for s in &report.test_suites {
+        for c in &s.test_cases {
+            if let Some((_, m, body)) = non_success(c) {
+                for text in [&m, &body] {
+                    assert!(
+                        !text.contains("->") && !text.contains('\'') && !text.contains('"'),
+                        "{}: {text}",
+                        c.name.as_str()
+                    );
+                }
+            }
+        }
     }
 }

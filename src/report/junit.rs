@@ -21,8 +21,13 @@
 //! - Every text goes through [`super::text`] first: bodies keep their newlines, names,
 //!   attributes and properties are one line, and nothing XML cannot hold (a control
 //!   character, U+FFFE) reaches the file, whatever a profile or a results file holds.
+//! - Messages, bodies, outputs and property values hold no character XML writes as an
+//!   entity ([`super::text::for_viewers`]: `→` for `->`, `’` for an apostrophe): Allure
+//!   prints `&gt;` and `&apos;` as they are. Bodies keep their newlines, which GitLab,
+//!   junit2html and xunit-viewer show and junit-viewer folds; the message, one line,
+//!   carries the verdict and the suspect whichever a viewer does.
 
-use super::text::{clean, line};
+use super::text::{clean, for_viewers, line};
 use crate::verdict::{suspect, Outcome, Verdict};
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 use std::time::{Duration, SystemTime};
@@ -155,10 +160,11 @@ pub fn fit(text: &str, max: usize) -> String {
 /// The status element of a case that did not pass: a one-line message, the whole text as
 /// the body, and a type.
 fn not_passed(mut st: TestCaseStatus, c: &CaseRecord, default_kind: &str) -> TestCaseStatus {
-    st.set_message(message(&c.message));
+    let text = for_viewers(&c.message);
+    st.set_message(message(&text));
     st.set_type(line(c.kind.as_deref().unwrap_or(default_kind)));
-    if !c.message.is_empty() {
-        st.set_description(clean(&c.message));
+    if !text.is_empty() {
+        st.set_description(clean(&text));
     }
     st
 }
@@ -202,10 +208,10 @@ pub fn junit(suites: &[SuiteInfo], cases: &[CaseRecord]) -> String {
             .set_time(time);
         suite.extra.insert("hostname".into(), line(&host).into());
         for (k, v) in &s.properties {
-            suite.add_property(Property::new(line(k), line(v)));
+            suite.add_property(Property::new(line(k), line(&for_viewers(v))));
         }
         if !s.system_out.is_empty() {
-            suite.set_system_out(clean(&s.system_out));
+            suite.set_system_out(clean(&for_viewers(&s.system_out)));
         }
         let classname = classname(&s.name);
         for c in in_suite() {
@@ -226,7 +232,7 @@ pub fn junit(suites: &[SuiteInfo], cases: &[CaseRecord]) -> String {
             let mut case = TestCase::new(line(&c.name), status);
             case.set_classname(line(&classname)).set_time(c.duration);
             if c.status == Status::Passed && !c.message.is_empty() {
-                case.set_system_out(clean(&c.message));
+                case.set_system_out(clean(&for_viewers(&c.message)));
             }
             suite.add_test_case(case);
         }
@@ -313,9 +319,15 @@ mod tests {
             "{xml}"
         );
         assert!(xml.contains("skipped=\"1\""), "{xml}");
-        assert!(xml.contains("NVIDIA &lt;H200&gt;"), "{xml}");
+        assert!(xml.contains("NVIDIA ＜H200＞"), "{xml}");
         assert!(xml.contains("no CUDA driver"), "{xml}");
-        assert!(xml.contains("table &amp; more"), "{xml}");
+        assert!(xml.contains("table ＆ more"), "{xml}");
+        assert!(
+            xml.contains("acc3 ＞ acc2 “by” 3%")
+                && !xml.contains("&quot;")
+                && !xml.contains("&gt;"),
+            "{xml}"
+        );
         assert!(
             xml.contains("type=\"failure\""),
             "a failure always has a type: {xml}"
@@ -348,13 +360,13 @@ mod tests {
         };
         let message = message.as_ref().unwrap().as_str();
         assert_eq!(
-            message, "chain7_acc2: the SASS changed (digest a -> b); the loop body changed",
+            message, "chain7_acc2: the SASS changed (digest a → b); the loop body changed",
             "the verdict alone, whole: the diff is the body's"
         );
         assert_eq!(ty.as_ref().map(|t| t.as_str()), Some("sass-changed"));
         assert_eq!(
             description.as_ref().map(|d| d.as_str()),
-            Some(diff.trim_end()),
+            Some(diff.trim_end().replace("->", "→").as_str()),
             "the body keeps every line of the diff (quick-junit's reader trims the end)"
         );
     }

@@ -71,6 +71,48 @@ pub fn line(text: &str) -> Cow<'_, str> {
     escaped(text, false)
 }
 
+/// `text` with what XML must escape as an entity written as a character no viewer shows
+/// as one: some JUnit viewers (Allure) print `&gt;` and `&apos;` literally. Arrows and
+/// comparisons become their own characters (`->` `→`, `<-` `←`, `>=` `≥`, `<=` `≤`),
+/// apostrophes `’`, double quotes `“` and `”` in turn, and a lone `<`, `>` or `&` its
+/// full-width form (`＜`, `＞`, `＆`). For the texts of a JUnit file; names are left as
+/// they are (a case name is what `--exact` takes).
+pub fn for_viewers(text: &str) -> Cow<'_, str> {
+    if !text.contains(['<', '>', '&', '\'', '"']) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut open = true;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let next = chars.peek().copied();
+        let pair = match (c, next) {
+            ('-', Some('>')) => Some('→'),
+            ('<', Some('-')) => Some('←'),
+            ('>', Some('=')) => Some('≥'),
+            ('<', Some('=')) => Some('≤'),
+            _ => None,
+        };
+        if let Some(p) = pair {
+            out.push(p);
+            chars.next();
+            continue;
+        }
+        match c {
+            '<' => out.push('＜'),
+            '>' => out.push('＞'),
+            '&' => out.push('＆'),
+            '\'' => out.push('’'),
+            '"' => {
+                out.push(if open { '“' } else { '”' });
+                open = !open;
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// `text` as Markdown inline text on one line: [`line`], with every character Markdown
 /// could read as markup backslash-escaped, so that it shows as written and a `|` never
 /// starts a table column, a `#` never a heading, a `[` never a link, a `&` never an
@@ -167,5 +209,18 @@ mod tests {
         assert_eq!(markdown_code("a|b"), "`a\\|b`");
         assert_eq!(markdown_code("x`y"), "``x`y``");
         assert_eq!(markdown_code("`"), "`` ` ``");
+    }
+
+    #[test]
+    fn texts_for_viewers_hold_nothing_xml_writes_as_an_entity() {
+        assert_eq!(
+            for_viewers("digest a -> b; K >= 3, x <= y, acc3 > acc2 < 4 & 5"),
+            "digest a → b; K ≥ 3, x ≤ y, acc3 ＞ acc2 ＜ 4 ＆ 5"
+        );
+        assert_eq!(
+            for_viewers("the study's \"peak\" and \"gain\" <-"),
+            "the study’s “peak” and “gain” ←"
+        );
+        assert!(matches!(for_viewers("plain → text"), Cow::Borrowed(_)));
     }
 }
