@@ -57,7 +57,8 @@ fn compile_only_cases_of_a_toolchain_not_installed_are_ignored_at_list_time() {
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let compile_cases = accprobe::verdict::compile_only::cases(&profile).len();
     let line = format!(
-        "accprobe summary:   ignored: NVRTC {} not installed (one case per profile and \
+        "accprobe summary:   ignored: pinned NVRTC toolchains of the compile-only gate not \
+         installed: {} (one case per profile and \
          toolchain, for {compile_cases} compile-only cases; ci/toolchains.sh installs them): {}",
         toolchains.join(", "),
         toolchains.len()
@@ -92,6 +93,12 @@ fn compile_only_cases_of_a_toolchain_not_installed_are_ignored_at_list_time() {
                     .unwrap_or_default();
                 assert!(
                     why.contains("ci/toolchains.sh") && why.contains("system NVRTC"),
+                    "{why}"
+                );
+                // Which NVRTC is meant: the gate's pinned build, not the one a GPU suite
+                // beside it may be running.
+                assert!(
+                    why.starts_with("no pinned NVRTC ") && !why.contains("is not installed"),
                     "{why}"
                 );
             }

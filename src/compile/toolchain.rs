@@ -113,7 +113,7 @@ pub fn resolve(spec: &str, root: &Path) -> Result<Toolchain, ToolchainError> {
         let names: Vec<&str> = all.iter().map(|(v, _)| v.as_str()).collect();
         return match matching.as_slice() {
             [] => Err(ToolchainError::NotInstalled(format!(
-                "NVRTC {spec} is not installed in {} (installed: {}); install it with `ci/toolchains.sh {}`",
+                "no pinned NVRTC {spec} toolchain in {} (installed there: {}); install it with `ci/toolchains.sh {}`",
                 root.display(),
                 if names.is_empty() { "none".to_string() } else { names.join(", ") },
                 if spec.matches('.').count() == 2 { spec.to_string() } else { format!("{spec}.<patch>") }
@@ -320,7 +320,7 @@ mod tests {
         let e = resolve("12.4", root).unwrap_err();
         assert!(
             matches!(e, ToolchainError::NotInstalled(ref m)
-            if m.contains("12.4 is not installed") && m.contains("12.8.93") && m.contains("ci/toolchains.sh")),
+            if m.contains("no pinned NVRTC 12.4 toolchain in") && m.contains("12.8.93") && m.contains("ci/toolchains.sh")),
             "{e}"
         );
         let e = resolve("twelve", root).unwrap_err();

@@ -115,10 +115,11 @@ fn not_installed(
         toolchain: tc.to_string(),
         cases,
         reason: format!(
-            "{why}; this one case stands for profile {}'s {cases} compile-only cases \
-             with NVRTC {tc}, listed one by one once it is installed or under {}; the \
-             system NVRTC does not stand in for it, since these cases judge what NVRTC \
-             {tc} itself compiles against its own baselines",
+            "{why}; this one case stands for the {cases} compile-only cases of profile {} \
+             with that pinned NVRTC {tc} build, listed one by one once it is installed or \
+             under {}; the system NVRTC (the one a GPU suite loads) does not stand in for \
+             it, since these cases judge what that pinned build compiles against its own \
+             baselines",
             profile.name,
             toolchain::REQUIRE_ENV
         ),

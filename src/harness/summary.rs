@@ -146,7 +146,7 @@ fn summary(
     if standing > 0 {
         let list: Vec<&str> = absent.into_iter().collect();
         let key = format!(
-            "NVRTC {} not installed (one case per profile and toolchain, for \
+            "pinned NVRTC toolchains of the compile-only gate not installed: {} (one case per profile and toolchain, for \
              {absent_cases} compile-only cases; ci/toolchains.sh installs them)",
             list.join(", ")
         );
