@@ -300,7 +300,7 @@ fn toolchains_says_require_toolchains_is_set_only_when_it_is() {
     };
     let unset = run(None);
     assert!(
-        unset.contains("not installed") || unset.contains("FAILED"),
+        unset.contains("no pinned NVRTC") || unset.contains("FAILED"),
         "{unset}"
     );
     assert!(
