@@ -221,7 +221,7 @@ fn write_the_recorded_junit_files() {
     let sb = Sandbox::new("write-busy", &["h200"]);
     sb.run_on(vec![busy_target()], &GPU_ONLY);
     copy(&sb, "busy.xml");
-    let sb = Sandbox::new("write-nodevice", &["h200"]);
+    let sb = Sandbox::new("write-nodevice", &["documented", "h200"]);
     let mut cmd = child_command(
         "main",
         &sb.dir,

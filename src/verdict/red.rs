@@ -49,8 +49,8 @@ fn rebless_hint(case: &Case, profile: &Profile) -> Option<String> {
     }
     let file = profile.baselines.as_ref()?.file.display().to_string();
     Some(format!(
-        "if the change is expected, re-bless {file} from this run: `cargo xtask bless \
-         --profile {} --from <its results file>`",
+        "if the change is expected, re-bless {file} from this run: cargo xtask bless \
+         --profile {} --from RESULTS (the results file of this run)",
         profile.name
     ))
 }
