@@ -63,7 +63,7 @@ pub fn close(
     let (text, tested) = summary(&recorder.records(), &sessions, required.as_deref());
     finishing.lines.say(&text);
     // A GPU runner that judged no GPU case (a filter that selects none, say) tested nothing.
-    let untested = options.require_gpu && tested == 0;
+    let untested = options.require_gpu && tested == 0 && !busy;
     if untested {
         crate::say_err!("error: {REQUIRE_GPU_ENV} is set but no GPU case was judged (does a filter select none?)");
     }
@@ -181,7 +181,14 @@ fn summary(
     let reason = sessions
         .iter()
         .find_map(|s| s.target().err().map(|e| e.to_string()));
+    let busy = records
+        .iter()
+        .any(|r| matches!(r.skip, Some(Skip::Busy(_))));
     out.push_str(&match (tested, required, reason) {
+        (0, None, _) if busy => format!(
+            "accprobe summary: GPU NOT TESTED: the GPU was not ours while it was measured (see {})\n",
+            run_cases::BUSY_CASE
+        ),
         (_, Some(why), _) => {
             format!("accprobe summary: GPU NOT TESTED, and {REQUIRE_GPU_ENV} is set: {why}\n")
         }
@@ -193,4 +200,37 @@ fn summary(
         ),
     });
     (out, tested)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::junit::CaseRecord;
+
+    #[test]
+    fn a_run_whose_gpu_was_busy_says_so_not_that_no_case_ran() {
+        let record = recorder::Record {
+            case: CaseRecord {
+                suite: "gpu0".into(),
+                name: "probe::chain7_acc2_effective2".into(),
+                status: Status::Ignored,
+                message: "not judged: see gpu::busy".into(),
+                duration: std::time::Duration::ZERO,
+                kind: Some("gpu-busy".into()),
+                started: std::time::SystemTime::now(),
+            },
+            skip: Some(Skip::Busy(
+                "GPU busy: PID 4242 (python3) had a context".into(),
+            )),
+        };
+        let (text, tested) = summary(&[record], &[], None);
+        assert_eq!(tested, 0);
+        assert!(
+            text.contains("ignored: not judged, the GPU was not ours (see gpu::busy): 1\n")
+                && text.ends_with(
+                    "GPU NOT TESTED: the GPU was not ours while it was measured (see gpu::busy)\n"
+                ),
+            "{text}"
+        );
+    }
 }
