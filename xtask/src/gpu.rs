@@ -142,23 +142,23 @@ pub fn agree(dir: &Path, name: Option<&str>, tolerance: f64, out: &Path) -> crat
     })();
     bar.finish_and_clear();
     let (serial, wave) = measured?;
-    let mut rows = Vec::new();
-    for s in &serial.variants {
-        let w = wave
-            .get(s.variant())
-            .ok_or_else(|| format!("{} missing from the wave run", s.name))?;
-        let rel = |a: f64, b: f64| (a - b).abs() / b;
-        rows.push((
-            s.name.clone(),
-            s.baseline_progress(),
-            w.baseline_progress(),
-            rel(w.baseline_progress(), s.baseline_progress()),
-            rel(w.mean_progress, s.mean_progress),
-        ));
-    }
+    let agreement = accprobe::onboard::mode::compare(&serial, &wave, tolerance)?;
+    let rows: Vec<(String, f64, f64, f64, f64)> = agreement
+        .rows
+        .iter()
+        .map(|r| {
+            (
+                r.name.clone(),
+                r.serial_median,
+                r.wave_median,
+                r.median_difference,
+                r.mean_difference,
+            )
+        })
+        .collect();
     let sms = distinct_sms_per_wave(&wave);
-    let worst = rows.iter().map(|r| r.3).fold(0.0, f64::max);
-    let accepted = worst <= tolerance;
+    let worst = agreement.worst;
+    let accepted = agreement.accepted();
     say!("{}\n", env_line(&serial));
     say!("{}", agreement_table(&rows, tolerance));
     say!(
