@@ -18,6 +18,7 @@ use crate::measure::exclusivity::note_once;
 pub use crate::measure::exclusivity::{Exclusivity, RETRIES_ENV, WAIT_ENV};
 use crate::measure::lock::{self, DeviceLock, LockError, Registration, Waiting};
 use crate::measure::target::Target;
+use crate::model::ceilings::Ceilings;
 use crate::model::results::{Contention, RunResults, Timings, VariantResult, SCHEMA};
 use crate::model::settings::Mode;
 use crate::model::variant::Variant;
@@ -381,6 +382,17 @@ impl GpuSession {
         self.results_for(&all)?;
         self.measured_results()
             .ok_or_else(|| GpuError::Variant("nothing was measured".into()))
+    }
+
+    /// Measures the device's physical ceilings (`measure::ceilings`) under its lock, one
+    /// measurement at a time as every other of this session.
+    pub fn measure_ceilings(&self) -> Result<Ceilings, GpuError> {
+        let target = self.target.as_ref().map_err(Clone::clone)?;
+        let measured = lock_ignoring_poison(&self.measured);
+        self.take_lock()?;
+        let ceilings = target.ceilings();
+        self.release_when_done(&measured);
+        ceilings
     }
 
     /// The target, or why there is none.

@@ -143,7 +143,7 @@ pub fn draft(study: &Profile, dir: &Path, name: Option<&str>, m: &Measured) -> R
         }
     }
     let duration_tolerance = study.validity.map_or(0.05, |v| v.duration_tolerance);
-    let validity = c.validity(duration_tolerance).map_err(Error::msg)?;
+    let validity = ceilings::validity(c, duration_tolerance).map_err(Error::msg)?;
     let agreement = mode::compare(&m.serial, &m.wave, AGREE_TOLERANCE).map_err(Error::msg)?;
     let (mode, mode_why) = agreement.mode();
     let chosen = match mode {

@@ -126,7 +126,10 @@ mod tests {
         assert_eq!(mode, Mode::Serial);
         assert!(why.contains("1 of 2 variants (v0.006)"), "{why}");
         // A difference that is not a number, or nothing compared, is no agreement.
-        assert_eq!(agreement(vec![row(0.0), row(f64::NAN)]).mode().0, Mode::Serial);
+        assert_eq!(
+            agreement(vec![row(0.0), row(f64::NAN)]).mode().0,
+            Mode::Serial
+        );
         assert_eq!(agreement(vec![]).mode().0, Mode::Serial);
     }
 }
