@@ -36,12 +36,22 @@ fn session(
     if let Some(m) = mode {
         sel.profile.probe.mode = m;
     }
-    warn!("accprobe: {}", sel.why);
-    let target: Arc<dyn Target> = Arc::new(CudaTarget::new(device, cache));
-    Ok(GpuSession::new(sel.profile, sel.why, Ok(target)))
+    Ok(session_on(device, sel.profile, sel.why, cache))
 }
 
-fn default_cache() -> PathBuf {
+/// A session with `profile` on `device`, saying why that profile.
+pub fn session_on(
+    device: device::Device,
+    profile: accprobe::expectations::profile::Profile,
+    why: String,
+    cache: Option<PathBuf>,
+) -> GpuSession {
+    warn!("accprobe: {why}");
+    let target: Arc<dyn Target> = Arc::new(CudaTarget::new(device, cache));
+    GpuSession::new(profile, why, Ok(target))
+}
+
+pub fn default_cache() -> PathBuf {
     // Without a workspace (`--expectations` given elsewhere) the cache goes under the
     // working directory.
     workspace()
@@ -67,7 +77,7 @@ impl From<WriteJsonError> for crate::Failure {
     }
 }
 
-fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), WriteJsonError> {
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), WriteJsonError> {
     let text = serde_json::to_string_pretty(value)?;
     write_atomic(path, &text).map_err(|source| WriteJsonError::Write {
         path: path.to_path_buf(),
@@ -75,7 +85,7 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), WriteJsonError
     })
 }
 
-fn env_line(r: &RunResults) -> String {
+pub fn env_line(r: &RunResults) -> String {
     match &r.environment {
         Some(e) => e.summary(),
         None => "no environment".into(),
