@@ -32,6 +32,9 @@ use std::time::{Duration, Instant};
 pub struct GpuSession {
     pub profile: Profile,
     pub selection_note: String,
+    /// What to run when no profile matches the device (the documented profile applies):
+    /// the closing summary and every failing case say it.
+    pub onboarding: Option<String>,
     target: Result<Arc<dyn Target>, GpuError>,
     measured: Mutex<BTreeMap<Variant, Result<VariantResult, GpuError>>>,
     /// The variants the cases that will run need (after libtest's filters).
@@ -95,6 +98,7 @@ impl GpuSession {
         GpuSession {
             profile,
             selection_note,
+            onboarding: None,
             target,
             measured: Mutex::new(BTreeMap::new()),
             planned: Mutex::new(Vec::new()),
@@ -113,6 +117,13 @@ impl GpuSession {
     /// run ([`GpuSession::named_ordinal`]).
     pub fn naming_the_device(mut self, several: bool) -> GpuSession {
         self.prefix = several;
+        self
+    }
+
+    /// This session, saying `hint` (what to run to onboard its GPU) in the closing
+    /// summary and in every failing case.
+    pub fn onboarding(mut self, hint: Option<String>) -> GpuSession {
+        self.onboarding = hint;
         self
     }
 
