@@ -30,18 +30,12 @@ fn recorded(file: &str) -> RunResults {
     RunResults::load(&root().join("expectations/recorded").join(file)).unwrap()
 }
 
-/// Synthetic ceilings (not a measurement): the figures h200.yaml types in.
+/// Ceilings for the committed H200 runs: synthetic, not a measurement (the figures
+/// h200.yaml types in), shared with xtask's tests.
 fn ceilings() -> Ceilings {
-    Ceilings {
-        ffma_latency_cycles: 4.0,
-        ffma_issue_per_cycle_per_sm: 4.0,
-        issue_warps: 32,
-        gpu_name: "NVIDIA H200".into(),
-        compute_capability: "9.0".into(),
-        driver_version: "580.159.04".into(),
-        nvrtc_version: "13.0".into(),
-        date: "2026-11-30T03:20:00Z".into(),
-    }
+    let text =
+        std::fs::read_to_string(root().join("tests/data/onboard/synthetic-ceilings.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
 }
 
 fn measured() -> Measured {

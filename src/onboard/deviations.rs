@@ -4,6 +4,7 @@
 
 use crate::expectations::profile::Profile;
 use crate::model::results::{RunResults, VariantResult};
+use crate::report::thousands as figure;
 use crate::verdict::cases::{cases, Check};
 use crate::verdict::{evaluate, Outcome};
 
@@ -106,21 +107,6 @@ fn and_list(ks: &[u32]) -> String {
     }
 }
 
-/// Progress as the hand-written reasons give it: `181,817.0`.
-pub fn figure(x: f64) -> String {
-    let text = format!("{x:.1}");
-    let (int, frac) = text.split_once('.').unwrap_or((&text, "0"));
-    let (sign, digits) = int.strip_prefix('-').map_or(("", int), |d| ("-", d));
-    let mut grouped = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            grouped.push(',');
-        }
-        grouped.push(c);
-    }
-    format!("{sign}{grouped}.{frac}")
-}
-
 /// Those of `found` at the best progress (to the 0.1 the figures are given to), and it.
 fn best(found: &[&VariantResult]) -> Option<(Vec<u32>, f64)> {
     let top = found
@@ -194,12 +180,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn figures_are_grouped_by_thousands_to_one_decimal() {
-        assert_eq!(figure(181817.0), "181,817.0");
-        assert_eq!(figure(99999.04), "99,999.0");
-        assert_eq!(figure(1234567.25), "1,234,567.2");
-        assert_eq!(figure(12.0), "12.0");
-        assert_eq!(figure(-1000.0), "-1,000.0");
+    fn accumulator_counts_are_listed_in_words() {
         assert_eq!(and_list(&[7, 8, 16]), "acc7, acc8 and acc16");
         assert_eq!(and_list(&[3]), "acc3");
     }

@@ -238,6 +238,32 @@ pub fn draft(study: &Profile, dir: &Path, name: Option<&str>, m: &Measured) -> R
     })
 }
 
+/// The profile and baselines files profile `name` has in `dir`: what onboarding checks
+/// before it measures (the recorded results' name needs the measurement's date).
+pub fn profile_files(dir: &Path, name: &str) -> [PathBuf; 2] {
+    [
+        dir.join(format!("{name}.yaml")),
+        dir.join("baselines").join(format!("{name}.yaml")),
+    ]
+}
+
+/// Refuses when any of `files` exists (a link counts, even a dangling one): onboarding
+/// never replaces a profile, baselines or recorded results file, whoever wrote it. The
+/// error names the file.
+pub fn refuse_existing<P: AsRef<Path>>(files: &[P]) -> Result<()> {
+    match files
+        .iter()
+        .map(AsRef::as_ref)
+        .find(|f| std::fs::symlink_metadata(f).is_ok())
+    {
+        Some(f) => Err(Error::in_file(
+            f,
+            "exists: onboarding never overwrites a profile, baselines or recorded results file. To draft again, remove the draft's files, or choose another name with --name",
+        )),
+        None => Ok(()),
+    }
+}
+
 /// `text` without its `recorded:` section (the last), for reading it back before the
 /// recorded results are on disk.
 fn without_recorded(text: &str) -> String {
@@ -258,26 +284,18 @@ impl Draft {
         ]
     }
 
-    /// Refuses when any of [`Draft::files`] exists (a link counts, even a dangling one):
-    /// onboarding never replaces a profile, baselines or recorded results, whoever wrote
-    /// them. The error names the file.
+    /// Refuses when any of [`Draft::files`] exists ([`refuse_existing`]).
     pub fn refuse_existing(&self) -> Result<()> {
-        for f in self.files() {
-            if std::fs::symlink_metadata(f).is_ok() {
-                return Err(Error::in_file(
-                    f,
-                    format!(
-                        "exists: onboarding never overwrites a profile, baselines or recorded results file. To draft again, remove the draft's files ({}) or choose another name with --name",
-                        self.files()
-                            .iter()
-                            .map(|f| f.display().to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                ));
-            }
-        }
-        Ok(())
+        refuse_existing(&self.files())
+    }
+
+    /// The files, joined by `separator`.
+    pub fn files_listed(&self, separator: &str) -> String {
+        self.files()
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(separator)
     }
 
     /// Writes the draft: refused under CI (`bless::refuse_under_ci`) and where a file

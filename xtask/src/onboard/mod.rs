@@ -28,22 +28,10 @@ fn study(dir: &Path) -> Result<Profile, crate::Failure> {
     crate::paths::find_profile(dir, catalog::DOCUMENTED).map_err(Into::into)
 }
 
-/// The profile and baselines files profile `name` would have in `dir`: refused when
-/// either exists, before anything is measured.
+/// Refused when profile `name`'s profile or baselines file exists in `dir`, before
+/// anything is measured.
 fn refuse_taken(dir: &Path, name: &str) -> Result<(), crate::Failure> {
-    for f in [
-        dir.join(format!("{name}.yaml")),
-        dir.join("baselines").join(format!("{name}.yaml")),
-    ] {
-        if std::fs::symlink_metadata(&f).is_ok() {
-            return Err(format!(
-                "{}: exists: onboarding never overwrites a profile or baselines file. Remove the file to draft again, or choose another name with --name",
-                f.display()
-            )
-            .into());
-        }
-    }
-    Ok(())
+    onboard::refuse_existing(&onboard::profile_files(dir, name)).map_err(|e| e.to_string().into())
 }
 
 /// `cargo xtask onboard`: measure, draft, write, review. `out` keeps the measurements.
@@ -160,14 +148,7 @@ pub fn review(d: &Draft, study: &Profile) -> Vec<String> {
     }
     out.push("next: run the suite with the draft, then commit the three files for review:".into());
     out.push("  cargo test --release --test probe".into());
-    out.push(format!(
-        "  git add {} && git commit",
-        d.files()
-            .iter()
-            .map(|f| f.display().to_string())
-            .collect::<Vec<_>>()
-            .join(" ")
-    ));
+    out.push(format!("  git add {} && git commit", d.files_listed(" ")));
     out.push(format!(
         "  (the compile-only digests: add `baselines: baselines/{}-compile.yaml` to compile_only and run `cargo xtask toolchains --profile {} --bless` where ci/toolchains.sh installed the toolchains)",
         d.name, d.name
@@ -232,16 +213,13 @@ mod tests {
             serial: r("h200-2026-11-30.json"),
             wave: r("h200-2026-11-30-wave.json"),
             // Synthetic, not a measurement: the figures h200.yaml types in.
-            ceilings: Ceilings {
-                ffma_latency_cycles: 4.0,
-                ffma_issue_per_cycle_per_sm: 4.0,
-                issue_warps: 32,
-                gpu_name: "NVIDIA H200".into(),
-                compute_capability: "9.0".into(),
-                driver_version: "580.159.04".into(),
-                nvrtc_version: "13.0".into(),
-                date: "2026-11-30T03:20:00Z".into(),
-            },
+            ceilings: serde_json::from_str(
+                &std::fs::read_to_string(
+                    crate::testing::root().join("tests/data/onboard/synthetic-ceilings.json"),
+                )
+                .unwrap(),
+            )
+            .unwrap(),
         }
     }
 
