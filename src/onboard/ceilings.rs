@@ -35,6 +35,70 @@ pub fn validity(c: &Ceilings, duration_tolerance: f64) -> Result<Validity, Strin
     })
 }
 
+/// What NVIDIA's CUDA C++ Programming Guide publishes for a compute capability: the
+/// 32-bit floating-point multiply-add results per clock per SM ("Arithmetic
+/// Instructions", its throughput table) and the warp schedulers per SM (its section on the
+/// compute capability). Only the capabilities docs/profiles.md's table gives figures for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Published {
+    pub fp32_fma_per_clock_per_sm: u32,
+    pub schedulers_per_sm: u32,
+}
+
+impl Published {
+    /// The same rate as warp FFMAs per cycle per SM (32 results each): what the ceilings
+    /// microbenchmark measures.
+    pub fn warp_ffma_per_cycle(&self) -> u32 {
+        self.fp32_fma_per_clock_per_sm / 32
+    }
+}
+
+/// The published figures for `compute_capability` (`8.0`), where docs/profiles.md's table
+/// gives them.
+pub fn published(compute_capability: &str) -> Option<Published> {
+    let (fp32, schedulers) = match compute_capability {
+        "8.0" => (64, 4),
+        "8.6" | "8.9" | "9.0" => (128, 4),
+        _ => return None,
+    };
+    Some(Published {
+        fp32_fma_per_clock_per_sm: fp32,
+        schedulers_per_sm: schedulers,
+    })
+}
+
+/// How the measured ceilings compare with the published figures for their GPU, in one
+/// line for the reviewer; a measured issue rate below the published scheduler count says
+/// that the draft's `schedulers_per_sm` makes the issue ceiling tighter than the hardware's.
+pub fn against_published(c: &Ceilings, v: &Validity) -> String {
+    let Some(p) = published(&c.compute_capability) else {
+        return format!(
+            "no published figures for compute capability {} in docs/profiles.md's table: the measurement is the only source",
+            c.compute_capability
+        );
+    };
+    let mut line = format!(
+        "the CUDA C++ Programming Guide gives compute capability {}: {} FP32 FMA results per clock per SM ({} warp FFMAs per cycle) and {} warp schedulers; measured {:.2} warp FFMAs per cycle: {}",
+        c.compute_capability,
+        p.fp32_fma_per_clock_per_sm,
+        p.warp_ffma_per_cycle(),
+        p.schedulers_per_sm,
+        c.ffma_issue_per_cycle_per_sm,
+        if v.schedulers_per_sm == p.warp_ffma_per_cycle() {
+            "the same"
+        } else {
+            "DIFFERENT"
+        }
+    );
+    if v.schedulers_per_sm < p.schedulers_per_sm {
+        line.push_str(&format!(
+            "; schedulers_per_sm {} is below the {} schedulers, so the issue ceiling is tighter than the hardware's: set it to {} if a validity::...::ceiling case fails",
+            v.schedulers_per_sm, p.schedulers_per_sm, p.schedulers_per_sm
+        ));
+    }
+    line
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,5 +132,30 @@ mod tests {
             let e = validity(&ceilings(l, i), 0.05).unwrap_err();
             assert!(e.contains("expected a finite figure"), "{e}");
         }
+    }
+
+    #[test]
+    fn the_comparison_with_the_published_figures_flags_a_rate_below_the_schedulers() {
+        let mut c = ceilings(4.0, 3.93);
+        let v = validity(&c, 0.05).unwrap();
+        let line = against_published(&c, &v);
+        assert!(line.contains("128 FP32 FMA results per clock per SM (4 warp FFMAs per cycle) and 4 warp schedulers; measured 3.93 warp FFMAs per cycle: the same"), "{line}");
+        assert!(!line.contains("tighter"), "{line}");
+        c.compute_capability = "8.0".into();
+        c.ffma_issue_per_cycle_per_sm = 1.96;
+        let v = validity(&c, 0.05).unwrap();
+        let line = against_published(&c, &v);
+        assert!(
+            line.contains("(2 warp FFMAs per cycle) and 4 warp schedulers"),
+            "{line}"
+        );
+        assert!(
+            line.contains("the same; schedulers_per_sm 2 is below the 4 schedulers"),
+            "{line}"
+        );
+        c.compute_capability = "12.0".into();
+        assert!(
+            against_published(&c, &v).contains("no published figures for compute capability 12.0")
+        );
     }
 }

@@ -27,6 +27,7 @@ pub fn ceilings(dir: &Path, out: &Path) -> crate::Done {
         v.ffma_latency_cycles,
         v.schedulers_per_sm
     );
+    say!("{}", onboard::ceilings::against_published(&c, &v));
     match profile.validity {
         Some(t) => say!(
             "profile {:?} ({}) states ffma_latency_cycles {}, schedulers_per_sm {}: {}",

@@ -161,9 +161,10 @@ fn ceilings_lines(c: &Ceilings, p: &Profile, study: &Profile) -> Vec<String> {
     let mut out = vec![format!("ceilings measured: {}", c.summary())];
     if let Some(v) = p.validity {
         out.push(format!(
-            "  validity: ffma_latency_cycles {}, schedulers_per_sm {} (rounded; docs/profiles.md gives the published figures per architecture)",
+            "  validity: ffma_latency_cycles {}, schedulers_per_sm {} (rounded)",
             v.ffma_latency_cycles, v.schedulers_per_sm
         ));
+        out.push(format!("  {}", onboard::ceilings::against_published(c, &v)));
         if let Some(s) = study.validity {
             let same = (s.ffma_latency_cycles, s.schedulers_per_sm)
                 == (v.ffma_latency_cycles, v.schedulers_per_sm);
@@ -237,6 +238,7 @@ mod tests {
             "  invariant::acc2_is_peak::chain13: on the H200 acc7, acc8 and acc16 reach 149,253.0",
             "  policy::study::chain13: the study's policy picks acc2",
             "validity: ffma_latency_cycles 4, schedulers_per_sm 4",
+            "(4 warp FFMAs per cycle) and 4 warp schedulers; measured 4.00 warp FFMAs per cycle: the same",
             "types in ffma_latency_cycles 4, schedulers_per_sm 4 (Hopper's): the same",
             "h200.yaml",
             "baselines/h200.yaml",
