@@ -259,6 +259,22 @@ fn onboarding_refuses_mismatched_or_unusable_measurements() {
 }
 
 #[test]
+fn onboarding_refuses_a_gpu_a_profile_already_names() {
+    let gpu = measured().wave.environment.unwrap().identity();
+    let (_tmp, dir) = without_h200();
+    let (mut profiles, _) = catalog::load_dir(&dir);
+    onboard::refuse_named(&profiles, &gpu).unwrap();
+    profiles.push(catalog::load(&root().join("expectations/h200.yaml")).unwrap());
+    let e = onboard::refuse_named(&profiles, &gpu)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("expectations/h200.yaml") && e.contains("already names GPU \"NVIDIA H200\""),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_wave_run_that_disagrees_makes_the_draft_serial() {
     let (_tmp, dir) = without_h200();
     let mut m = measured();

@@ -264,6 +264,22 @@ pub fn refuse_existing<P: AsRef<Path>>(files: &[P]) -> Result<()> {
     }
 }
 
+/// Refuses when a profile of `profiles` already names `gpu` (by GPU name): onboarding is
+/// for a GPU no profile names, and a second profile naming it would make every run's
+/// choice ambiguous. The error names that profile's file.
+pub fn refuse_named(profiles: &[Profile], gpu: &GpuIdentity) -> Result<()> {
+    match profiles.iter().find(|p| p.matches.by_name(gpu)) {
+        Some(p) => Err(Error::in_file(
+            &p.file,
+            format!(
+                "profile {:?} already names GPU {:?}: onboarding drafts a profile for a GPU no profile names. To measure this GPU again, re-bless that profile (`cargo xtask bless`) or remove it first",
+                p.name, gpu.name
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// `text` without its `recorded:` section (the last), for reading it back before the
 /// recorded results are on disk.
 fn without_recorded(text: &str) -> String {

@@ -43,6 +43,8 @@ pub fn run(dir: &Path, name: Option<&str>, out: &Path) -> crate::Done {
     let study = study(dir)?;
     let device = device::detect()?;
     let gpu = device.identity.clone();
+    let (profiles, _) = catalog::load_dir(dir);
+    onboard::refuse_named(&profiles, &gpu).map_err(|e| e.to_string())?;
     let name = name.map_or_else(|| onboard::slug(&gpu.name), str::to_string);
     refuse_taken(dir, &name)?;
     let mut measuring = study.clone();
