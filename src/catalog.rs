@@ -79,6 +79,9 @@ pub fn load_dir(dir: &Path) -> (Vec<Profile>, Vec<Error>) {
 pub struct Selection {
     pub profile: Profile,
     pub why: String,
+    /// The GPU no profile matches, when the documented profile applies to it: the run
+    /// then says how to onboard it ([`crate::onboard::hint`]).
+    pub unmatched: Option<GpuIdentity>,
 }
 
 /// Chooses the profile: the one `forced` names (a profile name or a YAML path), else the
@@ -94,6 +97,7 @@ pub fn select(
             return Ok(Selection {
                 profile: p.clone(),
                 why: format!("profile {:?} forced by {PROFILE_ENV}", p.name),
+                unmatched: None,
             });
         }
         let path = Path::new(f);
@@ -102,6 +106,7 @@ pub fn select(
             return Ok(Selection {
                 why: format!("profile {:?} forced by {PROFILE_ENV}={f}", p.name),
                 profile: p,
+                unmatched: None,
             });
         }
         let names: Vec<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
@@ -134,6 +139,7 @@ pub fn select(
                 return Ok(Selection {
                     profile: (*p).clone(),
                     why,
+                    unmatched: None,
                 });
             }
             several => {
@@ -168,5 +174,6 @@ pub fn select(
     Ok(Selection {
         profile: doc.clone(),
         why,
+        unmatched: gpu.cloned(),
     })
 }

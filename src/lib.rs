@@ -22,6 +22,7 @@ pub mod input;
 pub mod interrupt;
 pub mod measure;
 pub mod model;
+pub mod onboard;
 pub mod output;
 pub mod report;
 pub mod sync;

@@ -31,9 +31,11 @@ pub use disassemble::{
     disassemble, disassembler_unavailable, find_disassembler, read_sass, DISASSEMBLER_ENV,
 };
 pub use libraries::loaded_nvrtc;
-pub use nvrtc::{disable_compute_cache, nvrtc_version, COMPUTE_CACHE_ENV};
+pub use nvrtc::{compile_source, disable_compute_cache, nvrtc_version, COMPUTE_CACHE_ENV};
 pub use parts::{default_parts, parts_for, PARTS_ENV};
-pub use source::{extra_options, options, source, EXTRA_OPTIONS_ENV, KERNEL_SOURCE};
+pub use source::{
+    extra_options, options, source, CEILINGS_SOURCE, EXTRA_OPTIONS_ENV, KERNEL_SOURCE,
+};
 
 use crate::error::{Error, Result};
 use crate::model::results::SassSummary;

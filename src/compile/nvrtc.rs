@@ -51,17 +51,41 @@ pub(super) fn compile_program(
     variants: &[Variant],
     options: &[String],
 ) -> Result<(Vec<u8>, String, Reports)> {
-    let src = CString::new(source(variants))
-        .map_err(|_| Error::msg("kernel source contains a NUL byte"))?;
-    let name = c"accprobe_probe.cu";
-    let prog = nvrtc::create_program(&src, Some(name as &CStr))
+    let (cubin, log) = compile_source(
+        &source(variants),
+        c"accprobe_probe.cu",
+        "the probe",
+        options,
+    )?;
+    let reports = ptxas::parse(&log).map_err(|e| Error::msg(format!("{e}\n{log}")))?;
+    if let Some(v) = variants.iter().find(|v| !reports.contains_key(&v.name())) {
+        return Err(Error::msg(format!(
+            "the ptxas report has no entry for {v} ({} entries, {} log lines): NVRTC skips ptxas, \
+             and its report, when the CUDA compute cache serves the CUBIN; {COMPUTE_CACHE_ENV}=1 prevents that",
+            reports.len(),
+            log.lines().count()
+        )));
+    }
+    Ok((cubin, log, reports))
+}
+
+/// One NVRTC program of `text` (named `name`; `what` in errors): its CUBIN and its log.
+pub fn compile_source(
+    text: &str,
+    name: &CStr,
+    what: &str,
+    options: &[String],
+) -> Result<(Vec<u8>, String)> {
+    let src = CString::new(text)
+        .map_err(|_| Error::msg(format!("{what}'s source contains a NUL byte")))?;
+    let prog = nvrtc::create_program(&src, Some(name))
         .map_err(|e| Error::msg(format!("nvrtcCreateProgram failed: {e:?}")))?;
     let compiled = unsafe { nvrtc::compile_program(prog, options) };
     let log = log_of(prog);
     let out = compiled
         .map_err(|e| {
             Error::msg(format!(
-                "NVRTC could not compile the probe ({e:?}) with {options:?}:\n{log}"
+                "NVRTC could not compile {what} ({e:?}) with {options:?}:\n{log}"
             ))
         })
         .and_then(|()| {
@@ -77,16 +101,7 @@ pub(super) fn compile_program(
             unsafe { sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()) }
                 .result()
                 .map_err(|e| Error::msg(format!("nvrtcGetCUBIN failed: {e:?}")))?;
-            let reports = ptxas::parse(&log).map_err(|e| Error::msg(format!("{e}\n{log}")))?;
-            if let Some(v) = variants.iter().find(|v| !reports.contains_key(&v.name())) {
-                return Err(Error::msg(format!(
-                    "the ptxas report has no entry for {v} ({} entries, {} log lines): NVRTC skips ptxas, \
-                     and its report, when the CUDA compute cache serves the CUBIN; {COMPUTE_CACHE_ENV}=1 prevents that",
-                    reports.len(),
-                    log.lines().count()
-                )));
-            }
-            Ok((cubin, log, reports))
+            Ok((cubin, log))
         });
     let _ = unsafe { nvrtc::destroy_program(prog) };
     out

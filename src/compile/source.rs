@@ -6,6 +6,9 @@ use crate::model::variant::{Sink, Variant};
 /// The probe kernel, built into the binary so that it runs without the source tree.
 pub const KERNEL_SOURCE: &str = include_str!("../../kernels/probe.cu");
 
+/// The ceilings microbenchmark (`measure::ceilings`), built in the same way.
+pub const CEILINGS_SOURCE: &str = include_str!("../../kernels/ceilings.cu");
+
 /// The kernel source plus one instantiation per variant.
 pub fn source(variants: &[Variant]) -> String {
     let mut s = String::from(KERNEL_SOURCE);

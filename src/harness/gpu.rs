@@ -83,7 +83,12 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
                         }
                         Err(e) => Ended::new(Status::Failed, e.to_string(), "gpu-error").into(),
                         Ok(results) => {
-                            let v = verdict::judge(&case, &s.profile, &results);
+                            let mut v = verdict::judge(&case, &s.profile, &results);
+                            if let (Outcome::Fail(text), Some(hint)) =
+                                (&mut v.outcome, &s.onboarding)
+                            {
+                                text.push_str(&format!("\n{hint}"));
+                            }
                             match (v.outcome, ignored_for) {
                                 (Outcome::Error(cause), _) => Ending::busy(cause),
                                 // Run with --ignored: still the reason it was ignored for.

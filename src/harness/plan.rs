@@ -162,8 +162,10 @@ impl Plan {
                     if let Some(m) = options.mode {
                         sel.profile.probe.mode = m;
                     }
+                    let hint = sel.unmatched.as_ref().map(crate::onboard::hint);
                     let session = GpuSession::new(sel.profile, sel.why, target)
-                        .naming_the_device(self.several);
+                        .naming_the_device(self.several)
+                        .onboarding(hint);
                     self.sessions.push(Arc::new(session));
                 }
                 Err(e) => {

@@ -155,6 +155,9 @@ fn summary(
     for ((_, what), n) in by {
         out.push_str(&format!("accprobe summary:   ignored: {what}: {n}\n"));
     }
+    for hint in sessions.iter().filter_map(|s| s.onboarding.as_deref()) {
+        out.push_str(&format!("accprobe summary: {hint}\n"));
+    }
     let gpu_suites: Vec<String> = sessions
         .iter()
         .filter(|s| s.target().is_ok())

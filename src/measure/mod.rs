@@ -17,6 +17,7 @@
 //! - `isolation`: a variant the GPU refuses fails alone;
 //! - `sm_sharing`: blocks that shared an SM are measured again apart.
 
+pub mod ceilings;
 pub mod contention;
 pub mod device;
 mod exclusivity;

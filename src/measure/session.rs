@@ -18,6 +18,7 @@ use crate::measure::exclusivity::note_once;
 pub use crate::measure::exclusivity::{Exclusivity, RETRIES_ENV, WAIT_ENV};
 use crate::measure::lock::{self, DeviceLock, LockError, Registration, Waiting};
 use crate::measure::target::Target;
+use crate::model::ceilings::Ceilings;
 use crate::model::results::{Contention, RunResults, Timings, VariantResult, SCHEMA};
 use crate::model::settings::Mode;
 use crate::model::variant::Variant;
@@ -31,6 +32,9 @@ use std::time::{Duration, Instant, SystemTime};
 pub struct GpuSession {
     pub profile: Profile,
     pub selection_note: String,
+    /// What to run when no profile matches the device (the documented profile applies):
+    /// the closing summary and every failing case say it.
+    pub onboarding: Option<String>,
     target: Result<Arc<dyn Target>, GpuError>,
     measured: Mutex<BTreeMap<Variant, Result<VariantResult, GpuError>>>,
     /// The variants the cases that will run need (after libtest's filters).
@@ -98,6 +102,7 @@ impl GpuSession {
         GpuSession {
             profile,
             selection_note,
+            onboarding: None,
             target,
             measured: Mutex::new(BTreeMap::new()),
             planned: Mutex::new(Vec::new()),
@@ -117,6 +122,13 @@ impl GpuSession {
     /// run ([`GpuSession::named_ordinal`]).
     pub fn naming_the_device(mut self, several: bool) -> GpuSession {
         self.prefix = several;
+        self
+    }
+
+    /// This session, saying `hint` (what to run to onboard its GPU) in the closing
+    /// summary and in every failing case.
+    pub fn onboarding(mut self, hint: Option<String>) -> GpuSession {
+        self.onboarding = hint;
         self
     }
 
@@ -386,6 +398,17 @@ impl GpuSession {
         self.results_for(&all)?;
         self.measured_results()
             .ok_or_else(|| GpuError::Variant("nothing was measured".into()))
+    }
+
+    /// Measures the device's physical ceilings (`measure::ceilings`) under its lock, one
+    /// measurement at a time as every other of this session.
+    pub fn measure_ceilings(&self) -> Result<Ceilings, GpuError> {
+        let target = self.target.as_ref().map_err(Clone::clone)?;
+        let measured = lock_ignoring_poison(&self.measured);
+        self.take_lock()?;
+        let ceilings = target.ceilings();
+        self.release_when_done(&measured);
+        ceilings
     }
 
     /// The target, or why there is none.

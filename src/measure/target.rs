@@ -8,6 +8,7 @@ use crate::error::GpuError;
 use crate::measure::device::Device;
 use crate::measure::lock::DeviceKey;
 use crate::measure::LoadedMatrix;
+use crate::model::ceilings::Ceilings;
 use crate::model::gpu::Environment;
 use crate::model::gpu::GpuIdentity;
 use crate::model::results::{Contention, RunResults, VariantResult};
@@ -82,6 +83,13 @@ pub trait Target: Send + Sync {
     /// for itself) and for plain replays.
     fn contention(&self) -> Option<Contention> {
         None
+    }
+    /// Measures the device's physical ceilings (`measure::ceilings`); a replay has no
+    /// device to measure.
+    fn ceilings(&self) -> Result<Ceilings, GpuError> {
+        Err(GpuError::Variant(
+            "the ceilings are measured on a CUDA device, not on recorded results".into(),
+        ))
     }
 }
 
@@ -228,6 +236,10 @@ impl CudaTarget {
 }
 
 impl Target for CudaTarget {
+    fn ceilings(&self) -> Result<Ceilings, GpuError> {
+        super::ceilings::measure(&self.device)
+    }
+
     fn ordinal(&self) -> usize {
         self.device.ordinal
     }

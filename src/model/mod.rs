@@ -2,6 +2,7 @@
 //! the GPU's identity and environment, and results (stage 5). Nothing here touches a GPU,
 //! reads a file it was not handed, or imports another stage.
 
+pub mod ceilings;
 pub mod compiled;
 pub mod gpu;
 pub mod results;

@@ -36,12 +36,22 @@ fn session(
     if let Some(m) = mode {
         sel.profile.probe.mode = m;
     }
-    warn!("accprobe: {}", sel.why);
-    let target: Arc<dyn Target> = Arc::new(CudaTarget::new(device, cache));
-    Ok(GpuSession::new(sel.profile, sel.why, Ok(target)))
+    Ok(session_on(device, sel.profile, sel.why, cache))
 }
 
-fn default_cache() -> PathBuf {
+/// A session with `profile` on `device`, saying why that profile.
+pub fn session_on(
+    device: device::Device,
+    profile: accprobe::expectations::profile::Profile,
+    why: String,
+    cache: Option<PathBuf>,
+) -> GpuSession {
+    warn!("accprobe: {why}");
+    let target: Arc<dyn Target> = Arc::new(CudaTarget::new(device, cache));
+    GpuSession::new(profile, why, Ok(target))
+}
+
+pub fn default_cache() -> PathBuf {
     // Without a workspace (`--expectations` given elsewhere) the cache goes under the
     // working directory.
     workspace()
@@ -67,7 +77,7 @@ impl From<WriteJsonError> for crate::Failure {
     }
 }
 
-fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), WriteJsonError> {
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), WriteJsonError> {
     let text = serde_json::to_string_pretty(value)?;
     write_atomic(path, &text).map_err(|source| WriteJsonError::Write {
         path: path.to_path_buf(),
@@ -75,7 +85,7 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), WriteJsonError
     })
 }
 
-fn env_line(r: &RunResults) -> String {
+pub fn env_line(r: &RunResults) -> String {
     match &r.environment {
         Some(e) => e.summary(),
         None => "no environment".into(),
@@ -142,23 +152,23 @@ pub fn agree(dir: &Path, name: Option<&str>, tolerance: f64, out: &Path) -> crat
     })();
     bar.finish_and_clear();
     let (serial, wave) = measured?;
-    let mut rows = Vec::new();
-    for s in &serial.variants {
-        let w = wave
-            .get(s.variant())
-            .ok_or_else(|| format!("{} missing from the wave run", s.name))?;
-        let rel = |a: f64, b: f64| (a - b).abs() / b;
-        rows.push((
-            s.name.clone(),
-            s.baseline_progress(),
-            w.baseline_progress(),
-            rel(w.baseline_progress(), s.baseline_progress()),
-            rel(w.mean_progress, s.mean_progress),
-        ));
-    }
+    let agreement = accprobe::onboard::mode::compare(&serial, &wave, tolerance)?;
+    let rows: Vec<(String, f64, f64, f64, f64)> = agreement
+        .rows
+        .iter()
+        .map(|r| {
+            (
+                r.name.clone(),
+                r.serial_median,
+                r.wave_median,
+                r.median_difference,
+                r.mean_difference,
+            )
+        })
+        .collect();
     let sms = distinct_sms_per_wave(&wave);
-    let worst = rows.iter().map(|r| r.3).fold(0.0, f64::max);
-    let accepted = worst <= tolerance;
+    let worst = agreement.worst;
+    let accepted = agreement.accepted();
     say!("{}\n", env_line(&serial));
     say!("{}", agreement_table(&rows, tolerance));
     say!(

@@ -8,6 +8,9 @@
 //! - `sass`: a variant's SASS loop body from a results file.
 //! - `agree`: serial against wave mode on the same GPU.
 //! - `bench`: the GPU phase of each mode against its floor, compile cold and cached.
+//! - `onboard`: a GPU no profile names: measure, draft its profile and baselines, review
+//!   (`--compare` judges a draft against a hand-written profile).
+//! - `ceilings`: the GPU's dependent-FFMA latency and issue rate per SM.
 //! - `toolchains`: the compile-only gate over architectures x NVRTC toolchains (no GPU;
 //!   `--bless` writes its digests), or the profile measured per toolchain (`--gpu`).
 
@@ -17,6 +20,7 @@ mod say;
 mod bless;
 mod gate;
 mod gpu;
+mod onboard;
 mod paths;
 mod progress;
 mod report;
@@ -156,6 +160,45 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Onboard the GPU at hand, which no profile names: measure the study's probe
+    /// serially and as a wave and the GPU's ceilings, then write a draft profile
+    /// expectations/<name>.yaml (match block, the study's probe and invariants, the mode
+    /// `agree` chooses, the measured ceilings, a known deviation for each case that does
+    /// not hold), its baselines and its recorded results, and print what to review.
+    /// Never overwrites a file; refuses under CI. With --compare: judge a drafted profile
+    /// against a hand-written one instead (no GPU).
+    Onboard {
+        /// The profile's name (default: the GPU's name as a slug, `NVIDIA H200` -> h200).
+        #[arg(long)]
+        name: Option<String>,
+        /// CUDA device ordinal (default 0; same as ACCPROBE_DEVICE).
+        #[arg(long)]
+        device: Option<usize>,
+        /// Where to keep the measurements (default: target/accprobe/onboard in the
+        /// workspace).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// A drafted profile to compare with --against (its known deviations by case,
+        /// its baselines within the hand-written baselines' tolerance); exits 1 when they
+        /// disagree.
+        #[arg(long, requires = "against", conflicts_with_all = ["name", "device", "out"])]
+        compare: Option<PathBuf>,
+        /// The hand-written profile --compare judges the draft against.
+        #[arg(long, requires = "compare")]
+        against: Option<PathBuf>,
+    },
+    /// Measure the GPU's physical ceilings (kernels/ceilings.cu): the dependent-FFMA
+    /// latency and the FFMA issue rate per SM, printed against the validity of the
+    /// profile that matches the GPU.
+    Ceilings {
+        /// CUDA device ordinal (default 0; same as ACCPROBE_DEVICE).
+        #[arg(long)]
+        device: Option<usize>,
+        /// Where to write them (JSON; default: target/accprobe/ceilings.json in the
+        /// workspace).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// The toolchain matrix (docs/toolchains.md). Without --gpu: compile the profile's
     /// matrix for every architecture x NVRTC of its compile_only section (one worker
     /// process per toolchain, no GPU), check it, and with --bless write its SASS digests.
@@ -240,9 +283,7 @@ fn run(cli: &Cli) -> Done {
             mode: m,
             out,
         } => {
-            if let Some(d) = device {
-                std::env::set_var(accprobe::measure::device::DEVICE_ENV, d.to_string());
-            }
+            set_device(*device);
             let out = or_workspace(out, "target/accprobe/probe.json")?;
             gpu::probe(dir, profile.as_deref(), mode(m), &out)
         }
@@ -277,6 +318,25 @@ fn run(cli: &Cli) -> Done {
             let out = or_workspace(out, "target/accprobe/bench.json")?;
             gpu::bench(dir, profile, *runs, &out)
         }
+        Command::Onboard {
+            name,
+            device,
+            out,
+            compare,
+            against,
+        } => match (compare, against) {
+            (Some(draft), Some(against)) => onboard::compare(draft, against),
+            _ => {
+                set_device(*device);
+                let out = or_workspace(out, onboard::default_out())?;
+                onboard::run(dir, name.as_deref(), &out)
+            }
+        },
+        Command::Ceilings { device, out } => {
+            set_device(*device);
+            let out = or_workspace(out, "target/accprobe/ceilings.json")?;
+            onboard::ceilings(dir, &out)
+        }
         Command::Toolchains {
             profile,
             bless,
@@ -300,6 +360,13 @@ fn run(cli: &Cli) -> Done {
                 )
             }
         }
+    }
+}
+
+/// `--device`: the ordinal as ACCPROBE_DEVICE, which device detection reads.
+fn set_device(device: Option<usize>) {
+    if let Some(d) = device {
+        std::env::set_var(accprobe::measure::device::DEVICE_ENV, d.to_string());
     }
 }
 

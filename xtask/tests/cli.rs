@@ -386,3 +386,85 @@ fn output_that_cannot_reach_stdout_fails_the_command_with_a_plain_message() {
         );
     }
 }
+
+/// `cargo xtask` with none of the variables that announce CI.
+fn xtask_outside_ci(cwd: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    cmd.args(args)
+        .current_dir(cwd)
+        .env_remove("ACCPROBE_EXPECTATIONS");
+    for v in accprobe::bless::CI_VARIABLES {
+        cmd.env_remove(v);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn onboard_refuses_under_ci_and_over_an_existing_profile_before_measuring() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    copy_expectations(dir);
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["onboard"])
+        .current_dir(dir)
+        .env_remove("ACCPROBE_EXPECTATIONS")
+        .env("GITHUB_ACTIONS", "true")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("GITHUB_ACTIONS=\"true\" is set"),
+        "{}",
+        text(&o)
+    );
+    let before = std::fs::read(dir.join("expectations/h200.yaml")).unwrap();
+    let o = xtask_outside_ci(dir, &["onboard", "--name", "h200"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("expectations/h200.yaml: exists: onboarding never overwrites"),
+        "{t}"
+    );
+    assert_eq!(
+        std::fs::read(dir.join("expectations/h200.yaml")).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn onboard_compare_prints_a_verdict() {
+    let dir = checkout();
+    let o = xtask_outside_ci(
+        &dir,
+        &[
+            "onboard",
+            "--compare",
+            "expectations/h200.yaml",
+            "--against",
+            "expectations/h200.yaml",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("verdict: the draft AGREES"),
+        "{}",
+        text(&o)
+    );
+    // The documented profile has no known deviations and no baselines: it disagrees.
+    let o = xtask_outside_ci(
+        &dir,
+        &[
+            "onboard",
+            "--compare",
+            "expectations/documented.yaml",
+            "--against",
+            "expectations/h200.yaml",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("verdict: the draft DISAGREES"),
+        "{}",
+        text(&o)
+    );
+}

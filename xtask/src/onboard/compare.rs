@@ -1,0 +1,117 @@
+//! `cargo xtask onboard --compare`: a drafted profile against a hand-written one, on any
+//! machine (the proof that onboarding the H200 gives what its hand-written profile says).
+
+use accprobe::catalog;
+use accprobe::expectations::profile::Profile;
+use std::path::Path;
+
+/// `cargo xtask onboard --compare DRAFT --against PROFILE`: whether a drafted profile
+/// agrees with a hand-written one: the same known deviations (by case), and every
+/// baseline of the draft within the hand-written baselines' tolerance of its figure, with
+/// the same SASS digest. Prints a verdict; exits 1 when they disagree.
+pub fn compare(draft: &Path, against: &Path) -> crate::Done {
+    let d = catalog::load(draft).map_err(|e| e.to_string())?;
+    let h = catalog::load(against).map_err(|e| e.to_string())?;
+    let lines = comparison(&d, &h);
+    for l in &lines.0 {
+        say!("{l}");
+    }
+    lines.1.then_some(()).ok_or(crate::Failure::Printed)
+}
+
+/// The comparison's lines and whether they agree.
+pub(super) fn comparison(d: &Profile, h: &Profile) -> (Vec<String>, bool) {
+    let mut out = Vec::new();
+    let mut agree = true;
+    let dk: Vec<&String> = d.known_deviations.keys().collect();
+    let hk: Vec<&String> = h.known_deviations.keys().collect();
+    if dk == hk {
+        out.push(format!("known deviations: the same {} cases", dk.len()));
+    } else {
+        agree = false;
+        let only = |a: &[&String], b: &[&String]| -> Vec<String> {
+            a.iter()
+                .filter(|c| !b.contains(c))
+                .map(|c| c.to_string())
+                .collect()
+        };
+        out.push(format!(
+            "known deviations DIFFER: only in the draft {:?}, only in {} {:?}",
+            only(&dk, &hk),
+            h.file.display(),
+            only(&hk, &dk)
+        ));
+    }
+    match (&d.baselines, &h.baselines) {
+        (Some(db), Some(hb)) => {
+            let mut compared = 0;
+            for (name, x) in &db.progress {
+                let Some(b) = hb.progress.get(name) else {
+                    continue;
+                };
+                compared += 1;
+                let rel = x / b - 1.0;
+                let within = rel.abs() <= hb.tolerance;
+                if !within {
+                    agree = false;
+                    out.push(format!(
+                        "  {name}: draft {x:.1} vs {b:.1} ({:+.3}%, tolerance ±{:.2}%)",
+                        rel * 100.0,
+                        hb.tolerance * 100.0
+                    ));
+                }
+                match (db.sass.get(name), hb.sass.get(name)) {
+                    (Some(a), Some(b)) if a.digest != b.digest => {
+                        agree = false;
+                        out.push(format!("  {name}: SASS digest differs"));
+                    }
+                    _ => {}
+                }
+            }
+            if compared == 0 {
+                agree = false;
+            }
+            out.push(format!(
+                "baselines: {compared} variants in both, compared within ±{:.2}%",
+                hb.tolerance * 100.0
+            ));
+        }
+        _ => {
+            agree = false;
+            out.push("baselines: missing from one of the profiles".into());
+        }
+    }
+    out.push(format!(
+        "verdict: {}",
+        if agree {
+            format!("the draft AGREES with {}", h.file.display())
+        } else {
+            format!("the draft DISAGREES with {}", h.file.display())
+        }
+    ));
+    (out, agree)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::expectations;
+
+    #[test]
+    fn the_comparison_finds_other_deviations_and_baselines_out_of_tolerance() {
+        let hand = catalog::load(&expectations().join("h200.yaml")).unwrap();
+        let mut other = hand.clone();
+        other.known_deviations.remove("policy::study::chain13");
+        let b = other.baselines.as_mut().unwrap();
+        *b.progress.get_mut("chain7_acc1_effective1").unwrap() *= 1.01;
+        let (lines, agree) = comparison(&other, &hand);
+        assert!(!agree);
+        let text = lines.join("\n");
+        assert!(text.contains("known deviations DIFFER"), "{text}");
+        assert!(text.contains("only in the draft []"), "{text}");
+        assert!(text.contains("chain7_acc1_effective1: draft"), "{text}");
+        assert!(text.contains("verdict: the draft DISAGREES"), "{text}");
+        let (_, agree) = comparison(&hand, &hand);
+        assert!(agree);
+    }
+}

@@ -1,0 +1,284 @@
+//! `cargo xtask onboard`: a GPU no profile names, onboarded in one reviewed step. It
+//! measures the study's probe serially and as a wave and the GPU's ceilings (through
+//! `measure::session`, under the device's lock), drafts the profile, its baselines and
+//! its recorded results (`accprobe::onboard`), writes them (never over a file, never
+//! under CI) and prints what the reviewer should look at. `cargo xtask ceilings`
+//! measures and prints the ceilings alone (`ceilings`); `onboard --compare` judges a
+//! draft against a hand-written profile (`compare`).
+
+use crate::gpu::{default_cache, env_line, session_on, write_json};
+use accprobe::bless;
+use accprobe::catalog;
+use accprobe::expectations::profile::Profile;
+use accprobe::measure::device;
+use accprobe::model::ceilings::Ceilings;
+use accprobe::model::settings::Mode;
+use accprobe::onboard::{self, Draft, Measured};
+use accprobe::output::write_atomic;
+
+mod ceilings;
+mod compare;
+
+pub use ceilings::ceilings;
+pub use compare::compare;
+use std::path::Path;
+
+/// The study's profile in `dir`, which a draft starts from.
+fn study(dir: &Path) -> Result<Profile, crate::Failure> {
+    crate::paths::find_profile(dir, catalog::DOCUMENTED).map_err(Into::into)
+}
+
+/// Refused when profile `name`'s profile or baselines file exists in `dir`, before
+/// anything is measured.
+fn refuse_taken(dir: &Path, name: &str) -> Result<(), crate::Failure> {
+    onboard::refuse_existing(&onboard::profile_files(dir, name)).map_err(|e| e.to_string().into())
+}
+
+/// `cargo xtask onboard`: measure, draft, write, review. `out` keeps the measurements.
+pub fn run(dir: &Path, name: Option<&str>, out: &Path) -> crate::Done {
+    bless::refuse_under_ci().map_err(|e| e.to_string())?;
+    if let Some(n) = name {
+        refuse_taken(dir, n)?;
+    }
+    let study = study(dir)?;
+    let device = device::detect()?;
+    let gpu = device.identity.clone();
+    let (profiles, _) = catalog::load_dir(dir);
+    onboard::refuse_named(&profiles, &gpu).map_err(|e| e.to_string())?;
+    let name = name.map_or_else(|| onboard::slug(&gpu.name), str::to_string);
+    refuse_taken(dir, &name)?;
+    let mut measuring = study.clone();
+    measuring.name = name.clone();
+    let why = format!(
+        "onboarding {:?} (compute capability {}) as profile {name:?}: the study's probe",
+        gpu.name, gpu.compute_capability
+    );
+    let bar = crate::progress::steps(3);
+    let measured = (|| -> Result<Measured, crate::Failure> {
+        bar.set_message("serial run");
+        let mut p = measuring.clone();
+        p.probe.mode = Mode::Serial;
+        let serial = session_on(device, p, why.clone(), Some(default_cache())).measure_all()?;
+        bar.inc(1);
+        bar.set_message("wave run");
+        let mut p = measuring.clone();
+        p.probe.mode = Mode::Wave;
+        let wave_session = session_on(device::detect()?, p, why.clone(), Some(default_cache()));
+        let wave = wave_session.measure_all()?;
+        bar.inc(1);
+        bar.set_message("ceilings");
+        let ceilings = wave_session.measure_ceilings()?;
+        bar.inc(1);
+        Ok(Measured {
+            serial,
+            wave,
+            ceilings,
+        })
+    })();
+    bar.finish_and_clear();
+    let measured = measured?;
+    keep(out, &name, &measured)?;
+    onboard_measured(dir, &study, &name, &measured)
+}
+
+/// Where the measurements are kept: `out/<name>-serial.json`, `-wave.json` and
+/// `-ceilings.json`, whatever happens to the draft.
+fn keep(out: &Path, name: &str, m: &Measured) -> crate::Done {
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    for (file, text) in [
+        (out.join(format!("{name}-serial.json")), m.serial.to_json()),
+        (out.join(format!("{name}-wave.json")), m.wave.to_json()),
+    ] {
+        write_atomic(&file, &text).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    }
+    write_json(&out.join(format!("{name}-ceilings.json")), &m.ceilings)?;
+    say!("{}", env_line(&m.serial));
+    say!("measurements: {}", out.display());
+    Ok(())
+}
+
+/// Drafts and writes profile `name` from `m`, then prints the review.
+pub fn onboard_measured(dir: &Path, study: &Profile, name: &str, m: &Measured) -> crate::Done {
+    let d = onboard::draft(study, dir, Some(name), m).map_err(|e| e.to_string())?;
+    d.write().map_err(|e| e.to_string())?;
+    for line in review(&d, study) {
+        say!("{line}");
+    }
+    Ok(())
+}
+
+/// What the reviewer looks at, one line each: the GPU, the mode and why, each known
+/// deviation with its reason, the ceilings against the study's typed-in figures, the
+/// files written and the next commands.
+pub fn review(d: &Draft, study: &Profile) -> Vec<String> {
+    let p = &d.profile;
+    let mut out = vec![format!(
+        "drafted profile {:?} for {} (compute capability {}): review it before committing",
+        d.name,
+        p.matches.gpu_names.join(", "),
+        p.matches.compute_capabilities.join(", ")
+    )];
+    out.push(format!(
+        "mode: {} ({})",
+        match d.mode {
+            Mode::Wave => "wave",
+            Mode::Serial => "serial",
+        },
+        d.mode_why
+    ));
+    if d.deviations.is_empty() {
+        out.push("known deviations: none, every case of the study holds".into());
+    } else {
+        out.push(format!(
+            "known deviations ({}), each reported ignored and failing once it holds again:",
+            d.deviations.len()
+        ));
+        for dev in &d.deviations {
+            out.push(format!("  {}: {}", dev.case, dev.reason));
+        }
+    }
+    if !d.mode_dependent.is_empty() {
+        out.push(format!(
+            "  holds in one mode only (look at these twice): {}",
+            d.mode_dependent.join(", ")
+        ));
+    }
+    out.extend(ceilings_lines(&d.ceilings, p, study));
+    out.push("written:".into());
+    for f in d.files() {
+        out.push(format!("  {}", f.display()));
+    }
+    out.push("next: run the suite with the draft, then commit the three files for review:".into());
+    out.push("  cargo test --release --test probe".into());
+    out.push(format!("  git add {} && git commit", d.files_listed(" ")));
+    out.push(format!(
+        "  (the compile-only digests: add `baselines: baselines/{}-compile.yaml` to compile_only and run `cargo xtask toolchains --profile {} --bless` where ci/toolchains.sh installed the toolchains)",
+        d.name, d.name
+    ));
+    out
+}
+
+/// The measured ceilings, the figures the draft holds, and the study's typed-in ones.
+fn ceilings_lines(c: &Ceilings, p: &Profile, study: &Profile) -> Vec<String> {
+    let mut out = vec![format!("ceilings measured: {}", c.summary())];
+    if let Some(v) = p.validity {
+        out.push(format!(
+            "  validity: ffma_latency_cycles {}, schedulers_per_sm {} (rounded)",
+            v.ffma_latency_cycles, v.schedulers_per_sm
+        ));
+        out.push(format!("  {}", onboard::ceilings::against_published(c, &v)));
+        if let Some(s) = study.validity {
+            let same = (s.ffma_latency_cycles, s.schedulers_per_sm)
+                == (v.ffma_latency_cycles, v.schedulers_per_sm);
+            out.push(format!(
+                "  profile {:?} types in ffma_latency_cycles {}, schedulers_per_sm {} (Hopper's): {}",
+                study.name,
+                s.ffma_latency_cycles,
+                s.schedulers_per_sm,
+                if same {
+                    "the same"
+                } else {
+                    "DIFFERENT: the draft's are this GPU's"
+                }
+            ));
+        }
+    }
+    out
+}
+
+/// The default folder onboarding keeps its measurements in.
+pub fn default_out() -> &'static str {
+    "target/accprobe/onboard"
+}
+
+#[cfg(test)]
+mod tests {
+    //! On the committed H200 runs, treated as those of a GPU no profile names.
+    use super::*;
+    use crate::testing::expectations;
+    use accprobe::model::results::RunResults;
+    use std::path::PathBuf;
+
+    fn without_h200() -> (tempfile::TempDir, PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("expectations");
+        for f in ["documented.yaml", "policies/study.yaml"] {
+            let to = dir.join(f);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(expectations().join(f), to).unwrap();
+        }
+        (tmp, dir)
+    }
+
+    fn measured() -> Measured {
+        let r = |f: &str| RunResults::load(&expectations().join("recorded").join(f)).unwrap();
+        Measured {
+            serial: r("h200-2026-11-30.json"),
+            wave: r("h200-2026-11-30-wave.json"),
+            // Synthetic, not a measurement: the figures h200.yaml types in.
+            ceilings: serde_json::from_str(
+                &std::fs::read_to_string(
+                    crate::testing::root().join("tests/data/onboard/synthetic-ceilings.json"),
+                )
+                .unwrap(),
+            )
+            .unwrap(),
+        }
+    }
+
+    #[test]
+    fn onboarding_writes_the_draft_and_the_review_names_what_to_look_at() {
+        let (_tmp, dir) = without_h200();
+        let s = study(&dir).unwrap();
+        onboard_measured(&dir, &s, "h200", &measured()).unwrap();
+        let d = onboard::draft(&s, &dir, Some("h200"), &measured()).unwrap();
+        let text = review(&d, &s).join("\n");
+        for want in [
+            "drafted profile \"h200\" for NVIDIA H200 (compute capability 9.0)",
+            "mode: wave (wave and serial medians agree",
+            "known deviations (4)",
+            "  invariant::acc2_is_peak::chain13: on the H200 acc7, acc8 and acc16 reach 149,253.0",
+            "  policy::study::chain13: the study's policy picks acc2",
+            "validity: ffma_latency_cycles 4, schedulers_per_sm 4",
+            "(4 warp FFMAs per cycle) and 4 warp schedulers; measured 4.00 warp FFMAs per cycle: the same",
+            "types in ffma_latency_cycles 4, schedulers_per_sm 4 (Hopper's): the same",
+            "h200.yaml",
+            "baselines/h200.yaml",
+            "recorded/h200-2026-11-30-wave.json",
+            "cargo test --release --test probe",
+            "git add",
+        ] {
+            assert!(text.contains(want), "{want:?} not in:\n{text}");
+        }
+        // The written draft agrees with the hand-written profile.
+        let hand = catalog::load(&expectations().join("h200.yaml")).unwrap();
+        let drafted = catalog::load(&dir.join("h200.yaml")).unwrap();
+        let (lines, agree) = compare::comparison(&drafted, &hand);
+        assert!(agree, "{lines:?}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l == "known deviations: the same 4 cases"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn a_second_onboarding_refuses_naming_the_file_and_changes_nothing() {
+        let (_tmp, dir) = without_h200();
+        let s = study(&dir).unwrap();
+        onboard_measured(&dir, &s, "h200", &measured()).unwrap();
+        let before = std::fs::read(dir.join("h200.yaml")).unwrap();
+        let e = refuse_taken(&dir, "h200").unwrap_err().to_string();
+        assert!(
+            e.contains(&dir.join("h200.yaml").display().to_string())
+                && e.contains("never overwrites"),
+            "{e}"
+        );
+        let e = onboard_measured(&dir, &s, "h200", &measured())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("never overwrites"), "{e}");
+        assert_eq!(std::fs::read(dir.join("h200.yaml")).unwrap(), before);
+    }
+}
