@@ -23,6 +23,7 @@ pub mod interrupt;
 pub mod measure;
 pub mod model;
 pub mod output;
+pub mod policy_gate;
 pub mod report;
 pub mod sync;
 pub mod trace;
