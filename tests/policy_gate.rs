@@ -280,6 +280,19 @@ fn a_program_whose_stderr_floods_keeps_only_its_start() {
 }
 
 #[test]
+fn bless_refuses_picks_a_program_does_not_give() {
+    let (_dir, p) = faulty("echo 'no model' >&2\nexit 1", Duration::from_secs(10));
+    let e = accprobe::bless::policy_picks(&p, p.recorded.as_ref().unwrap()).unwrap_err();
+    let e = e.to_string();
+    assert!(
+        e.contains("refusing to bless: policy mine in context chain7")
+            && e.contains("exited with status 1")
+            && e.contains("no model"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_missing_program_fails_saying_it_cannot_start() {
     let (dir, mut p) = faulty("exit 0", Duration::from_secs(10));
     if let PolicySource::Command(c) = &mut p.policy_gate.as_mut().unwrap().source {

@@ -76,6 +76,13 @@ pub enum Check {
         chain: u32,
         tolerance: f64,
     },
+    /// The K the policy picks for the context measures no worse than its blessed pick,
+    /// beyond the tolerance.
+    PolicyPick {
+        context: String,
+        chain: u32,
+        tolerance: f64,
+    },
 }
 
 /// Every case `profile` generates, in a stable order.
@@ -152,17 +159,33 @@ pub fn cases(profile: &Profile) -> Vec<Case> {
         }
     }
     if let Some(h) = &profile.policy_gate {
-        for c in policy_contexts(profile) {
+        let contexts = policy_contexts(profile);
+        let at_chain = |chain: u32| main.iter().copied().filter(|v| v.chain == chain).collect();
+        for c in &contexts {
             let chain = c.accumulation.chain;
             cases.push(Case {
                 name: format!("policy::{}::{}", h.source.name(), c.name),
                 check: Check::Policy {
-                    context: c.name,
+                    context: c.name.clone(),
                     chain,
                     tolerance: h.tolerance,
                 },
-                needs: main.iter().copied().filter(|v| v.chain == chain).collect(),
+                needs: at_chain(chain),
             });
+        }
+        if profile.baselines.is_some() {
+            for c in contexts {
+                let chain = c.accumulation.chain;
+                cases.push(Case {
+                    name: format!("policy::{}::picks::{}", h.source.name(), c.name),
+                    check: Check::PolicyPick {
+                        context: c.name,
+                        chain,
+                        tolerance: h.tolerance,
+                    },
+                    needs: at_chain(chain),
+                });
+            }
         }
     }
     cases

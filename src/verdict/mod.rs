@@ -191,6 +191,11 @@ fn evaluate_raw(
             chain,
             tolerance,
         } => policy::pick(context, chain, tolerance, picks, profile, found),
+        Check::PolicyPick {
+            ref context,
+            chain,
+            tolerance,
+        } => policy::against_blessed(context, chain, tolerance, picks, profile, found),
     }
 }
 

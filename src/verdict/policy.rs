@@ -18,18 +18,9 @@ pub(super) fn pick(
     profile: &Profile,
     found: &[&VariantResult],
 ) -> Outcome {
-    let name = profile
-        .policy_gate
-        .as_ref()
-        .map_or("the policy", |h| h.source.name());
-    let k = match picks.map(|p| p.of(context)) {
-        Some(Ok(k)) => k,
-        Some(Err(e)) => return Outcome::Fail(format!("policy {name} gave no pick for {context}: {e}")),
-        None => {
-            return Outcome::Fail(format!(
-                "policy {name} was not asked: a policy program's picks are asked once per run, before the verdicts (cargo test --test probe, cargo xtask gate)"
-            ))
-        }
+    let (name, k) = match asked(context, picks, profile) {
+        Ok(asked) => asked,
+        Err(failed) => return failed,
     };
     let st = match standing(k, found) {
         Ok(st) => st,
@@ -56,6 +47,92 @@ pub(super) fn pick(
         Outcome::Pass(text)
     }
 }
+
+/// The policy's pick for `context` against the pick blessed there (the baselines'
+/// `policy_picks`), both measured in `found`: a new pick whose progress falls below
+/// (1 - `tolerance`) of the blessed pick's fails naming both; one above (1 + `tolerance`)
+/// passes asking for a bless, as does any other changed pick.
+pub(super) fn against_blessed(
+    context: &str,
+    chain: u32,
+    tolerance: f64,
+    picks: Option<&Picks>,
+    profile: &Profile,
+    found: &[&VariantResult],
+) -> Outcome {
+    let (name, k) = match asked(context, picks, profile) {
+        Ok(asked) => asked,
+        Err(failed) => return failed,
+    };
+    let Some(blessed) = profile
+        .baselines
+        .as_ref()
+        .and_then(|b| b.policy_picks.get(context))
+    else {
+        return Outcome::Fail(format!(
+            "no blessed pick of policy {name} for {context}: bless one (cargo xtask bless)"
+        ));
+    };
+    let was = blessed.accumulators;
+    if k == was {
+        return Outcome::Pass(format!(
+            "policy {name} picks acc{k} for {context}, as blessed"
+        ));
+    }
+    let (now, before) = match (standing(k, found), standing(was, found)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(_), _) | (_, Err(_)) => {
+            return Outcome::Fail(format!(
+                "policy {name} picks acc{k} for {context} where acc{was} was blessed, and chain {chain} of these results does not hold both"
+            ))
+        }
+    };
+    let change = now.progress / before.progress - 1.0;
+    let text = format!(
+        "policy {name} picks acc{k} for {context} where acc{was} was blessed: acc{k} {:.1} against acc{was} {:.1} ({}, tolerance {:.2}%)",
+        now.progress,
+        before.progress,
+        super::pct(change),
+        tolerance * 100.0
+    );
+    if change < -tolerance {
+        Outcome::Fail(format!(
+            "{text}: the new pick is worse than the blessed one"
+        ))
+    } else if change > tolerance {
+        Outcome::Pass(format!(
+            "{text}: the new pick is better; bless it (cargo xtask bless) to make it the baseline"
+        ))
+    } else {
+        Outcome::Pass(format!(
+            "{text}: within the tolerance; bless it (cargo xtask bless) to record the new pick"
+        ))
+    }
+}
+
+/// The gated policy's name and its pick for `context`, or the failure saying why it has none.
+fn asked<'a>(
+    context: &str,
+    picks: Option<&Picks>,
+    profile: &'a Profile,
+) -> Result<(&'a str, u32), Outcome> {
+    let name = profile
+        .policy_gate
+        .as_ref()
+        .map_or("the policy", |h| h.source.name());
+    match picks.map(|p| p.of(context)) {
+        Some(Ok(k)) => Ok((name, k)),
+        Some(Err(e)) => Err(Outcome::Fail(format!(
+            "policy {name} gave no pick for {context}: {e}"
+        ))),
+        None => Err(Outcome::Fail(format!(
+            "policy {name} was not asked: {NOT_ASKED}"
+        ))),
+    }
+}
+
+/// Why a policy case has no picks to judge.
+const NOT_ASKED: &str = "a policy program's picks are asked once per run, before the verdicts (cargo test --test probe, cargo xtask gate)";
 
 /// Where a pick stands among the measured K at its chain.
 #[derive(Debug, Clone, Copy, PartialEq)]

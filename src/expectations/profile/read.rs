@@ -178,6 +178,7 @@ impl Profile {
                     progress: BTreeMap::new(),
                     sass: BTreeMap::new(),
                     wider: BTreeMap::new(),
+                    policy_picks: BTreeMap::new(),
                     origin: None,
                     read: None,
                 }
