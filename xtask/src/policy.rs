@@ -6,7 +6,7 @@
 use crate::paths::find_profile;
 use accprobe::expectations::policy::Policy;
 use accprobe::expectations::policy_source::{
-    PolicyCommand, PolicySource, Program, DEFAULT_TIME_LIMIT,
+    Picks, PolicyCommand, PolicyContext, PolicySource, Program, DEFAULT_TIME_LIMIT,
 };
 use accprobe::expectations::profile::Profile;
 use accprobe::model::results::RunResults;
@@ -103,30 +103,40 @@ pub fn compare(
 ) -> Result<Vec<Row>, String> {
     let contexts = policy_contexts_for(profile, a);
     let measured = &profile.probe.accumulators;
-    let picks_a = ask_source(a, &contexts, measured).answers?;
-    let picks_b = ask_source(b, &contexts, measured).answers?;
+    let picks_a = placed(&contexts, results, &ask_source(a, &contexts, measured))?;
+    let picks_b = placed(&contexts, results, &ask_source(b, &contexts, measured))?;
     Ok(contexts
         .iter()
-        .map(|c| {
-            let chain = c.accumulation.chain;
-            let found = verdict::main_at_chain(results, chain);
-            let place = |k: u32| verdict::standing(k, &found).map_err(|_| k);
-            Row {
-                context: c.name.clone(),
-                chain,
-                a: place(picks_a[&c.name]),
-                b: place(picks_b[&c.name]),
-            }
+        .zip(picks_a.into_iter().zip(picks_b))
+        .map(|(c, (a, b))| Row {
+            context: c.name.clone(),
+            chain: c.accumulation.chain,
+            a,
+            b,
         })
         .collect())
 }
 
+/// Where each context's pick in `picks` stands on `results` (`Err(k)`: K `k` not
+/// measured there), in the order of `contexts`; the policy's error when it gave none.
+pub fn placed(
+    contexts: &[PolicyContext],
+    results: &RunResults,
+    picks: &Picks,
+) -> Result<Vec<Result<Standing, u32>>, String> {
+    contexts
+        .iter()
+        .map(|c| {
+            let k = picks.of(&c.name)?;
+            let found = verdict::main_at_chain(results, c.accumulation.chain);
+            Ok(verdict::standing(k, &found).map_err(|_| k))
+        })
+        .collect()
+}
+
 /// The profile's contexts; a profile without a gate is asked about with `a`'s probe
 /// context (a policy file's own).
-fn policy_contexts_for(
-    profile: &Profile,
-    a: &PolicySource,
-) -> Vec<accprobe::expectations::policy_source::PolicyContext> {
+fn policy_contexts_for(profile: &Profile, a: &PolicySource) -> Vec<PolicyContext> {
     if profile.policy_gate.is_some() {
         return policy_contexts(profile);
     }
