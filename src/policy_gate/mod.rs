@@ -58,7 +58,9 @@ impl Asked {
     /// The picks `case` is judged with: asked on the first policy case, `None` for others.
     pub fn for_case(&self, case: &Case, profile: &Profile) -> Option<&Picks> {
         match case.check {
-            Check::Policy { .. } => self.0.get_or_init(|| ask(profile)).as_ref(),
+            Check::Policy { .. } | Check::PolicyPick { .. } => {
+                self.0.get_or_init(|| ask(profile)).as_ref()
+            }
             _ => None,
         }
     }
