@@ -206,6 +206,18 @@ fn a_program_that_hangs_is_killed_at_its_time_limit() {
 }
 
 #[test]
+fn what_a_program_leaves_running_goes_with_it() {
+    // The program answers and exits, leaving a child that holds its stdout open: the gate
+    // ends that child rather than wait for the pipe to close.
+    let (_dir, p) = faulty(
+        "cat > /dev/null\nsleep 1000 &\nprintf '2\\n2\\n2\\n'",
+        Duration::from_secs(600),
+    );
+    let picks = ask(&p).unwrap();
+    assert_eq!(picks.of("chain13"), Ok(2), "{picks:?}");
+}
+
+#[test]
 fn a_program_that_crashes_fails_with_its_signal() {
     every_policy_case_fails(
         "echo dying >&2\nkill -KILL $$",

@@ -70,8 +70,14 @@ pub(super) fn run(
                 }
             }
         };
-        // What the program started and left behind holds its pipes open: it goes too.
-        kill_group(group);
+        // What the program started and left behind, holding its pipes open, goes too. While
+        // such a process lives the group does, so its id cannot name another group yet.
+        if !(out.is_finished() && err.is_finished()) {
+            std::thread::sleep(POLL);
+            if !(out.is_finished() && err.is_finished()) {
+                kill_group(group);
+            }
+        }
         let join = |h: std::thread::ScopedJoinHandle<'_, Bounded>| {
             h.join().unwrap_or(Bounded {
                 bytes: Vec::new(),
@@ -86,8 +92,9 @@ pub(super) fn run(
     })
 }
 
-/// Kills the process group `group` this run started (its leader is the program). A
-/// group's id is not reused while a process of it lives, so this never reaches another.
+/// Kills the process group `group` this run started (its leader is the program): before
+/// the program is reaped, or after while a process of the group still holds its pipes (a
+/// group's id is not reused while a process of it lives), so it never reaches another.
 fn kill_group(group: libc::pid_t) {
     // SAFETY: kill has no memory effects; a group that is gone gives ESRCH, ignored.
     unsafe {
