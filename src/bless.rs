@@ -163,8 +163,10 @@ fn is_local_memory(text: &str) -> bool {
 }
 
 /// The baselines file for `profile` from `results`, and its diff against `current`, with
-/// a policy file's picks (computed here); a profile whose policy is a program gets its
-/// picks through [`prepare_with`] and [`policy_picks`], which run it.
+/// a policy file's picks (computed here; none where [`policy_picks`] refuses them, which
+/// then fails every picks case asking for a bless). A profile whose policy is a program
+/// gets its picks through [`prepare_with`] and [`policy_picks`], which run it: what
+/// `cargo xtask bless` does for every profile.
 pub fn prepare(
     profile: &Profile,
     results: &RunResults,

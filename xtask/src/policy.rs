@@ -70,8 +70,8 @@ pub enum Change {
     Within(f64),
     Helps(f64),
     Hurts(f64),
-    /// A pick the results do not hold: it cannot be compared, and counts as hurting when
-    /// it is B's.
+    /// A pick (A's or B's) the results do not hold: nothing shows the change is safe, so it
+    /// counts as hurting.
     Unmeasured,
 }
 
@@ -194,7 +194,7 @@ pub fn table(rows: &[Row], labels: [&str; 2], tolerance: f64) -> String {
 }
 
 /// Prints the comparison; `Failure::Printed` when B hurts anywhere beyond the tolerance
-/// (or picks a K the results do not hold).
+/// (or either policy picks a K the results do not hold).
 pub fn run(dir: &Path, results: &Path, profile: Option<&str>, specs: &[String]) -> crate::Done {
     let [a_spec, b_spec] = specs else {
         return Err(format!("expected two --policy (A, then B), got {}", specs.len()).into());
