@@ -7,7 +7,8 @@
 //! the second writes nothing over a change it did not see ([`write_generated`]).
 
 use crate::error::{Error, Result};
-use crate::expectations::baselines::{self, BaselineOrigin, Baselines, SassBaseline};
+use crate::expectations::baselines::{self, BaselineOrigin, Baselines, PickBaseline, SassBaseline};
+use crate::expectations::policy_source::PolicySource;
 use crate::expectations::profile::Profile;
 use crate::model::results::{short_digest, RunResults};
 use crate::output::write_atomic;
@@ -161,7 +162,11 @@ fn is_local_memory(text: &str) -> bool {
     matches!(op.split('.').next(), Some("LDL" | "STL"))
 }
 
-/// The baselines file for `profile` from `results`, and its diff against `current`.
+/// The baselines file for `profile` from `results`, and its diff against `current`, with
+/// a policy file's picks (computed here; none where [`policy_picks`] refuses them, which
+/// then fails every picks case asking for a bless). A profile whose policy is a program
+/// gets its picks through [`prepare_with`] and [`policy_picks`], which run it: what
+/// `cargo xtask bless` does for every profile.
 pub fn prepare(
     profile: &Profile,
     results: &RunResults,
@@ -169,6 +174,66 @@ pub fn prepare(
     command: &str,
     file: &Path,
     current: Option<&Baselines>,
+) -> Blessing {
+    let picks = match &profile.policy_gate {
+        Some(g) if matches!(g.source, PolicySource::File(_)) => {
+            policy_picks(profile, results).unwrap_or_default()
+        }
+        _ => BTreeMap::new(),
+    };
+    prepare_with(
+        profile,
+        results,
+        results_label,
+        command,
+        file,
+        current,
+        &picks,
+    )
+}
+
+/// The gated policy's pick in every context, with the progress `results` measured for it:
+/// what a bless records. Asks the policy (a program runs once); refused when it gives no
+/// picks or picks a K the results do not hold.
+pub fn policy_picks(
+    profile: &Profile,
+    results: &RunResults,
+) -> Result<BTreeMap<String, PickBaseline>> {
+    let Some(picks) = crate::policy_gate::ask(profile) else {
+        return Ok(BTreeMap::new());
+    };
+    let mut out = BTreeMap::new();
+    for c in verdict::cases::policy_contexts(profile) {
+        let refuse = |why: String| {
+            Error::msg(format!(
+                "refusing to bless: policy {} in context {}: {why}",
+                picks.policy, c.name
+            ))
+        };
+        let k = picks.of(&c.name).map_err(refuse)?;
+        let found = verdict::main_at_chain(results, c.accumulation.chain);
+        let st = verdict::standing(k, &found)
+            .map_err(|_| refuse(format!("its pick acc{k} is not in the results")))?;
+        out.insert(
+            c.name,
+            PickBaseline {
+                accumulators: k,
+                progress: rounded(st.progress),
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// [`prepare`] with the policy's picks given (from [`policy_picks`]).
+pub fn prepare_with(
+    profile: &Profile,
+    results: &RunResults,
+    results_label: &str,
+    command: &str,
+    file: &Path,
+    current: Option<&Baselines>,
+    picks: &BTreeMap<String, PickBaseline>,
 ) -> Blessing {
     let env = results
         .environment
@@ -212,7 +277,7 @@ pub fn prepare(
             }
         }
     }
-    let contents = baselines::render(&header, &profile.name, &origin, &new, &new_sass);
+    let contents = baselines::render(&header, &profile.name, &origin, &new, &new_sass, picks);
     let empty = BTreeMap::new();
     let old = current.map_or(&empty, |b| &b.progress);
     let mut diff = Vec::new();
@@ -239,6 +304,26 @@ pub fn prepare(
             )),
             None => diff.push(format!("+ {v}: SASS digest {}", x.short_digest())),
             _ => {}
+        }
+    }
+    let empty_picks = BTreeMap::new();
+    let old_picks = current.map_or(&empty_picks, |b| &b.policy_picks);
+    for (context, new) in picks {
+        match old_picks.get(context) {
+            Some(old) if old.accumulators != new.accumulators => diff.push(format!(
+                "~ policy pick {context}: acc{} ({:.1}) -> acc{} ({:.1})",
+                old.accumulators, old.progress, new.accumulators, new.progress
+            )),
+            None => diff.push(format!(
+                "+ policy pick {context}: acc{} ({:.1})",
+                new.accumulators, new.progress
+            )),
+            _ => {}
+        }
+    }
+    for (context, old) in old_picks {
+        if !picks.contains_key(context) {
+            diff.push(format!("- policy pick {context}: acc{}", old.accumulators));
         }
     }
     // The file as the diff saw it: as the profile read it when `current` is that file,

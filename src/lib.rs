@@ -24,6 +24,7 @@ pub mod measure;
 pub mod model;
 pub mod onboard;
 pub mod output;
+pub mod policy_gate;
 pub mod report;
 pub mod sync;
 pub mod trace;

@@ -400,9 +400,12 @@ fn a_renamed_register_breaks_the_strict_chain_of_acc1() {
 #[test]
 fn the_shipped_policy_passes_on_the_study_and_changed_policies_fail() {
     use accprobe::expectations::policy::Policy;
+    use accprobe::expectations::policy_source::PolicySource;
     let p = load("documented");
     let r = p.recorded.clone().unwrap();
-    let shipped = &p.policy_gate.as_ref().unwrap().policy;
+    let PolicySource::File(shipped) = &p.policy_gate.as_ref().unwrap().source else {
+        panic!("documented gates a policy file");
+    };
     for n in [7, 13, 29] {
         assert_eq!(shipped.choose_for_probe(n), 2);
         assert!(matches!(
@@ -414,7 +417,7 @@ fn the_shipped_policy_passes_on_the_study_and_changed_policies_fail() {
     let file = Path::new("expectations/policies/changed.yaml");
     let with_policy = |policy: Policy| {
         let mut q = p.clone();
-        q.policy_gate.as_mut().unwrap().policy = policy;
+        q.policy_gate.as_mut().unwrap().source = PolicySource::File(policy);
         q
     };
     // Default K=4: 43,621.8 at N=7 is 83.2% of acc2's 52,404.9.

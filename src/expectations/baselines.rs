@@ -3,6 +3,7 @@
 //! the format is defined once.
 
 use crate::error::Result;
+use crate::expectations::policy::MAX_POLICY_ACCUMULATORS;
 use crate::expectations::yaml::number::{self, Unquoted};
 use crate::expectations::yaml::{at, parse_yaml, read_text};
 use crate::model::variant::Variant;
@@ -23,6 +24,8 @@ pub struct Baselines {
     pub sass: BTreeMap<String, SassBaseline>,
     /// Variants with a wider tolerance than `tolerance`, each with the measured reason.
     pub wider: BTreeMap<String, Wider>,
+    /// Per policy context (`chain13`): the K the gated policy picked when blessed.
+    pub policy_picks: BTreeMap<String, PickBaseline>,
     /// Where the baselines were measured (`None` until a file is blessed).
     pub origin: Option<BaselineOrigin>,
     /// The [`content_digest`] of the file as it was read (`None`: it did not exist), so
@@ -57,6 +60,17 @@ pub struct SassBaseline {
     pub loop_body: Vec<String>,
 }
 
+/// The gated policy's pick in one context, as blessed: K, and the progress measured for it
+/// then (for the reviewer; a verdict compares picks on the run it judges).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PickBaseline {
+    #[serde(deserialize_with = "number::plain")]
+    pub accumulators: u32,
+    #[serde(deserialize_with = "number::plain")]
+    pub progress: f64,
+}
+
 /// The generated baselines file (`expectations/baselines/<profile>.yaml`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,6 +80,8 @@ struct BaselinesFile {
     progress: HashMap<Spanned<String>, Spanned<Unquoted<f64>>>,
     #[serde(default)]
     sass: HashMap<Spanned<String>, SassBaseline>,
+    #[serde(default)]
+    policy_picks: HashMap<Spanned<String>, Spanned<PickBaseline>>,
 }
 
 /// Where a baseline was measured; kept in the generated file for reviewers.
@@ -93,6 +109,8 @@ struct BaselinesDoc<'a> {
     progress: &'a BTreeMap<String, f64>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     sass: &'a BTreeMap<String, SassBaseline>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    policy_picks: &'a BTreeMap<String, PickBaseline>,
 }
 
 /// The text of a baselines file: a header saying what generated it, then the data.
@@ -103,12 +121,14 @@ pub fn render(
     measured: &BaselineOrigin,
     progress: &BTreeMap<String, f64>,
     sass: &BTreeMap<String, SassBaseline>,
+    policy_picks: &BTreeMap<String, PickBaseline>,
 ) -> String {
     let doc = BaselinesDoc {
         profile,
         measured,
         progress,
         sass,
+        policy_picks,
     };
     with_header(
         header,
@@ -183,11 +203,28 @@ pub fn load(
         known(k, "SASS baseline")?;
         sass.insert(k.value.clone(), v.clone());
     }
+    let mut policy_picks = BTreeMap::new();
+    for (k, v) in &raw.policy_picks {
+        let b = v.value;
+        let k_ok = (1..=MAX_POLICY_ACCUMULATORS).contains(&b.accumulators);
+        if !(k_ok && b.progress.is_finite() && b.progress > 0.0) {
+            return Err(at(
+                path,
+                v,
+                format!(
+                    "policy pick for {}: expected accumulators from 1 to {MAX_POLICY_ACCUMULATORS} and a positive progress",
+                    k.value
+                ),
+            ));
+        }
+        policy_picks.insert(k.value.clone(), b);
+    }
     Ok(Baselines {
         tolerance,
         file: path.to_path_buf(),
         progress,
         sass,
+        policy_picks,
         wider: BTreeMap::new(),
         origin: Some(raw.measured),
         read: Some(content_digest(text.as_bytes())),

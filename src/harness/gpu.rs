@@ -7,6 +7,7 @@ use super::trial::{skip_reason, trial, Ending, Planned};
 use super::REQUIRED_CASE;
 use crate::error::GpuErrorKind;
 use crate::measure::session::GpuSession;
+use crate::policy_gate::Asked;
 use crate::report::junit::{Ended, Status};
 use crate::verdict::cases::{cases, on_device, Case, Check, SpillSource};
 use crate::verdict::{self, Outcome};
@@ -48,9 +49,11 @@ fn unrunnable(session: &GpuSession, case: &Case) -> Option<Skip> {
 /// see gpu::required", the one failing case that gives the reason.
 pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool) -> Vec<Planned> {
     let suite = suite_name(session);
+    let asked = Arc::new(Asked::default());
     cases(&session.profile)
         .into_iter()
         .map(|case| {
+            let asked = asked.clone();
             let unrunnable = match unrunnable(session, &case) {
                 Some(skip) if require => Some(see_required(skip)),
                 other => other,
@@ -67,9 +70,9 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
                     if let Some(skip) = required {
                         return Ending::skipped(skip_reason(&skip), skip.kind(), skip);
                     }
-                    let asked = Instant::now();
+                    let started = Instant::now();
                     let results = s.results_for(&case.needs);
-                    let waited = asked.elapsed();
+                    let waited = started.elapsed();
                     let ending: Ending = match results {
                         Err(e) if e.kind() == GpuErrorKind::Unavailable => {
                             Ending::skipped(e.to_string(), "no-gpu", Skip::NoGpu(e.to_string()))
@@ -83,7 +86,8 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
                         }
                         Err(e) => Ended::new(Status::Failed, e.to_string(), "gpu-error").into(),
                         Ok(results) => {
-                            let mut v = verdict::judge(&case, &s.profile, &results);
+                            let picks = asked.for_case(&case, &s.profile);
+                            let mut v = verdict::judge_with(&case, &s.profile, &results, picks);
                             if let (Outcome::Fail(text), Some(hint)) =
                                 (&mut v.outcome, &s.onboarding)
                             {

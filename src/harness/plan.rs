@@ -16,6 +16,7 @@ use crate::measure::session::GpuSession;
 use crate::measure::target::Target;
 use crate::model::results::RunResults;
 use crate::model::variant::Variant;
+use crate::policy_gate::Asked;
 use crate::report::{self, junit::CaseRecord, junit::Ended, junit::Status, junit::SuiteInfo};
 use crate::verdict::{self, cases::cases, cases::on_device};
 use libtest_mimic::Arguments;
@@ -305,16 +306,20 @@ fn replay_trials(
     let suite = replay_suite_name(profile);
     let results = Arc::new(results.clone());
     let profile = Arc::new(profile.clone());
+    let asked = Arc::new(Asked::default());
     cases(&profile)
         .into_iter()
         .map(|case| {
-            let (p, r) = (profile.clone(), results.clone());
+            let (p, r, asked) = (profile.clone(), results.clone(), asked.clone());
             Planned::runs(
                 trial(
                     recorder,
                     suite.clone(),
                     format!("replay::{}::{}", profile.name, case.name),
-                    move || Ending::of_verdict(verdict::judge(&case, &p, &r)),
+                    move || {
+                        let picks = asked.for_case(&case, &p);
+                        Ending::of_verdict(verdict::judge_with(&case, &p, &r, picks))
+                    },
                 ),
                 &suite,
             )

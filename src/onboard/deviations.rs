@@ -42,10 +42,9 @@ pub fn find(profile: &Profile, results: &RunResults) -> Result<Vec<Deviation>, S
                         tolerance,
                     } => peak(&gpu, chain, accumulators, tolerance, results),
                     Check::Policy {
-                        chain,
-                        accumulators,
-                        ..
-                    } => policy(profile, chain, accumulators, results),
+                        ref context, chain, ..
+                    } => file_pick(profile, context)
+                        .and_then(|k| policy(profile, chain, k, results)),
                     _ => None,
                 }
                 .unwrap_or_else(|| format!("on the {gpu}: {text}"));
@@ -154,6 +153,15 @@ fn peak(gpu: &str, chain: u32, k: u32, tolerance: f64, results: &RunResults) -> 
     ))
 }
 
+/// The K the profile's policy file picks for `context` (a draft gates a policy file).
+fn file_pick(profile: &Profile, context: &str) -> Option<u32> {
+    let gate = profile.policy_gate.as_ref()?;
+    gate.source
+        .file_picks(&crate::verdict::cases::policy_contexts(profile))?
+        .of(context)
+        .ok()
+}
+
 /// "the study's policy picks acc2 at N=13 (144,926.5), 97.10% of the best (acc7, acc8,
 /// acc16: 149,253.0), below the 98% the gate asks".
 fn policy(profile: &Profile, chain: u32, k: u32, results: &RunResults) -> Option<String> {
@@ -164,7 +172,7 @@ fn policy(profile: &Profile, chain: u32, k: u32, results: &RunResults) -> Option
     let names: Vec<String> = ks.iter().map(|k| format!("acc{k}")).collect();
     Some(format!(
         "the {}'s policy picks acc{k} at N={chain} ({}), {:.2}% of the best ({}: {}), below the {}% the gate asks",
-        gate.policy.name,
+        gate.source.name(),
         figure(pick.mean_progress),
         pick.mean_progress / top * 100.0,
         names.join(", "),

@@ -163,7 +163,7 @@ pub fn draft(study: &Profile, dir: &Path, name: Option<&str>, m: &Measured) -> R
     let policy_file = study
         .policy_gate
         .as_ref()
-        .map(|g| format!("policies/{}.yaml", g.policy.name));
+        .map(|g| format!("policies/{}.yaml", g.source.name()));
     let compute_capability = gpu.compute_capability.clone();
     let render_with = |deviations: &[Deviation]| {
         render::profile(&render::Parts {

@@ -1,6 +1,8 @@
 //! The cases a profile generates: the verdict stage's vocabulary. Each case names what it
 //! checks and which variants it needs measured.
 
+use crate::expectations::policy::Accumulation;
+use crate::expectations::policy_source::PolicyContext;
 use crate::expectations::profile::{Invariant, Profile};
 use crate::model::variant::Variant;
 
@@ -67,10 +69,18 @@ pub enum Check {
     Ceiling(Variant),
     /// Each launch took budget / SM clock, within the tolerance.
     Duration(Variant),
-    /// The K a policy picks at this chain reaches (1 - tolerance) of the best progress.
+    /// The K the policy picks for the context (named as in [`policy_contexts`]) reaches
+    /// (1 - tolerance) of the best progress at its chain.
     Policy {
+        context: String,
         chain: u32,
-        accumulators: u32,
+        tolerance: f64,
+    },
+    /// The K the policy picks for the context measures no worse than its blessed pick,
+    /// beyond the tolerance.
+    PolicyPick {
+        context: String,
+        chain: u32,
         tolerance: f64,
     },
 }
@@ -149,19 +159,55 @@ pub fn cases(profile: &Profile) -> Vec<Case> {
         }
     }
     if let Some(h) = &profile.policy_gate {
-        for &chain in &profile.probe.chains {
+        let contexts = policy_contexts(profile);
+        let at_chain = |chain: u32| main.iter().copied().filter(|v| v.chain == chain).collect();
+        for c in &contexts {
+            let chain = c.accumulation.chain;
             cases.push(Case {
-                name: format!("policy::{}::chain{chain}", h.policy.name),
+                name: format!("policy::{}::{}", h.source.name(), c.name),
                 check: Check::Policy {
+                    context: c.name.clone(),
                     chain,
-                    accumulators: h.policy.choose_for_probe(chain),
                     tolerance: h.tolerance,
                 },
-                needs: main.iter().copied().filter(|v| v.chain == chain).collect(),
+                needs: at_chain(chain),
             });
+        }
+        if profile.baselines.is_some() {
+            for c in contexts {
+                let chain = c.accumulation.chain;
+                cases.push(Case {
+                    name: format!("policy::{}::picks::{}", h.source.name(), c.name),
+                    check: Check::PolicyPick {
+                        context: c.name,
+                        chain,
+                        tolerance: h.tolerance,
+                    },
+                    needs: at_chain(chain),
+                });
+            }
         }
     }
     cases
+}
+
+/// The contexts a profile's policy is asked about, in a stable order: the probe kernel at
+/// each chain length (`chain<N>`), as the gate's probe context describes it. Empty
+/// without a `policy_gate:`.
+pub fn policy_contexts(profile: &Profile) -> Vec<PolicyContext> {
+    let Some(h) = &profile.policy_gate else {
+        return Vec::new();
+    };
+    let probe = h.source.probe_context();
+    profile
+        .probe
+        .chains
+        .iter()
+        .map(|&chain| PolicyContext {
+            name: format!("chain{chain}"),
+            accumulation: Accumulation { chain, ..probe },
+        })
+        .collect()
 }
 
 /// A case's name on one device of a run: `gpuN::` in front, N being the device's ordinal,

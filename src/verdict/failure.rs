@@ -109,5 +109,18 @@ pub(super) fn kind_of(check: &Check, profile: &Profile, found: &[&VariantResult]
                 FailureKind::Policy
             }
         }
+        Check::PolicyPick { context, .. } => {
+            let blessed = profile
+                .baselines
+                .as_ref()
+                .is_some_and(|b| b.policy_picks.contains_key(context));
+            if found.is_empty() {
+                FailureKind::NoResult
+            } else if blessed {
+                FailureKind::Policy
+            } else {
+                FailureKind::NoBaseline
+            }
+        }
     }
 }

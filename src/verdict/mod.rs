@@ -18,6 +18,7 @@ pub mod suspect;
 mod usable;
 mod validity;
 
+use crate::expectations::policy_source::Picks;
 use crate::expectations::profile::Profile;
 use crate::model::results::{RunResults, VariantResult};
 use cases::{Case, Check};
@@ -25,6 +26,7 @@ use std::path::PathBuf;
 
 pub use failure::FailureKind;
 pub(crate) use known_deviations::with_known_deviations;
+pub use policy::{main_at_chain, standing, Standing, Unjudged};
 pub(crate) use sass::shape;
 
 /// What a case concluded.
@@ -73,8 +75,25 @@ pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome
     judge(case, profile, results).outcome
 }
 
-/// [`evaluate`], with the kind of failure when the case fails.
+/// [`evaluate`], with the kind of failure when the case fails. A policy file's picks are
+/// computed here; a policy program's are not (the verdict stage starts no process), so
+/// its cases need [`judge_with`].
 pub fn judge(case: &Case, profile: &Profile, results: &RunResults) -> Verdict {
+    let picks = profile
+        .policy_gate
+        .as_ref()
+        .and_then(|g| g.source.file_picks(&cases::policy_contexts(profile)));
+    judge_with(case, profile, results, picks.as_ref())
+}
+
+/// [`judge`], with the policy's picks asked before (`crate::policy_gate::ask`), or `None`
+/// when they were not asked, which fails the policy cases saying so.
+pub fn judge_with(
+    case: &Case,
+    profile: &Profile,
+    results: &RunResults,
+    picks: Option<&Picks>,
+) -> Verdict {
     if let Some(cause) = usable::disturbed(case, results) {
         return Verdict {
             outcome: Outcome::Error(cause),
@@ -90,7 +109,7 @@ pub fn judge(case: &Case, profile: &Profile, results: &RunResults) -> Verdict {
             }
         }
     };
-    let raw = evaluate_raw(case, profile, results, &found);
+    let raw = evaluate_raw(case, profile, results, &found, picks);
     let (outcome, failure) = known_deviations::apply(&case.name, profile, raw, || {
         failure::kind_of(&case.check, profile, &found)
     });
@@ -138,6 +157,7 @@ fn evaluate_raw(
     profile: &Profile,
     results: &RunResults,
     found: &[&VariantResult],
+    picks: Option<&Picks>,
 ) -> Outcome {
     match case.check {
         Check::Variant(v) => probe::variant(v, found[0], profile),
@@ -164,10 +184,15 @@ fn evaluate_raw(
         Check::Ceiling(v) => validity::ceiling(v, found[0], profile, results),
         Check::Duration(_) => validity::duration(found[0], profile, results),
         Check::Policy {
+            ref context,
             chain,
-            accumulators,
             tolerance,
-        } => policy::pick(chain, accumulators, tolerance, profile, found),
+        } => policy::pick(context, chain, tolerance, picks, profile, found),
+        Check::PolicyPick {
+            ref context,
+            chain,
+            tolerance,
+        } => policy::against_blessed(context, chain, tolerance, picks, profile, found),
     }
 }
 

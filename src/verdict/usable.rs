@@ -17,6 +17,7 @@ fn judges_timing(check: &Check) -> bool {
             | Check::Ceiling(_)
             | Check::Duration(_)
             | Check::Policy { .. }
+            | Check::PolicyPick { .. }
     )
 }
 

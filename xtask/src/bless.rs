@@ -16,7 +16,16 @@ pub fn run(dir: &Path, name: &str, from: &Path, allow_invalid: bool, dry_run: bo
         .unwrap_or_else(|| dir.join("baselines").join(format!("{name}.yaml")));
     let label = label(from);
     let command = format!("cargo xtask bless --profile {name} --from {label}");
-    let b = bless::prepare(&p, &r, &label, &command, &file, p.baselines.as_ref());
+    let picks = bless::policy_picks(&p, &r).map_err(|e| e.to_string())?;
+    let b = bless::prepare_with(
+        &p,
+        &r,
+        &label,
+        &command,
+        &file,
+        p.baselines.as_ref(),
+        &picks,
+    );
     if b.unchanged() {
         say!(
             "{}: no change (the file already holds exactly this)",

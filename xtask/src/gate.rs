@@ -17,8 +17,9 @@ pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> crate::Done {
     );
     let mut failed = 0;
     let mut errors = 0;
+    let picks = accprobe::policy_gate::ask(&p);
     for case in cases(&p) {
-        let (tag, text) = match verdict::evaluate(&case, &p, &r) {
+        let (tag, text) = match verdict::judge_with(&case, &p, &r, picks.as_ref()).outcome {
             Outcome::Pass(d) => ("ok     ", d),
             Outcome::Fail(m) => {
                 failed += 1;

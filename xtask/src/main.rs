@@ -4,6 +4,7 @@
 //! - `probe`: run the matrix on the GPU, print the study's table, write a results file.
 //! - `gate`: evaluate a results file against a profile, on any machine.
 //! - `bless`: write a profile's generated baselines from a reviewed results file.
+//! - `policy compare`: two accumulator-split policies side by side on one results file.
 //! - `report`: Markdown and SVG charts from one or more results files.
 //! - `sass`: a variant's SASS loop body from a results file.
 //! - `agree`: serial against wave mode on the same GPU.
@@ -22,6 +23,7 @@ mod gate;
 mod gpu;
 mod onboard;
 mod paths;
+mod policy;
 mod progress;
 mod report;
 mod sass;
@@ -106,6 +108,11 @@ enum Command {
         /// Print the diff but write nothing.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Accumulator-split policies (docs/policies.md).
+    Policy {
+        #[command(subcommand)]
+        action: PolicyAction,
     },
     /// Write a Markdown summary (the study's table per results file, the invariants side by
     /// side) and SVG charts (progress against K per chain length, acc2/acc1 gain against
@@ -232,6 +239,25 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum PolicyAction {
+    /// Two policies side by side on one results file: in every context of the profile,
+    /// each one's pick, the best K, the loss of each pick against it, and where B helps or
+    /// hurts A. Exits 1 when B hurts anywhere beyond the profile's policy_gate.tolerance.
+    Compare {
+        /// The results file to place the picks on.
+        #[arg(long)]
+        results: PathBuf,
+        /// Profile name (default: the profile the results were measured under).
+        #[arg(long)]
+        profile: Option<String>,
+        /// A policy file (.yaml) or a policy program and its arguments, split on whitespace
+        /// (`python3 examples/policies/study.py`): give it twice, A then B.
+        #[arg(long, required = true)]
+        policy: Vec<String>,
+    },
+}
+
 /// How a command failed; the exit code comes from the type.
 #[derive(Debug, PartialEq, thiserror::Error)]
 pub enum Failure {
@@ -294,6 +320,14 @@ fn run(cli: &Cli) -> Done {
             allow_invalid,
             dry_run,
         } => bless::run(dir, profile, from, *allow_invalid, *dry_run),
+        Command::Policy {
+            action:
+                PolicyAction::Compare {
+                    results,
+                    profile,
+                    policy: specs,
+                },
+        } => policy::run(dir, results, profile.as_deref(), specs),
         Command::Report { files, out } => {
             let out = or_workspace(out, "target/accprobe/report")?;
             report::run(dir, files, &out).map_err(Failure::from)

@@ -4,6 +4,7 @@
 use super::{GpuMatch, Validity};
 use crate::expectations::baselines::Wider;
 use crate::expectations::compile_only::CompileOnlyFile;
+use crate::expectations::policy::Accumulation;
 use crate::expectations::recorded::RecordedFile;
 use crate::expectations::yaml::number;
 use crate::model::settings::Mode;
@@ -27,7 +28,7 @@ pub(super) struct ProfileFile {
     pub(super) recorded: Option<RecordedFile>,
     pub(super) validity: Option<Spanned<Validity>>,
     pub(super) sink_isolation: Option<SinkFile>,
-    pub(super) policy_gate: Option<PolicyGateFile>,
+    pub(super) policy_gate: Option<Spanned<PolicyGateFile>>,
     pub(super) compile_only: Option<CompileOnlyFile>,
 }
 
@@ -42,8 +43,17 @@ pub(super) struct SinkFile {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct PolicyGateFile {
-    /// The policy file, relative to the profile's folder.
-    pub(super) file: Spanned<String>,
+    /// The policy file, relative to the profile's folder; or else `command`.
+    pub(super) file: Option<Spanned<String>>,
+    /// A policy program and its arguments (docs/policies.md); or else `file`.
+    pub(super) command: Option<Spanned<Vec<String>>>,
+    /// The command's name in case names (a file names its policy itself).
+    pub(super) name: Option<Spanned<String>>,
+    /// Seconds the command may take.
+    #[serde(default, deserialize_with = "number::optional")]
+    pub(super) time_limit_s: Option<u64>,
+    /// The accumulation the probe kernel stands for, for a command (a file holds its own).
+    pub(super) probe_context: Option<Spanned<Accumulation>>,
     #[serde(deserialize_with = "number::spanned")]
     pub(super) tolerance: Spanned<f64>,
 }

@@ -12,12 +12,13 @@
 
 mod file;
 mod known_deviations;
+mod policy_gate;
 mod probe;
 mod read;
 
 use crate::expectations::baselines::Baselines;
 use crate::expectations::compile_only::CompileOnly;
-use crate::expectations::policy::Policy;
+use crate::expectations::policy_source::PolicySource;
 use crate::expectations::yaml::number;
 use crate::model::gpu::GpuIdentity;
 use crate::model::results::RunResults;
@@ -162,6 +163,6 @@ pub struct Validity {
 /// A policy gated by a profile: its pick must reach (1 - tolerance) of the best progress.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicyGate {
-    pub policy: Policy,
+    pub source: PolicySource,
     pub tolerance: f64,
 }

@@ -1,10 +1,9 @@
 //! Reading a profile: the file's format ([`super::file`]) into the checked [`Profile`].
 
 use super::file::{InvariantFile, ProfileFile};
-use super::{known_deviations, probe, Invariant, PolicyGate, Profile};
+use super::{known_deviations, policy_gate, probe, Invariant, Profile};
 use crate::error::{Error, Result};
 use crate::expectations::baselines::{self, Baselines};
-use crate::expectations::policy::Policy;
 use crate::expectations::recorded;
 use crate::expectations::yaml::{at, parse_document, path_inside, read_text, referenced_from};
 use serde_saphyr::Spanned;
@@ -122,19 +121,8 @@ impl Profile {
             compile_only: None,
         };
         if let Some(h) = &raw.policy_gate {
-            let tolerance = tolerance(file, "policy_gate.tolerance", &h.tolerance)?;
-            let path = path_inside(file, dir, "policy_gate.file", &h.file)?;
-            if !path.exists() {
-                return Err(at(
-                    file,
-                    &h.file,
-                    format!("policy file {} does not exist", path.display()),
-                ));
-            }
-            profile.policy_gate = Some(PolicyGate {
-                policy: Policy::load(&path).map_err(referenced_from(file, &h.file))?,
-                tolerance,
-            });
+            let tolerance = tolerance(file, "policy_gate.tolerance", &h.value.tolerance)?;
+            profile.policy_gate = Some(policy_gate::read(file, dir, h, tolerance)?);
         }
         if let Some(v) = &raw.validity {
             if v.value.ffma_latency_cycles == 0 || v.value.schedulers_per_sm == 0 {
@@ -190,6 +178,7 @@ impl Profile {
                     progress: BTreeMap::new(),
                     sass: BTreeMap::new(),
                     wider: BTreeMap::new(),
+                    policy_picks: BTreeMap::new(),
                     origin: None,
                     read: None,
                 }

@@ -16,7 +16,7 @@ use plotters::prelude::*;
 pub struct DrawError(String);
 
 impl DrawError {
-    fn of(e: impl std::fmt::Display) -> DrawError {
+    pub(super) fn of(e: impl std::fmt::Display) -> DrawError {
         DrawError(e.to_string())
     }
 }

@@ -28,7 +28,7 @@ pub(super) fn section(i: &Input, chart: &str) -> String {
     md.push_str(&format!("## {}\n\n", markdown(&i.label)));
     if let Some(e) = &i.results.environment {
         md.push_str(&format!(
-            "{}, compute capability {}, {} SMs, driver {}, CUDA {}, NVRTC {}, SM clock {} MHz rated / {} MHz measured, measured {} ({:?} mode), profile `{}`.\n\n",
+            "{}, compute capability {}, {} SMs, driver {}, CUDA {}, NVRTC {}, SM clock {} MHz rated / {} MHz measured, measured {} ({:?} mode), profile {}.\n\n",
             markdown(&e.gpu_name),
             markdown(&e.compute_capability.to_string()),
             e.sm_count,
@@ -91,7 +91,10 @@ pub(super) fn invariants(inputs: &[Input]) -> String {
                 .map(|c| {
                     (
                         c.name.clone(),
-                        verdict_cell(&verdict::evaluate(c, &i.profile, &i.results)),
+                        verdict_cell(
+                            &verdict::judge_with(c, &i.profile, &i.results, i.picks.as_ref())
+                                .outcome,
+                        ),
                     )
                 })
                 .collect()

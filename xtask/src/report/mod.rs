@@ -1,10 +1,11 @@
 //! `cargo xtask report`: a Markdown summary and SVG charts from one or more results files
 //! (several GPUs or drivers side by side), with the study's recorded numbers as reference.
 //! This file reads the inputs and names and writes the files; `markdown.rs` writes
-//! report.md's text and `charts.rs` draws the charts.
+//! report.md's text, `charts.rs` draws the charts and `policy_map.rs` the policy map.
 
 mod charts;
 mod markdown;
+mod policy_map;
 #[cfg(test)]
 mod tests;
 
@@ -22,6 +23,8 @@ struct Input {
     file: PathBuf,
     results: RunResults,
     profile: Profile,
+    /// The gated policy's picks, asked once (a program runs once per input).
+    picks: Option<accprobe::expectations::policy_source::Picks>,
 }
 
 fn label(r: &RunResults, file: &Path) -> String {
@@ -187,7 +190,39 @@ fn write_file(path: &Path, text: &str) -> Result<(), ReportError> {
     })
 }
 
-/// Writes `report.md`, `progress-<gpu>.svg` per input and `gain.svg` into `out`.
+/// Draws `input`'s policy map into `policy-map-<label>.svg` in `out` and returns the
+/// Markdown that shows it; without a policy gate nothing, and for a policy that gave no
+/// picks a line saying why.
+fn policy_map(input: &Input, out: &Path, used: &mut Vec<String>) -> Result<String, ReportError> {
+    let Some(gate) = &input.profile.policy_gate else {
+        return Ok(String::new());
+    };
+    let policy = gate.source.name();
+    let cells = match policy_map::cells(input) {
+        Ok(cells) => cells,
+        Err(why) => {
+            return Ok(format!(
+                "Policy map of {}: not drawn: {}\n\n",
+                accprobe::report::text::markdown_code(policy),
+                accprobe::report::text::markdown(&why)
+            ))
+        }
+    };
+    let name = unique_name(used, &format!("policy-map-{}", slug(&input.label)), "svg");
+    let mut svg = String::new();
+    policy_map::draw(&mut svg, &cells, policy, &input.label, gate.tolerance)
+        .map_err(|e| chart_error(&out.join(&name), e))?;
+    write_file(&out.join(&name), &svg)?;
+    Ok(format!(
+        "Policy map: the pick of policy {} in each context against the best K measured there ({}):\n\n![policy map, {}]({name})\n\n",
+        accprobe::report::text::markdown_code(policy),
+        "green: no loss, yellow: the tolerance, red: twice it",
+        accprobe::report::text::markdown(&input.label)
+    ))
+}
+
+/// Writes `report.md`, `progress-<gpu>.svg` and `policy-map-<gpu>.svg` per input and
+/// `gain.svg` into `out`.
 pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), ReportError> {
     if files.is_empty() {
         return Err(ReportError::NoFiles);
@@ -208,6 +243,7 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), ReportError>
         inputs.push(Input {
             label: label(&results, f),
             file: f.clone(),
+            picks: accprobe::policy_gate::ask(&profile),
             results,
             profile,
         });
@@ -233,6 +269,7 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), ReportError>
             .map_err(|e| chart_error(&out.join(&chart), e))?;
         write_file(&out.join(&chart), &svg)?;
         md.push_str(&markdown::section(i, &chart));
+        md.push_str(&policy_map(i, out, &mut charts_written)?);
     }
     md.push_str(&markdown::invariants(&inputs));
     md.push_str(&markdown::toolchain_view(&inputs));

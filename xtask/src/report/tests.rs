@@ -61,11 +61,17 @@ fn report_writes_markdown_and_readable_svg_charts_from_the_committed_runs() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "svg"))
+        .filter(|p| {
+            !p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("policy-map-")
+        })
         .collect();
     assert_eq!(
         charts.len(),
         3,
-        "a progress chart per run and the gain chart"
+        "a progress chart per run and the gain chart (the policy maps apart)"
     );
     for c in charts {
         let svg = std::fs::read_to_string(&c).unwrap();
@@ -138,7 +144,11 @@ fn report_of_two_inputs_with_one_label_writes_a_chart_for_each() {
         .filter(|n| n.ends_with(".svg"))
         .collect();
     charts.sort();
-    assert_eq!(charts.len(), 3, "{charts:?}");
+    assert_eq!(
+        charts.len(),
+        5,
+        "a progress chart and a policy map each, and gain: {charts:?}"
+    );
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     for c in &charts {
         assert!(
@@ -165,7 +175,11 @@ fn report_under_a_long_folder_name_writes_short_chart_names_and_names_a_file_it_
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names.len(), 4, "report.md and 3 charts: {names:?}");
+    assert_eq!(
+        names.len(),
+        6,
+        "report.md, 2 progress charts, 2 policy maps and gain: {names:?}"
+    );
     assert!(names.iter().all(|n| n.len() < 80), "{names:?}");
     // A chart that cannot be written (a folder is in its place) is named.
     let blocked = dir.join("blocked");
@@ -227,4 +241,120 @@ fn report_escapes_what_a_results_file_holds_in_markdown_and_svg() {
     }
     let svg = std::fs::read_to_string(out.join("gain.svg")).unwrap();
     assert!(svg.contains("H200\\n# injected | col\\u{1b}"), "{svg}");
+}
+
+/// The fill colour of the cell whose first line is `first` in a policy map's SVG.
+fn cell_fill(svg: &str, first: &str) -> String {
+    let at = svg
+        .find(&format!("\n{first}\n"))
+        .unwrap_or_else(|| panic!("no cell {first}"));
+    let rect = svg[..at].rfind("<rect").unwrap();
+    let fill = svg[rect..].split_once("fill=\"").unwrap().1;
+    fill.split_once('"').unwrap().0.to_string()
+}
+
+fn hex(c: plotters::style::RGBColor) -> String {
+    format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2)
+}
+
+#[test]
+fn the_policy_map_colours_each_pick_by_its_loss_and_says_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    report::run(&expectations(), &[committed()], dir).unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let name = "policy-map-nvidia-h200-driver-580-159-04-nvrtc-13-0-wave-mo.svg";
+    assert!(
+        md.contains("![policy map, NVIDIA H200") && md.contains(name),
+        "{md}"
+    );
+    let svg = std::fs::read_to_string(dir.join(name)).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    for words in [
+        "Policy map: study, NVIDIA H200",
+        "chain N=7",
+        "chain N=13",
+        "chain N=29",
+        "probe kernel",
+        "acc2 (best acc16)",
+        "loss 2.90%",
+        "2.00% (the tolerance)",
+    ] {
+        assert!(svg.contains(words), "lacks {words}");
+    }
+    // chain13 loses 2.90% (beyond the 2% tolerance: towards red), chain29 1.00%.
+    use super::policy_map::colour;
+    assert_eq!(
+        cell_fill(&svg, "acc2 (best acc16)"),
+        hex(colour(1.0 - 144926.0 / 149253.0, 0.02))
+    );
+    assert_eq!(
+        cell_fill(&svg, "acc2 (best acc8)"),
+        hex(colour(1.0 - 99999.0 / 101010.0, 0.02))
+    );
+}
+
+#[test]
+fn the_map_colours_run_from_green_through_yellow_to_red() {
+    use super::policy_map::colour;
+    use plotters::style::RGBColor;
+    assert_eq!(colour(0.0, 0.02), RGBColor(46, 160, 67));
+    assert_eq!(colour(0.02, 0.02), RGBColor(240, 200, 40));
+    assert_eq!(colour(0.04, 0.02), RGBColor(214, 39, 40));
+    assert_eq!(colour(0.5, 0.02), RGBColor(214, 39, 40), "clamped");
+    assert_eq!(colour(-0.1, 0.02), RGBColor(46, 160, 67), "clamped");
+    // Redder as the loss grows.
+    let g = |l: f64| colour(l, 0.02).1;
+    assert!(g(0.025) > g(0.03) && g(0.03) > g(0.035));
+}
+
+#[test]
+fn a_policy_without_picks_leaves_a_line_and_names_are_cleaned() {
+    use accprobe::expectations::policy_source::{PolicyCommand, PolicySource, Program};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut p = crate::paths::find_profile(&expectations(), "h200").unwrap();
+    let results = accprobe::model::results::RunResults::load(&committed()).unwrap();
+    // A program that fails: no map, a line saying why.
+    let gate = p.policy_gate.as_mut().unwrap();
+    let probe_context = gate.source.probe_context();
+    gate.source = PolicySource::Command(PolicyCommand {
+        name: "mine".into(),
+        program: Program::OnPath("false".into()),
+        args: Vec::new(),
+        dir: dir.to_path_buf(),
+        time_limit: std::time::Duration::from_secs(10),
+        probe_context,
+    });
+    let input = super::Input {
+        label: "run\u{202e}x".into(),
+        file: committed(),
+        picks: accprobe::policy_gate::ask(&p),
+        results,
+        profile: p.clone(),
+    };
+    let md = super::policy_map(&input, dir, &mut Vec::new()).unwrap();
+    assert!(
+        md.contains("Policy map of `mine`: not drawn:") && md.contains("exited with status 1"),
+        "{md}"
+    );
+    // A policy file's name and a label with a bidi override reach the SVG escaped.
+    let mut q = crate::paths::find_profile(&expectations(), "h200").unwrap();
+    if let PolicySource::File(f) = &mut q.policy_gate.as_mut().unwrap().source {
+        f.name = "stu\u{202e}dy".into();
+    }
+    let input = super::Input {
+        picks: accprobe::policy_gate::ask(&q),
+        profile: q,
+        ..input
+    };
+    let mut used = Vec::new();
+    let md = super::policy_map(&input, dir, &mut used).unwrap();
+    assert!(!md.contains('\u{202e}'), "{md}");
+    let svg = std::fs::read_to_string(dir.join(&used[0])).unwrap();
+    assert!(
+        !svg.contains('\u{202e}') && svg.contains("stu\\u{202e}dy"),
+        "{svg}"
+    );
+    assert!(used[0].len() < 80, "{}", used[0]);
 }

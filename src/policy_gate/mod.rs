@@ -1,0 +1,212 @@
+//! The policy gate's service: asks a profile's policy for its picks, once, before any
+//! verdict (docs/policies.md). A policy file is evaluated in process; a policy program is
+//! started once with every context on its stdin, one JSON object per line, and answers
+//! one K per line. Whatever goes wrong with it (it cannot start, hangs past its time
+//! limit, crashes, exits non-zero, answers too few or too many lines, or a line that is
+//! not a measured K) becomes the error every policy case of the run fails with, naming the
+//! context and the line, with the start of its stderr. Used by the harness and
+//! `cargo xtask`; the verdicts get the answers as data ([`Picks`]).
+
+mod run;
+
+use crate::expectations::policy::MAX_POLICY_ACCUMULATORS;
+use crate::expectations::policy_source::{
+    Picks, PolicyCommand, PolicyContext, PolicySource, Program, PROTOCOL,
+};
+use crate::expectations::profile::Profile;
+use crate::verdict::cases::{policy_contexts, Case, Check};
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The most of a program's stdout read: far more than a K per line needs.
+const STDOUT_LIMIT: usize = 1 << 20;
+/// The most of a program's stderr kept for the message.
+pub const STDERR_LIMIT: usize = 4096;
+
+/// The picks of `profile`'s policy for its contexts ([`policy_contexts`]), or `None`
+/// without a `policy_gate:`. A program is started once per call.
+pub fn ask(profile: &Profile) -> Option<Picks> {
+    let gate = profile.policy_gate.as_ref()?;
+    let contexts = policy_contexts(profile);
+    Some(ask_source(
+        &gate.source,
+        &contexts,
+        &profile.probe.accumulators,
+    ))
+}
+
+/// The picks of `source` for `contexts`; a program's answers must be among `measured`
+/// (the accumulator counts the profile measures).
+pub fn ask_source(source: &PolicySource, contexts: &[PolicyContext], measured: &[u32]) -> Picks {
+    match source {
+        PolicySource::File(_) => source
+            .file_picks(contexts)
+            .expect("a policy file answers in process"),
+        PolicySource::Command(c) => Picks {
+            policy: c.name.clone(),
+            answers: ask_program(c, contexts, measured),
+        },
+    }
+}
+
+/// A profile's picks, asked at most once for the policy cases that need them.
+#[derive(Debug, Default)]
+pub struct Asked(OnceLock<Option<Picks>>);
+
+impl Asked {
+    /// The picks `case` is judged with: asked on the first policy case, `None` for others.
+    pub fn for_case(&self, case: &Case, profile: &Profile) -> Option<&Picks> {
+        match case.check {
+            Check::Policy { .. } | Check::PolicyPick { .. } => {
+                self.0.get_or_init(|| ask(profile)).as_ref()
+            }
+            _ => None,
+        }
+    }
+}
+
+/// One request line: the protocol, the context's name and every field of its accumulation.
+pub fn request_line(c: &PolicyContext) -> String {
+    let a = &c.accumulation;
+    serde_json::json!({
+        "protocol": PROTOCOL,
+        "context": c.name,
+        "chain": a.chain,
+        "register_headroom": a.register_headroom,
+        "sink_isolated": a.sink_isolated,
+        "surrounding_ilp": a.surrounding_ilp,
+        "occupancy_safe": a.occupancy_safe,
+        "side_chains": a.side_chains,
+        "warps_per_sm": a.warps_per_sm,
+        "register_limit": a.register_limit,
+    })
+    .to_string()
+}
+
+fn ask_program(
+    c: &PolicyCommand,
+    contexts: &[PolicyContext],
+    measured: &[u32],
+) -> Result<BTreeMap<String, u32>, String> {
+    let who = format!("policy program {} ({})", c.name, c.display());
+    let mut input = String::new();
+    for ctx in contexts {
+        input.push_str(&request_line(ctx));
+        input.push('\n');
+    }
+    let mut cmd = match &c.program {
+        Program::InFolder(p) => Command::new(p),
+        Program::OnPath(n) => Command::new(n),
+    };
+    cmd.args(&c.args).current_dir(&c.dir);
+    let ran = run::run(
+        &mut cmd,
+        input.into_bytes(),
+        c.time_limit,
+        STDOUT_LIMIT,
+        STDERR_LIMIT,
+    )
+    .map_err(|e| format!("{who} cannot be started: {e}"))?;
+    let stderr = stderr_text(&ran.stderr);
+    let fail = |what: String| format!("{who}: {what}{stderr}");
+    let status = match ran.status {
+        None => {
+            return Err(fail(format!(
+                "gave no answer within its time limit of {} s and was killed",
+                c.time_limit.as_secs()
+            )))
+        }
+        Some(s) => s,
+    };
+    if !status.success() {
+        use std::os::unix::process::ExitStatusExt;
+        return Err(fail(match (status.code(), status.signal()) {
+            (Some(code), _) => format!("exited with status {code}"),
+            (None, Some(sig)) => format!("was ended by {}", crate::interrupt::name(sig)),
+            _ => format!("ended with {status}"),
+        }));
+    }
+    if ran.stdout.cut {
+        return Err(fail(format!(
+            "wrote more than {STDOUT_LIMIT} bytes on stdout: expected one K per line, {} lines",
+            contexts.len()
+        )));
+    }
+    answers(contexts, &ran.stdout.bytes, measured).map_err(fail)
+}
+
+/// The K of each context from the program's stdout: exactly one line per context, in
+/// order, each an accumulator count the profile measures.
+fn answers(
+    contexts: &[PolicyContext],
+    stdout: &[u8],
+    measured: &[u32],
+) -> Result<BTreeMap<String, u32>, String> {
+    let text = String::from_utf8_lossy(stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.len() != contexts.len() {
+        let at = match contexts.get(lines.len()) {
+            Some(c) => format!(
+                " (line {} would answer context {})",
+                lines.len() + 1,
+                c.name
+            ),
+            None => format!(" (line {} answers no context)", contexts.len() + 1),
+        };
+        return Err(format!(
+            "answered {} lines for {} contexts{at}: expected one K per line, in the order asked",
+            lines.len(),
+            contexts.len()
+        ));
+    }
+    let mut out = BTreeMap::new();
+    for (i, (line, ctx)) in lines.iter().zip(contexts).enumerate() {
+        let at = format!("line {} (context {})", i + 1, ctx.name);
+        let word = line.trim();
+        let k: u32 = match word.parse() {
+            Ok(k) => k,
+            Err(_) => {
+                return Err(format!(
+                    "{at}: {:?} is not a whole number: expected an accumulator count from 1 to {MAX_POLICY_ACCUMULATORS}",
+                    excerpt(word)
+                ))
+            }
+        };
+        if k == 0 || k > MAX_POLICY_ACCUMULATORS {
+            return Err(format!(
+                "{at}: K {k} is out of range: expected an accumulator count from 1 to {MAX_POLICY_ACCUMULATORS}"
+            ));
+        }
+        if !measured.contains(&k) {
+            return Err(format!(
+                "{at}: K {k} is not measured: expected one of probe.accumulators {measured:?}"
+            ));
+        }
+        out.insert(ctx.name.clone(), k);
+    }
+    Ok(out)
+}
+
+/// At most 80 characters of an answer, for a message.
+fn excerpt(word: &str) -> String {
+    let cut: String = word.chars().take(80).collect();
+    if cut.len() < word.len() {
+        format!("{cut}...")
+    } else {
+        cut
+    }
+}
+
+/// The program's stderr for a message: empty when it wrote none.
+fn stderr_text(e: &run::Bounded) -> String {
+    let text = String::from_utf8_lossy(&e.bytes);
+    let text = text.trim_end();
+    if text.is_empty() {
+        String::new()
+    } else if e.cut {
+        format!("\nits stderr (the first {STDERR_LIMIT} bytes):\n{text}")
+    } else {
+        format!("\nits stderr:\n{text}")
+    }
+}

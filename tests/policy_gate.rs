@@ -1,0 +1,370 @@
+//! The policy gate's program source (docs/policies.md): the shipped example
+//! `examples/policies/study.py` gives the study policy file's picks and verdicts, and a
+//! program that goes wrong in any way fails every policy case with a message naming what,
+//! where, and its stderr. Never a pass.
+
+mod common;
+
+use accprobe::expectations::policy::Accumulation;
+use accprobe::expectations::policy_source::{PolicyCommand, PolicyContext, PolicySource, Program};
+use accprobe::expectations::profile::Profile;
+use accprobe::policy_gate::{ask, ask_source, STDERR_LIMIT};
+use accprobe::verdict::cases::{cases, policy_contexts, Check};
+use accprobe::verdict::{judge_with, Outcome};
+use common::{load, root};
+use std::path::Path;
+use std::time::Duration;
+
+/// python3, or `None` with the reason printed (CI has it, so there the tests run).
+fn python3() -> Option<()> {
+    let found = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        println!("skipped: python3 is not on PATH, so examples/policies/study.py cannot run");
+    }
+    found.then_some(())
+}
+
+/// `profile` with its policy file replaced by the program `program args...`, named `name`.
+fn with_command(
+    profile: &Profile,
+    name: &str,
+    program: Program,
+    args: &[&str],
+    dir: &Path,
+) -> Profile {
+    let mut p = profile.clone();
+    let gate = p.policy_gate.as_mut().unwrap();
+    gate.source = PolicySource::Command(PolicyCommand {
+        name: name.into(),
+        program,
+        args: args.iter().map(|a| a.to_string()).collect(),
+        dir: dir.to_path_buf(),
+        time_limit: Duration::from_secs(10),
+        probe_context: gate.source.probe_context(),
+    });
+    p
+}
+
+fn study_py(profile: &Profile) -> Profile {
+    let script = root().join("examples/policies/study.py");
+    with_command(
+        profile,
+        "study",
+        Program::OnPath("python3".into()),
+        &[script.to_str().unwrap()],
+        &root(),
+    )
+}
+
+/// Every policy case's outcome, by name, with the picks asked once.
+fn policy_outcomes(p: &Profile) -> Vec<(String, Outcome)> {
+    let r = p.recorded.clone().unwrap();
+    let picks = ask(p);
+    cases(p)
+        .into_iter()
+        .filter(|c| matches!(c.check, Check::Policy { .. }))
+        .map(|c| {
+            let o = judge_with(&c, p, &r, picks.as_ref()).outcome;
+            (c.name, o)
+        })
+        .collect()
+}
+
+#[test]
+fn study_py_gives_the_policy_files_picks_and_verdicts_on_the_h200_run() {
+    if python3().is_none() {
+        return;
+    }
+    let yaml = load("h200");
+    let program = study_py(&yaml);
+    assert_eq!(ask(&program).unwrap().answers, ask(&yaml).unwrap().answers);
+    let (a, b) = (policy_outcomes(&yaml), policy_outcomes(&program));
+    assert_eq!(a.len(), yaml.probe.chains.len());
+    assert_eq!(a, b);
+    // The H200 profile's known deviation applies to the program's case as to the file's.
+    assert!(
+        b.iter()
+            .any(|(n, o)| n == "policy::study::chain13"
+                && matches!(o, Outcome::KnownDeviation { .. }))
+    );
+}
+
+#[test]
+fn study_py_gives_the_policy_files_picks_over_a_grid_of_contexts() {
+    if python3().is_none() {
+        return;
+    }
+    let yaml = load("h200");
+    let PolicySource::File(policy) = &yaml.policy_gate.as_ref().unwrap().source else {
+        panic!("the H200 profile gates a policy file");
+    };
+    let mut contexts = Vec::new();
+    for chain in 0..=40 {
+        for register_headroom in [0, 1, 2, 3, 200, 255] {
+            for bits in 0..8u32 {
+                contexts.push(PolicyContext {
+                    name: format!("c{}", contexts.len()),
+                    accumulation: Accumulation {
+                        chain,
+                        register_headroom,
+                        sink_isolated: bits & 1 != 0,
+                        surrounding_ilp: bits & 2 != 0,
+                        occupancy_safe: bits & 4 != 0,
+                        side_chains: bits,
+                        warps_per_sm: 8,
+                        register_limit: 255,
+                    },
+                });
+            }
+        }
+    }
+    let program = study_py(&yaml).policy_gate.unwrap().source;
+    let measured: Vec<u32> = (1..=256).collect();
+    let picks = ask_source(&program, &contexts, &measured).answers.unwrap();
+    let mut wide = 0;
+    for c in &contexts {
+        let want = policy.choose(&c.accumulation);
+        wide += usize::from(want == 4);
+        assert_eq!(picks[&c.name], want, "{c:?}");
+    }
+    assert!(wide > 0, "the grid reaches the wide split");
+}
+
+/// A program that is the shell script `body`, in a folder of its own, gating the H200
+/// profile, asked with a `limit`.
+fn faulty(body: &str, limit: Duration) -> (tempfile::TempDir, Profile) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("policy.sh");
+    std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut p = with_command(
+        &load("h200"),
+        "mine",
+        Program::InFolder(script),
+        &[],
+        dir.path(),
+    );
+    if let accprobe::expectations::policy_source::PolicySource::Command(c) =
+        &mut p.policy_gate.as_mut().unwrap().source
+    {
+        c.time_limit = limit;
+    }
+    (dir, p)
+}
+
+/// Every policy case of the H200 profile fails under `body`, each message holding every
+/// one of `expect`; the message.
+fn every_policy_case_fails(body: &str, expect: &[&str]) -> String {
+    let (_dir, p) = faulty(body, Duration::from_secs(10));
+    fails_with(&p, expect)
+}
+
+fn fails_with(p: &Profile, expect: &[&str]) -> String {
+    let outcomes = policy_outcomes(p);
+    assert_eq!(outcomes.len(), policy_contexts(p).len());
+    let mut last = String::new();
+    for (name, o) in outcomes {
+        let Outcome::Fail(m) = o else {
+            panic!("{name} did not fail: {o:?}");
+        };
+        for e in expect {
+            assert!(m.contains(e), "{name}: {e:?} not in {m}");
+        }
+        last = m;
+    }
+    last
+}
+
+/// A program answering the H200 profile's three contexts (chain 7, 13, 29) with `lines`.
+fn answering(lines: &str) -> String {
+    format!("cat > /dev/null\nprintf '{lines}'")
+}
+
+#[test]
+fn a_program_that_answers_well_is_judged() {
+    let (_dir, p) = faulty(&answering("2\\n2\\n2\\n"), Duration::from_secs(10));
+    let outcomes = policy_outcomes(&p);
+    assert!(
+        outcomes
+            .iter()
+            .any(|(n, o)| n == "policy::mine::chain7" && matches!(o, Outcome::Pass(_))),
+        "{outcomes:?}"
+    );
+}
+
+#[test]
+fn a_program_that_hangs_is_killed_at_its_time_limit() {
+    let (_dir, p) = faulty("exec sleep 1000", Duration::from_millis(300));
+    fails_with(
+        &p,
+        &["policy program mine", "within its time limit", "was killed"],
+    );
+}
+
+#[test]
+fn what_a_program_leaves_running_goes_with_it() {
+    // The program answers and exits, leaving a child that holds its stdout open: the gate
+    // ends that child rather than wait for the pipe to close.
+    let (_dir, p) = faulty(
+        "cat > /dev/null\nsleep 1000 &\nprintf '2\\n2\\n2\\n'",
+        Duration::from_secs(600),
+    );
+    let picks = ask(&p).unwrap();
+    assert_eq!(picks.of("chain13"), Ok(2), "{picks:?}");
+}
+
+#[test]
+fn a_program_that_crashes_fails_with_its_signal() {
+    every_policy_case_fails(
+        "echo dying >&2\nkill -KILL $$",
+        &["was ended by signal 9", "dying"],
+    );
+}
+
+#[test]
+fn a_program_that_prints_garbage_fails_naming_the_line_and_context() {
+    every_policy_case_fails(
+        &answering("2\\nbanana\\n2\\n"),
+        &[
+            "line 2 (context chain13)",
+            "\"banana\" is not a whole number",
+        ],
+    );
+}
+
+#[test]
+fn too_few_or_too_many_lines_fail_naming_the_line() {
+    every_policy_case_fails(
+        &answering("2\\n2\\n"),
+        &[
+            "answered 2 lines for 3 contexts",
+            "line 3 would answer context chain29",
+        ],
+    );
+    every_policy_case_fails(
+        &answering("2\\n2\\n2\\n2\\n"),
+        &[
+            "answered 4 lines for 3 contexts",
+            "line 4 answers no context",
+        ],
+    );
+    every_policy_case_fails(
+        &answering("2\\n\\n2\\n"),
+        &["line 2 (context chain13)", "\"\" is not a whole number"],
+    );
+}
+
+#[test]
+fn out_of_range_or_unmeasured_answers_fail() {
+    every_policy_case_fails(
+        &answering("0\\n2\\n2\\n"),
+        &["line 1 (context chain7)", "K 0 is out of range"],
+    );
+    every_policy_case_fails(
+        &answering("2\\n2\\n999\\n"),
+        &["line 3 (context chain29)", "K 999 is out of range"],
+    );
+    every_policy_case_fails(
+        &answering("2\\n6\\n2\\n"),
+        &["line 2 (context chain13)", "K 6 is not measured"],
+    );
+}
+
+#[test]
+fn a_failing_program_fails_with_its_status_and_stderr() {
+    every_policy_case_fails(
+        "echo 'no model for sm_90' >&2\nexit 1",
+        &["exited with status 1", "its stderr:\nno model for sm_90"],
+    );
+}
+
+#[test]
+fn a_program_whose_stderr_floods_keeps_only_its_start() {
+    let m = every_policy_case_fails(
+        "head -c 1000000 /dev/zero | tr '\\0' x >&2\nexit 3",
+        &["exited with status 3", "the first 4096 bytes"],
+    );
+    assert!(m.len() < STDERR_LIMIT + 2000, "{} bytes", m.len());
+}
+
+#[test]
+fn bless_refuses_picks_a_program_does_not_give() {
+    let (_dir, p) = faulty("echo 'no model' >&2\nexit 1", Duration::from_secs(10));
+    let e = accprobe::bless::policy_picks(&p, p.recorded.as_ref().unwrap()).unwrap_err();
+    let e = e.to_string();
+    assert!(
+        e.contains("refusing to bless: policy mine in context chain7")
+            && e.contains("exited with status 1")
+            && e.contains("no model"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_missing_program_fails_saying_it_cannot_start() {
+    let (dir, mut p) = faulty("exit 0", Duration::from_secs(10));
+    if let PolicySource::Command(c) = &mut p.policy_gate.as_mut().unwrap().source {
+        c.program = Program::InFolder(dir.path().join("nonesuch.sh"));
+    }
+    fails_with(&p, &["nonesuch.sh", "cannot be started"]);
+}
+
+#[test]
+fn the_request_carries_the_protocol_and_every_field() {
+    // The program echoes what it read to stderr and fails, so the message shows it.
+    let m = every_policy_case_fails("head -n 1 >&2\nexit 1", &["exited with status 1"]);
+    for field in [
+        "\"protocol\":\"accprobe-policy/1\"",
+        "\"context\":\"chain7\"",
+        "\"chain\":7",
+        "\"register_headroom\":200",
+        "\"sink_isolated\":true",
+        "\"surrounding_ilp\":false",
+        "\"occupancy_safe\":true",
+        "\"side_chains\":0",
+        "\"warps_per_sm\":0",
+        "\"register_limit\":0",
+    ] {
+        assert!(m.contains(field), "{field} not in {m}");
+    }
+}
+
+#[test]
+fn a_profile_names_its_program_and_it_runs_in_the_profiles_folder() {
+    // Loaded from YAML: a relative program resolves under the profile's folder.
+    let dir = tempfile::tempdir().unwrap();
+    let h200 = std::fs::read_to_string(root().join("expectations/h200.yaml")).unwrap();
+    let gate = "policy_gate:\n  file: policies/study.yaml\n  tolerance: 0.02\n";
+    assert!(h200.contains(gate));
+    let text = h200
+        .replace(
+            gate,
+            "policy_gate:\n  command: [./bin/policy.sh, an argument]\n  name: mine\n  time_limit_s: 5\n  probe_context: {register_headroom: 200, sink_isolated: true, surrounding_ilp: false, occupancy_safe: true}\n  tolerance: 0.02\n",
+        )
+        .replace("policy::study::chain13", "policy::mine::chain13");
+    std::fs::create_dir_all(dir.path().join("bin")).unwrap();
+    std::fs::create_dir_all(dir.path().join("recorded")).unwrap();
+    std::fs::create_dir_all(dir.path().join("baselines")).unwrap();
+    for f in ["recorded/h200-2026-11-30-wave.json", "baselines/h200.yaml"] {
+        std::fs::copy(root().join("expectations").join(f), dir.path().join(f)).unwrap();
+    }
+    let script = dir.path().join("bin/policy.sh");
+    // It answers from its working directory's file, with its argument: both must be right.
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncat > /dev/null\n[ \"$1\" = \"an argument\" ] || exit 7\ncat answers\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("answers"), "2\n2\n2\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let file = dir.path().join("h200.yaml");
+    std::fs::write(&file, text).unwrap();
+    let p = accprobe::catalog::load(&file).unwrap();
+    let picks = ask(&p).unwrap();
+    assert_eq!(picks.of("chain29"), Ok(2), "{picks:?}");
+}

@@ -1,0 +1,126 @@
+//! A heuristic change is a diff: the gated policy's picks are blessed with the baselines,
+//! and `policy::<name>::picks::<context>` judges a changed pick against the blessed one on
+//! the committed H200 run, whatever the context's own policy case concludes.
+
+mod common;
+
+use accprobe::expectations::policy::Policy;
+use accprobe::expectations::policy_source::PolicySource;
+use accprobe::expectations::profile::Profile;
+use accprobe::verdict::cases::cases;
+use accprobe::verdict::{judge, FailureKind, Outcome};
+use common::{case, load, outcome, root};
+use std::path::Path;
+
+/// The H200 profile gating the study policy with each `(from, to)` replaced in its file.
+fn changed(edits: &[(&str, &str)]) -> Profile {
+    let mut p = load("h200");
+    let mut text =
+        std::fs::read_to_string(root().join("expectations/policies/study.yaml")).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from}");
+        text = text.replace(from, to);
+    }
+    let policy = Policy::parse(&text, Path::new("changed.yaml")).unwrap();
+    p.policy_gate.as_mut().unwrap().source = PolicySource::File(policy);
+    p
+}
+
+#[test]
+fn the_committed_picks_hold_on_the_committed_run() {
+    let p = load("h200");
+    let r = p.recorded.clone().unwrap();
+    for chain in [7, 13, 29] {
+        match outcome(&p, &r, &format!("policy::study::picks::chain{chain}")) {
+            Outcome::Pass(m) => {
+                assert!(m.contains("picks acc2") && m.contains("as blessed"), "{m}")
+            }
+            other => panic!("chain{chain}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_known_deviation_does_not_hide_a_worse_pick() {
+    // The scenario: the study policy's default K from 2 to 3 on the committed H200
+    // run. chain13's own policy case stays a known deviation; its picks case is red.
+    let p = changed(&[("default_accumulators: 2", "default_accumulators: 3")]);
+    let r = p.recorded.clone().unwrap();
+    assert!(matches!(
+        outcome(&p, &r, "policy::study::chain13"),
+        Outcome::KnownDeviation { .. }
+    ));
+    let v = judge(case(&cases(&p), "policy::study::picks::chain13"), &p, &r);
+    let Outcome::Fail(m) = &v.outcome else {
+        panic!("{:?}", v.outcome);
+    };
+    assert!(
+        m.contains(
+            "picks acc3 for chain13 where acc2 was blessed: acc3 140844.0 against acc2 144926.0 (-2.82%, tolerance 2.00%)"
+        ) && m.contains("worse than the blessed one"),
+        "{m}"
+    );
+    assert_eq!(v.failure, Some(FailureKind::Policy));
+}
+
+#[test]
+fn a_better_pick_passes_asking_for_a_bless() {
+    // Default K = 5: at chain 13 acc5 149252.5 beats the blessed acc2 144926.0 by 2.99%.
+    let p = changed(&[
+        ("  accumulators: 4", "  accumulators: 7"),
+        ("default_accumulators: 2", "default_accumulators: 5"),
+    ]);
+    let r = p.recorded.clone().unwrap();
+    match outcome(&p, &r, "policy::study::picks::chain13") {
+        Outcome::Pass(m) => assert!(
+            m.contains("acc5 149252.5 against acc2 144926.0 (+2.99%")
+                && m.contains("the new pick is better; bless it (cargo xtask bless)"),
+            "{m}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_context_without_a_blessed_pick_fails_asking_for_one() {
+    let mut p = load("h200");
+    p.baselines.as_mut().unwrap().policy_picks.remove("chain29");
+    let r = p.recorded.clone().unwrap();
+    let v = judge(case(&cases(&p), "policy::study::picks::chain29"), &p, &r);
+    assert!(
+        matches!(&v.outcome, Outcome::Fail(m) if m.contains("no blessed pick of policy study for chain29")),
+        "{v:?}"
+    );
+    assert_eq!(v.failure, Some(FailureKind::NoBaseline));
+}
+
+#[test]
+fn bless_records_a_changed_pick_as_a_diff_line() {
+    let p = changed(&[("default_accumulators: 2", "default_accumulators: 3")]);
+    let r = p.recorded.clone().unwrap();
+    let file = p.baselines.as_ref().unwrap().file.clone();
+    let picks = accprobe::bless::policy_picks(&p, &r).unwrap();
+    assert_eq!(picks["chain13"].accumulators, 3);
+    assert_eq!(picks["chain13"].progress, 140844.0);
+    let b = accprobe::bless::prepare_with(
+        &p,
+        &r,
+        "run.json",
+        "cmd",
+        &file,
+        p.baselines.as_ref(),
+        &picks,
+    );
+    assert!(
+        b.diff
+            .contains(&"~ policy pick chain13: acc2 (144926.0) -> acc3 (140844.0)".to_string()),
+        "{:?}",
+        b.diff
+    );
+    assert!(
+        b.contents
+            .contains("policy_picks:\n  chain13:\n    accumulators: 3\n"),
+        "{}",
+        b.contents
+    );
+}
