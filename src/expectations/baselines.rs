@@ -55,6 +55,12 @@ pub struct Wider {
 pub struct SassBaseline {
     pub digest: String,
     pub loop_body: Vec<String>,
+    /// The loop's schedule digest and control fields (`model::results::SassSummary`'s);
+    /// absent in files blessed before the schedule was decoded, or where it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loop_control: Vec<String>,
 }
 
 /// The generated baselines file (`expectations/baselines/<profile>.yaml`).

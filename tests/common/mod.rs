@@ -126,6 +126,8 @@ pub fn h200_blessed(clean: &str, mutated: &str) -> (Profile, RunResults) {
                 SassBaseline {
                     digest: s.digest,
                     loop_body: s.loop_body,
+                    schedule_digest: s.schedule_digest,
+                    loop_control: s.loop_control,
                 },
             )
         })
