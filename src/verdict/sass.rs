@@ -218,7 +218,7 @@ fn cycles_per_iteration(
         .baselines
         .as_ref()
         .and_then(|b| b.progress.get(&v.name()).copied());
-    if !(now > 0.0) {
+    if now.is_nan() || now <= 0.0 {
         return String::new();
     }
     format!(
