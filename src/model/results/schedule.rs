@@ -181,6 +181,42 @@ pub fn total_stall<C: AsRef<str>>(controls: &[C]) -> Option<u32> {
         .sum()
 }
 
+/// Where a summary's schedule disagrees with itself: a control line per loop instruction,
+/// each in the notation, and the digest they and the loop body give. The results check
+/// runs it on every file it reads.
+pub(super) fn schedule_problems(sass: &super::SassSummary) -> Vec<String> {
+    let Some(digest) = &sass.schedule_digest else {
+        return if sass.loop_control.is_empty() {
+            Vec::new()
+        } else {
+            vec!["the SASS summary has loop_control but no schedule_digest".into()]
+        };
+    };
+    if sass.loop_control.len() != sass.loop_body.len() {
+        return vec![format!(
+            "the SASS summary has {} loop_control lines for {} loop_body instructions",
+            sass.loop_control.len(),
+            sass.loop_body.len()
+        )];
+    }
+    if let Some(bad) = sass
+        .loop_control
+        .iter()
+        .find(|c| Control::parse(c).is_none())
+    {
+        return vec![format!(
+            "loop_control {bad:?}: expected the notation B------:R-:W-:Y:S00"
+        )];
+    }
+    if *digest != schedule_digest(&sass.loop_body, &sass.loop_control) {
+        return vec![
+            "the SASS summary's schedule_digest is not what its loop_body and loop_control give"
+                .into(),
+        ];
+    }
+    Vec::new()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,5 +292,40 @@ mod tests {
         assert!(old.changes_from(&old).is_empty());
         assert_eq!(total_stall(&[old.to_string(), new.to_string()]), Some(8));
         assert_eq!(total_stall(&["garbage"]), None);
+    }
+}
+
+#[cfg(test)]
+mod check {
+    use super::*;
+
+    #[test]
+    fn a_summary_whose_schedule_disagrees_with_itself_is_refused() {
+        let body = vec!["FFMA R1, R1, R2, R3".to_string(), "@!P0 BRA -1".to_string()];
+        let control = vec![
+            "B------:R-:W-:-:S01".to_string(),
+            "B0-----:R-:W-:-:S05".to_string(),
+        ];
+        let mut s = crate::model::results::SassSummary {
+            digest: "0".repeat(64),
+            local_memory_instructions: Vec::new(),
+            loop_body: body.clone(),
+            loop_ffma: 1,
+            loop_ffma_destinations: vec!["R1".into()],
+            ffma_accumulates_in_place: true,
+            loop_partials: vec![1],
+            schedule_digest: Some(schedule_digest(&body, &control)),
+            loop_control: control,
+            schedule_unknown: None,
+        };
+        assert!(schedule_problems(&s).is_empty());
+        s.loop_control[0] = "B------:R-:W-:-:S02".into();
+        assert!(schedule_problems(&s)[0].contains("is not what its loop_body"));
+        s.loop_control[0] = "stall 2".into();
+        assert!(schedule_problems(&s)[0].contains("expected the notation"));
+        s.loop_control.pop();
+        assert!(schedule_problems(&s)[0].contains("1 loop_control lines for 2"));
+        s.schedule_digest = None;
+        assert!(schedule_problems(&s)[0].contains("no schedule_digest"));
     }
 }
