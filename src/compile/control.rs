@@ -1,5 +1,6 @@
 //! Part of stage 3 (compile): each instruction's control fields, decoded from its 128-bit
-//! encoding, and which architectures' layout is known.
+//! encoding, which architectures' layout is known, and the measured loop's schedule read
+//! with them (or why it is not read).
 //!
 //! The layout (Volta and later, one 128-bit word per instruction; bit 0 the lowest bit of
 //! the first 64-bit word the disassembler prints, bit 127 the highest of the second): the
@@ -27,6 +28,7 @@
 //! it. Nothing published describes Blackwell (sm_100, sm_120): its control fields are not
 //! decoded, and the case says so rather than guess.
 
+use super::sass::Instruction;
 use crate::model::results::Control;
 
 /// The architectures whose control-field layout is the one above.
@@ -81,6 +83,46 @@ pub fn reuse_marks(text: &str) -> u8 {
         .enumerate()
         .filter(|(_, o)| o.contains(".REUSEMARK"))
         .fold(0, |m, (i, _)| m | (1 << i))
+}
+
+/// The loop's control fields in [`Control`](crate::model::results::Control)'s notation,
+/// scoreboards renumbered by first use, decoded from the encoding words on `arch`; or why
+/// they are not decoded. An encoding that does not fit the layout (bits 126-127 set, reuse
+/// bits other than the `.reuse` marks) is said, never read.
+pub(super) fn loop_schedule(
+    body: &[Instruction],
+    arch: Option<&str>,
+) -> Result<Vec<String>, String> {
+    if let Some(why) = unknown_layout(arch) {
+        return Err(why);
+    }
+    let arch = arch.unwrap_or_default();
+    let mut controls = Vec::new();
+    for i in body {
+        let Some(word) = i.high_word else {
+            return Err(
+                "control fields not decoded: the disassembly carries no encoding words (nvdisasm without -hex)".into(),
+            );
+        };
+        let d = decode(word);
+        if d.unused != 0 {
+            return Err(format!(
+                "control fields not decoded: bits 126-127 of `{}` are {:#b} on {arch}, where the layout leaves them 0",
+                i.text, d.unused
+            ));
+        }
+        if d.reuse != reuse_marks(&i.text) {
+            return Err(format!(
+                "control fields not decoded: the reuse bits {:#06b} of `{}` on {arch} are not its .reuse marks",
+                d.reuse, i.text
+            ));
+        }
+        controls.push(d.control);
+    }
+    Ok(crate::model::results::renumber(&controls)
+        .iter()
+        .map(ToString::to_string)
+        .collect())
 }
 
 #[cfg(test)]

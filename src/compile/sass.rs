@@ -255,43 +255,6 @@ pub enum SummaryError {
     NoMeasuredLoop,
 }
 
-/// The loop's control fields in [`Control`](crate::model::results::Control)'s notation,
-/// scoreboards renumbered by first use, decoded from the encoding words on `arch`; or why
-/// they are not decoded. An encoding that does not fit the layout (bits 126-127 set, reuse
-/// bits other than the `.reuse` marks) is said, never read.
-fn loop_schedule(body: &[Instruction], arch: Option<&str>) -> Result<Vec<String>, String> {
-    if let Some(why) = control::unknown_layout(arch) {
-        return Err(why);
-    }
-    let arch = arch.unwrap_or_default();
-    let mut controls = Vec::new();
-    for i in body {
-        let Some(word) = i.high_word else {
-            return Err(
-                "control fields not decoded: the disassembly carries no encoding words (nvdisasm without -hex)".into(),
-            );
-        };
-        let d = control::decode(word);
-        if d.unused != 0 {
-            return Err(format!(
-                "control fields not decoded: bits 126-127 of `{}` are {:#b} on {arch}, where the layout leaves them 0",
-                i.text, d.unused
-            ));
-        }
-        if d.reuse != control::reuse_marks(&i.text) {
-            return Err(format!(
-                "control fields not decoded: the reuse bits {:#06b} of `{}` on {arch} are not its .reuse marks",
-                d.reuse, i.text
-            ));
-        }
-        controls.push(d.control);
-    }
-    Ok(results::renumber(&controls)
-        .iter()
-        .map(ToString::to_string)
-        .collect())
-}
-
 /// Reads the summary of one function, its schedule undecoded ([`summarise_on`] with no
 /// architecture).
 pub fn summarise(instructions: &[Instruction]) -> Result<SassSummary, SummaryError> {
@@ -331,7 +294,7 @@ pub fn summarise_on(
     let loop_body = normalised[start..=end].to_vec();
     let shape = results::loop_shape(&loop_body);
     let (loop_control, schedule_digest, schedule_unknown) =
-        match loop_schedule(&instructions[start..=end], arch) {
+        match control::loop_schedule(&instructions[start..=end], arch) {
             Ok(c) => {
                 let d = results::schedule_digest(&loop_body, &c);
                 (c, Some(d), None)
