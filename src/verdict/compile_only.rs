@@ -314,8 +314,8 @@ fn schedule(
             });
         return Outcome::Fail(format!(
             "{arch} with {tool}: {} of {} loops are scheduled otherwise than {against} \
-             (the reference: the toolchain compile_only.toolchains lists last); {same_text} of them \
-             with the whole function's SASS text digest of the reference too: {}\n\
+             (the reference: the toolchain compile_only.toolchains lists last): {}; {same_text} of \
+             them have the whole function's SASS text digest of the reference too\n\
              {first}'s loop now (control fields, scoreboards renumbered by first use):\n{}{stall}\n\
              If the schedule is expected, re-bless {} with {bless}; if this toolchain is known to \
              schedule otherwise, record `{}` as a known deviation with the measured reason",
