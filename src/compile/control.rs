@@ -9,7 +9,7 @@
 //! | bits    | field |
 //! | ------- | ----- |
 //! | 105-108 | stall cycles (0-15) |
-//! | 109     | yield bit: clear means yield (the `Y` of the notation) |
+//! | 109     | yield bit: clear is read as yield (the `Y` of the notation), as CuAssembler reads it |
 //! | 110-112 | write scoreboard (7: none) |
 //! | 113-115 | read scoreboard (7: none) |
 //! | 116-121 | wait mask (bit i: scoreboard i) |
