@@ -271,6 +271,8 @@ pub fn prepare_with(
                     SassBaseline {
                         digest: x.digest.clone(),
                         loop_body: x.loop_body.clone(),
+                        schedule_digest: x.schedule_digest.clone(),
+                        loop_control: x.loop_control.clone(),
                     },
                 );
                 with_sass.push((v, x));
@@ -303,6 +305,18 @@ pub fn prepare_with(
                 x.short_digest()
             )),
             None => diff.push(format!("+ {v}: SASS digest {}", x.short_digest())),
+            _ => {}
+        }
+        let then = old_sass
+            .get(&v.name())
+            .and_then(|b| b.schedule_digest.as_deref());
+        match (then, x.schedule_digest.as_deref()) {
+            (Some(a), Some(b)) if a != b => diff.push(format!(
+                "~ {v}: loop schedule {} -> {}",
+                short_digest(a),
+                short_digest(b)
+            )),
+            (None, Some(b)) => diff.push(format!("+ {v}: loop schedule {}", short_digest(b))),
             _ => {}
         }
     }

@@ -7,7 +7,7 @@
 use crate::compile::toolchain::{self, ToolchainError};
 use crate::compile::worker;
 use crate::error::{Error, Result};
-use crate::expectations::baselines::{self, CompileOrigin, COMPILE_DIGEST_CHARS};
+use crate::expectations::baselines::{self, CompileOrigin, Digests, COMPILE_DIGEST_CHARS};
 use crate::expectations::profile::Profile;
 use crate::model::compiled::ArchOutcome;
 use std::collections::BTreeMap;
@@ -198,7 +198,8 @@ pub fn prepare_compile_bless(
             p.file.display()
         ))
     })?;
-    let mut digests: BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>> = BTreeMap::new();
+    let mut digests: Digests = BTreeMap::new();
+    let mut schedules: Digests = BTreeMap::new();
     let mut toolchains = BTreeMap::new();
     let mut disassemblers = Vec::new();
     let mut diff = Vec::new();
@@ -224,6 +225,18 @@ pub fn prepare_compile_bless(
                         if let Some(s) = &cv.sass {
                             per.insert(v.clone(), s.digest[..COMPILE_DIGEST_CHARS].to_string());
                         }
+                    }
+                    for (v, cv) in &m.variants {
+                        let Some(d) = cv.sass.as_ref().and_then(|s| s.schedule_digest.as_ref())
+                        else {
+                            continue;
+                        };
+                        schedules
+                            .entry(arch.clone())
+                            .or_default()
+                            .entry(tc.clone())
+                            .or_default()
+                            .insert(v.clone(), d[..COMPILE_DIGEST_CHARS].to_string());
                     }
                 }
                 ArchOutcome::Unsupported(r) => {
@@ -264,35 +277,11 @@ pub fn prepare_compile_bless(
         format!(
             "digests: the first {COMPILE_DIGEST_CHARS} hex digits of each variant's SASS digest, per architecture and NVRTC."
         ),
+        "schedules: the same of each measured loop's schedule digest (instructions and control fields), where decoded.".into(),
     ];
-    let contents = baselines::render_compile(&header, &p.name, &origin, &digests);
-    for (arch, per_tc) in &digests {
-        for (tc, per_v) in per_tc {
-            for (v, d) in per_v {
-                match b.digest(arch, tc, v) {
-                    None => diff.push(format!("+ {arch} NVRTC {tc} {v}: {d}")),
-                    Some(old) if old != d => {
-                        diff.push(format!("~ {arch} NVRTC {tc} {v}: {old} -> {d}"))
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
-    for (arch, per_tc) in &b.digests {
-        for (tc, per_v) in per_tc {
-            for v in per_v.keys() {
-                if digests
-                    .get(arch)
-                    .and_then(|x| x.get(tc))
-                    .and_then(|x| x.get(v))
-                    .is_none()
-                {
-                    diff.push(format!("- {arch} NVRTC {tc} {v}"));
-                }
-            }
-        }
-    }
+    let contents = baselines::render_compile(&header, &p.name, &origin, &digests, &schedules);
+    diff_digests("", &b.digests, &digests, &mut diff);
+    diff_digests(" loop schedule", &b.schedules, &schedules, &mut diff);
     Ok(CompileBlessing {
         file: b.file.clone(),
         contents,
@@ -300,6 +289,36 @@ pub fn prepare_compile_bless(
         folder: crate::bless::profile_folder(p),
         before: b.read.clone(),
     })
+}
+
+/// The lines of a bless's diff for one map of digests: `+` new, `~` changed, `-` gone, each
+/// named by architecture, toolchain and variant, then `what` (` loop schedule`).
+fn diff_digests(what: &str, old: &Digests, new: &Digests, diff: &mut Vec<String>) {
+    let get = |m: &'_ Digests, arch: &str, tc: &str, v: &str| -> Option<String> {
+        m.get(arch)?.get(tc)?.get(v).cloned()
+    };
+    for (arch, per_tc) in new {
+        for (tc, per_v) in per_tc {
+            for (v, d) in per_v {
+                match get(old, arch, tc, v) {
+                    None => diff.push(format!("+ {arch} NVRTC {tc} {v}{what}: {d}")),
+                    Some(o) if &o != d => {
+                        diff.push(format!("~ {arch} NVRTC {tc} {v}{what}: {o} -> {d}"))
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    for (arch, per_tc) in old {
+        for (tc, per_v) in per_tc {
+            for v in per_v.keys() {
+                if get(new, arch, tc, v).is_none() {
+                    diff.push(format!("- {arch} NVRTC {tc} {v}{what}"));
+                }
+            }
+        }
+    }
 }
 
 impl CompileBlessing {

@@ -256,7 +256,14 @@ fn a_gpu_that_stays_busy_makes_timing_cases_errors_never_regressions() {
         let timing = ["probe::", "invariant::acc2", "validity::", "policy::"]
             .iter()
             .any(|x| c.name.starts_with(x));
-        if c.name.starts_with("sass::") || c.name.starts_with("invariant::no_spills") {
+        if c.name.starts_with("sass::") && c.name.ends_with("::schedule") {
+            // The committed baselines predate the loop schedule: judged, and not passed.
+            assert!(
+                matches!(&o, Outcome::Skipped(why) if why.contains("no schedule digest blessed")),
+                "{}: {o:?}",
+                c.name
+            );
+        } else if c.name.starts_with("sass::") || c.name.starts_with("invariant::no_spills") {
             assert!(matches!(o, Outcome::Pass(_)), "{}: {o:?}", c.name);
         } else if timing && !c.needs.is_empty() {
             assert!(o.is_error(), "{}: {o:?}", c.name);

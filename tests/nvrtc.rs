@@ -367,6 +367,68 @@ fn installed_toolchains_compile_in_their_own_workers() -> Result<Completion, Fai
     Ok(Completion::Completed)
 }
 
+/// Every installed toolchain's output, decoded: on each architecture whose control-field
+/// layout is known, every loop instruction's word has bits 126-127 zero and reuse bits
+/// equal to its `.reuse` marks (`compile::sass` refuses to decode it otherwise), so each
+/// loop has a schedule; on sm_100 and sm_120 the summary says the layout is unknown.
+fn loop_schedules_decode_where_the_layout_is_known() -> Result<Completion, Failed> {
+    use accprobe::compile::control::KNOWN_LAYOUT;
+    use accprobe::compile::toolchain::{default_root, installed, resolve};
+    use accprobe::compile::worker::spawn_worker;
+    use accprobe::model::compiled::ArchOutcome;
+    let root = default_root();
+    let all = installed(&root);
+    if all.is_empty() {
+        return Ok(Completion::ignored_with(format!(
+            "no toolchain installed in {} (ci/toolchains.sh installs them)",
+            root.display()
+        )));
+    }
+    let variants = &documented_variants()[..4];
+    let archs: Vec<String> = ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"]
+        .map(String::from)
+        .to_vec();
+    let mut decoded = 0;
+    for (version, _) in &all {
+        let t = resolve(version, &root).map_err(|e| e.to_string())?;
+        let r = spawn_worker(&t, &archs, variants, None, None)?;
+        for (arch, outcome) in &r.architectures {
+            let m = match outcome {
+                ArchOutcome::Compiled(m) => m,
+                ArchOutcome::Unsupported(_) => continue,
+                ArchOutcome::Failed(why) => return Err(format!("{version} {arch}: {why}").into()),
+            };
+            if let Some(why) = &m.sass_unavailable {
+                return Ok(Completion::ignored_with(format!("no SASS: {why}")));
+            }
+            for (v, c) in &m.variants {
+                let s = c
+                    .sass
+                    .as_ref()
+                    .ok_or(format!("{version} {arch} {v}: no SASS"))?;
+                if KNOWN_LAYOUT.contains(&arch.as_str()) {
+                    if s.schedule_digest.is_none() || s.loop_control.len() != s.loop_body.len() {
+                        return Err(
+                            format!("{version} {arch} {v}: {:?}", s.schedule_unknown).into()
+                        );
+                    }
+                    decoded += 1;
+                } else if s.schedule_unknown.as_deref()
+                    != Some(&format!(
+                        "control fields not decoded: layout of {arch} unknown"
+                    ))
+                {
+                    return Err(format!("{version} {arch} {v}: {:?}", s.schedule_unknown).into());
+                }
+            }
+        }
+    }
+    if decoded == 0 {
+        return Err("no loop decoded".into());
+    }
+    Ok(Completion::Completed)
+}
+
 /// The 13.0 toolchain installed, copied into two folders whose paths hold spaces: each
 /// copy is a toolchain of its own for the cache (the key names the library by its whole
 /// path), and the worker names the library it loaded. `/proc/self/maps` pads its fields
@@ -825,6 +887,10 @@ fn main() -> std::process::ExitCode {
             parts_give_each_kernel_the_code_of_one_program,
         ),
         Trial::ignorable_test("compile::default_matrix_sm_90", compile_matrix),
+        Trial::ignorable_test(
+            "compile::loop_schedules_decode_where_the_layout_is_known",
+            loop_schedules_decode_where_the_layout_is_known,
+        ),
         Trial::ignorable_test("compile::bad_option_is_reported", compile_error_is_reported),
         Trial::ignorable_test(
             "compile::ahead_compile_is_taken_only_for_its_own_matrix",

@@ -57,7 +57,13 @@ fn the_draft_on_the_h200_runs_has_the_hand_written_profiles_known_deviations() {
     assert_eq!(d.name, "h200", "the slug of NVIDIA H200");
     let hand = catalog::load(&root().join("expectations/h200.yaml")).unwrap();
     let drafted: Vec<&String> = d.profile.known_deviations.keys().collect();
-    let written: Vec<&String> = hand.known_deviations.keys().collect();
+    // The compile-only gate's deviations come from its blessed digests, which a draft
+    // does not have yet: the measured ones are the same.
+    let written: Vec<&String> = hand
+        .known_deviations
+        .keys()
+        .filter(|c| !c.starts_with("compile::"))
+        .collect();
     assert_eq!(drafted, written);
     // Each reason gives the measured numbers, date, driver and NVRTC.
     let chain7 = &d.profile.known_deviations["invariant::acc2_is_peak::chain7"].reason;

@@ -46,7 +46,7 @@ fn a_slower_variant_with_the_same_code_and_toolchain_suspects_the_hardware() {
     assert!(m.contains("slower than its baseline"), "{m}");
     let e = r.environment.as_ref().unwrap();
     let expected = format!(
-        "\nfirst suspect: the hardware, clocks or contention (same SASS and toolchain) — same SASS, same driver and NVRTC; SM clock measured {:.0} MHz, rated {:.0} MHz",
+        "\nfirst suspect: the hardware, clocks or contention (same SASS and toolchain) — same SASS (loop schedule not compared: no schedule digest blessed or decoded; re-bless on the GPU), same driver and NVRTC; SM clock measured {:.0} MHz, rated {:.0} MHz",
         e.sm_clock_measured_mhz.unwrap(),
         e.sm_clock_rated_mhz.unwrap()
     );
@@ -268,4 +268,31 @@ fn a_red_text_is_ordered_verdict_suspect_environment_hint_then_the_diff() {
         1,
         "the evaluator's own hint moved, not repeated: {m}"
     );
+}
+
+#[test]
+fn a_schedule_only_change_suspects_the_compilers_schedule_not_the_hardware() {
+    let sass = common::h200_sass();
+    let stalled = common::mutate(
+        &sass,
+        "chain7_acc1_effective1",
+        "/* 0x000fe20008000009 */\n        /*01f0*/",
+        "/* 0x000fee0008000009 */\n        /*01f0*/",
+    );
+    let (p, mut r) = common::h200_blessed(&sass, &stalled);
+    common::scale(&mut r, "chain7_acc1_effective1", 0.9);
+    let m = fail(&p, &r, "probe::chain7_acc1_effective1");
+    assert!(
+        m.contains(
+            "first suspect: the compiler's schedule (same instructions, different schedule) — \
+             chain7_acc1_effective1: `FFMA R10, R10, R9, UR8` stall 1 → 7; loop total stall"
+        ),
+        "{m}"
+    );
+    assert!(!m.contains("hardware"), "{m}");
+    // The same slowdown with the schedule blessed as measured suspects the hardware.
+    let (p, mut r) = common::h200_blessed(&stalled, &stalled);
+    common::scale(&mut r, "chain7_acc1_effective1", 0.9);
+    let m = fail(&p, &r, "probe::chain7_acc1_effective1");
+    assert!(m.contains("first suspect: the hardware"), "{m}");
 }

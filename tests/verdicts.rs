@@ -330,17 +330,26 @@ fn h200_profile_is_green_on_its_recorded_run_with_four_known_deviations() {
         ),
         ("NVIDIA H200", "580.159.04", "13.0")
     );
-    let mut deviations = 0;
+    let (mut deviations, mut unblessed_schedules) = (0, 0);
     for c in cases(&p) {
         match evaluate(&c, &p, &r) {
             Outcome::Pass(_) => {}
             Outcome::KnownDeviation { .. } => deviations += 1,
+            // The committed baselines and run predate the decoded schedule: its cases say
+            // so, and pass only once the H200 is re-blessed.
+            Outcome::Skipped(reason)
+                if c.name.ends_with("::schedule")
+                    && reason.contains("no schedule digest blessed: re-bless on the GPU") =>
+            {
+                unblessed_schedules += 1
+            }
             Outcome::Skipped(reason) => panic!("{}: skipped: {reason}", c.name),
             Outcome::Fail(m) | Outcome::Error(m) => panic!("{}: {m}", c.name),
         }
     }
     // acc2 is not the peak at N = 7, 13, 29; the study's policy loses 2.9% at N = 13.
     assert_eq!(deviations, 4);
+    assert_eq!(unblessed_schedules, p.probe.variants().len());
 }
 
 #[test]
@@ -595,11 +604,17 @@ mod compile_only_gate {
     };
     use accprobe::verdict::compile_only::{cases, evaluate, CompileCase};
 
-    /// The matrix the H200 ran (NVRTC 13.0, sm_90), as the compile-only gate sees it.
+    /// The matrix the H200 ran (NVRTC 13.0, sm_90), as the compile-only gate sees it: the
+    /// recorded run's ptxas figures, and the SASS (with its schedule) of the listing
+    /// recorded from its CUBIN.
     fn h200_matrix(arch: &str) -> (accprobe::expectations::profile::Profile, CompiledMatrix) {
         let p = load("h200");
-        let r =
+        let mut r =
             RunResults::load(&root().join("expectations/recorded/h200-2026-11-30.json")).unwrap();
+        let (_, listed) = common::h200_with(&common::h200_sass());
+        for v in r.variants.iter_mut() {
+            v.sass = listed.get(v.variant()).and_then(|x| x.sass.clone());
+        }
         let variants = p
             .probe
             .variants()
@@ -655,7 +670,7 @@ mod compile_only_gate {
             .into_iter()
             .filter(|c| c.architecture == "sm_90" && c.toolchain == "13.0")
             .collect();
-        assert_eq!(mine.len(), 1 + 2 * p.probe.variants().len());
+        assert_eq!(mine.len(), 2 + 2 * p.probe.variants().len());
         for c in &mine {
             match evaluate(c, &p, &outcome) {
                 Outcome::Pass(_) => {}
@@ -773,6 +788,59 @@ mod compile_only_gate {
             evaluate(&c, &p, &ArchOutcome::Compiled(Box::new(merged))),
             Outcome::KnownDeviation { .. }
         ));
+    }
+
+    /// [`h200_matrix`] for sm_90 as toolchain `tc` compiles it, from `listing`.
+    fn as_toolchain(tc: &str, listing: &str) -> ArchOutcome {
+        let (_, mut m) = h200_matrix("sm_90");
+        let (_, r) = common::h200_with(listing);
+        for (name, c) in m.variants.iter_mut() {
+            c.sass = r
+                .variants
+                .iter()
+                .find(|x| &x.name == name)
+                .and_then(|x| x.sass.clone());
+        }
+        m.toolchain.key = tc.into();
+        m.toolchain.nvrtc_version = tc.into();
+        m.toolchain.release = None;
+        ArchOutcome::Compiled(Box::new(m))
+    }
+
+    #[test]
+    fn a_toolchain_that_schedules_the_loop_otherwise_than_the_reference_is_red() {
+        let p = load("h200");
+        let sass = h200_sass();
+        let stalled = common::stall_7_before_the_clock_read(&sass);
+        // 12.8 schedules sm_90 as 13.0, the reference, does: green; with another schedule
+        // for one loop, red, naming it and showing its control fields.
+        let case = find(&p, "compile::sm_90::nvrtc12.8::schedule");
+        let o = evaluate(&case, &p, &as_toolchain("12.8", &sass));
+        assert!(matches!(o, Outcome::Pass(_)), "{o:?}");
+        let m = fail_text(evaluate(&case, &p, &as_toolchain("12.8", &stalled)));
+        assert!(
+            m.contains("1 of 69 loops are scheduled otherwise than the blessed loop schedule of NVRTC 13.0 on sm_90")
+                && m.contains("chain7_acc1_effective1's loop now")
+                && m.contains("B------:R-:W-:-:S07"),
+            "{m}"
+        );
+        // 12.4 schedules every sm_90 loop otherwise: the profile records it as a known
+        // deviation, which fails once 12.4 schedules as the reference again.
+        let case = find(&p, "compile::sm_90::nvrtc12.4::schedule");
+        let o = evaluate(&case, &p, &as_toolchain("12.4", &stalled));
+        assert!(matches!(o, Outcome::KnownDeviation { .. }), "{o:?}");
+        let m = fail_text(evaluate(&case, &p, &as_toolchain("12.4", &sass)));
+        assert!(m.contains("known deviation no longer present"), "{m}");
+        // A compile-only baselines file without schedules still loads, and the case says
+        // why it cannot judge instead of passing.
+        let mut old = p.clone();
+        let c = old.compile_only.as_mut().unwrap();
+        c.baselines.as_mut().unwrap().schedules.clear();
+        let case = find(&old, "compile::sm_90::nvrtc12.8::schedule");
+        match evaluate(&case, &old, &as_toolchain("12.8", &sass)) {
+            Outcome::Skipped(why) => assert!(why.contains("no schedule digest blessed"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 }
 

@@ -88,7 +88,7 @@ fn disassemble_with(tool: &Path, cubin: &[u8]) -> std::result::Result<String, St
     std::fs::write(file.path(), cubin)
         .map_err(|e| format!("cannot write {}: {e}", file.path().display()))?;
     let mut cmd = std::process::Command::new(tool);
-    crate::interrupt::child(&mut cmd).arg(disassembler_flag(tool));
+    crate::interrupt::child(&mut cmd).args(disassembler_flag(tool));
     let out = cmd.arg(file.path()).output();
     drop(file);
     match out {
@@ -103,16 +103,17 @@ fn disassemble_with(tool: &Path, cubin: &[u8]) -> std::result::Result<String, St
     }
 }
 
-/// How `tool` is asked for the SASS: `-ndf` when its name says nvdisasm, else `-sass`
-/// (cuobjdump). Part of the cache key (`cache::key`).
-pub(super) fn disassembler_flag(tool: &Path) -> &'static str {
+/// How `tool` is asked for the SASS: `-ndf -hex` when its name says nvdisasm (`-hex` prints
+/// the encoding words the control fields are read from), else `-sass` (cuobjdump, which
+/// prints them anyway). Part of the cache key (`cache::key`).
+pub(super) fn disassembler_flag(tool: &Path) -> &'static [&'static str] {
     let is_nvdisasm = tool
         .file_name()
         .is_some_and(|n| n.to_string_lossy().contains("nvdisasm"));
     if is_nvdisasm {
-        "-ndf"
+        &["-ndf", "-hex"]
     } else {
-        "-sass"
+        &["-sass"]
     }
 }
 
@@ -122,12 +123,13 @@ pub fn read_sass(text: &str, tool: String, variants: &[Variant]) -> Sass {
         Ok(f) => f,
         Err(e) => return Sass::Failed(format!("{tool}: {e}")),
     };
+    let arch = sass::architecture(text);
     let mut kernels = BTreeMap::new();
     for v in variants {
         let Some(f) = functions.get(&v.name()) else {
             return Sass::Failed(format!("{tool}: no SASS for {v}"));
         };
-        match sass::summarise(f) {
+        match sass::summarise_on(f, arch.as_deref()) {
             Ok(s) => {
                 kernels.insert(v.name(), s);
             }

@@ -13,6 +13,7 @@
 //! source, options and parts are plain functions, tested everywhere.
 
 pub mod cache;
+pub mod control;
 pub mod disassemble;
 pub mod libraries;
 pub mod nvrtc;
@@ -229,6 +230,9 @@ mod tests {
             loop_ffma_destinations: Vec::new(),
             ffma_accumulates_in_place: true,
             loop_partials: Vec::new(),
+            loop_control: Vec::new(),
+            schedule_digest: None,
+            schedule_unknown: None,
         }
     }
 

@@ -4,8 +4,12 @@
 //!
 //! Reads `cuobjdump -sass` output (`Function : NAME` headers, `/*ADDR*/ INSTR ;` lines) and
 //! `nvdisasm` output (`.text.NAME:` headers, `.L_x_N:` labels, `` `(.L_x_N) `` targets).
+//! Both print each instruction's 128-bit encoding as two `/* 0x... */` words (nvdisasm
+//! with `-hex`); the second word holds the control fields ([`super::control`]), which the
+//! summary keeps as the loop's schedule.
 //! Pure text in, plain data out: tested on SASS recorded on the H200.
 
+use super::control;
 use crate::model::results::{self, SassSummary};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -18,6 +22,9 @@ pub struct Instruction {
     pub text: String,
     /// For branches: the target address.
     pub target: Option<u64>,
+    /// The second (high) 64-bit word of the encoding, where the listing prints it: the
+    /// control fields are in its top 23 bits.
+    pub high_word: Option<u64>,
 }
 
 impl Instruction {
@@ -61,6 +68,9 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseErro
     let mut labels: BTreeMap<String, u64> = BTreeMap::new();
     let mut pending_labels: Vec<String> = Vec::new();
     let mut unresolved: Vec<(String, usize, usize, String)> = Vec::new(); // fn, index, line, label
+                                                                          // Set after an instruction line that printed its first encoding word: the next
+                                                                          // encoding-only line is its second.
+    let mut awaiting_high: Option<String> = None;
     for (i, raw) in text.lines().enumerate() {
         let n = i + 1;
         let err = |message: String| ParseError {
@@ -100,7 +110,15 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseErro
             return Err(err(format!("unterminated address comment in {line:?}")));
         };
         if !addr.bytes().all(|b| b.is_ascii_hexdigit()) || addr.is_empty() {
-            continue; // an encoding line: /* 0x000fe2... */
+            // An encoding line: /* 0x000fe2... */, the second word of the instruction above.
+            if let Some(f) = awaiting_high.take() {
+                let word = encoding_word(addr)
+                    .ok_or_else(|| err(format!("bad encoding word {:?}", addr.trim())))?;
+                if let Some(i) = out.get_mut(&f).and_then(|v| v.last_mut()) {
+                    i.high_word = Some(word);
+                }
+            }
+            continue;
         }
         let address =
             u64::from_str_radix(addr, 16).map_err(|e| err(format!("bad address {addr:?}: {e}")))?;
@@ -120,6 +138,12 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseErro
         let name = current
             .clone()
             .ok_or_else(|| err("instruction before any function header".into()))?;
+        awaiting_high = body
+            .split_once(';')
+            .and_then(|(_, w)| w.trim().strip_prefix("/*"))
+            .and_then(|w| w.strip_suffix("*/"))
+            .and_then(encoding_word)
+            .map(|_| name.clone());
         for l in pending_labels.drain(..) {
             labels.insert(format!("{name}/{l}"), address);
         }
@@ -153,6 +177,7 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseErro
             address,
             text: instr,
             target,
+            high_word: None,
         });
     }
     for (f, idx, line, label) in unresolved {
@@ -178,6 +203,29 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseErro
     Ok(out)
 }
 
+/// One encoding word as a listing prints it between `/*` and `*/`: ` 0x000fe20008000007 `.
+fn encoding_word(text: &str) -> Option<u64> {
+    let hex = text.trim().strip_prefix("0x")?;
+    (hex.len() == 16)
+        .then(|| u64::from_str_radix(hex, 16).ok())
+        .flatten()
+}
+
+/// The architecture a listing is for: nvdisasm's `.target sm_90`, or cuobjdump's
+/// `.headerflags @"EF_CUDA_SM90 ..."` (the first one, for a listing of one CUBIN).
+pub fn architecture(text: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let l = l.trim();
+        if let Some(t) = l.strip_prefix(".target") {
+            return t.split_whitespace().next().map(str::to_string);
+        }
+        let flags = l.strip_prefix(".headerflags")?;
+        let sm = flags.split("EF_CUDA_SM").nth(1)?;
+        let digits: String = sm.chars().take_while(char::is_ascii_digit).collect();
+        (!digits.is_empty()).then(|| format!("sm_{digits}"))
+    })
+}
+
 /// For each instruction of a loop body, the FFMA chain (partial accumulator) it extends,
 /// numbered in order of first appearance; `None` for anything but an FFMA
 /// ([`crate::model::results::chain_of_each`]).
@@ -195,6 +243,7 @@ pub fn from_lines(lines: &[String]) -> Vec<Instruction> {
             address: 16 * i as u64,
             text: l.clone(),
             target: None,
+            high_word: None,
         })
         .collect()
 }
@@ -206,8 +255,18 @@ pub enum SummaryError {
     NoMeasuredLoop,
 }
 
-/// Reads the summary of one function; an error when no loop with a clock read is found.
+/// Reads the summary of one function, its schedule undecoded ([`summarise_on`] with no
+/// architecture).
 pub fn summarise(instructions: &[Instruction]) -> Result<SassSummary, SummaryError> {
+    summarise_on(instructions, None)
+}
+
+/// Reads the summary of one function compiled for `arch` (the listing's
+/// [`architecture`]); an error when no loop with a clock read is found.
+pub fn summarise_on(
+    instructions: &[Instruction],
+    arch: Option<&str>,
+) -> Result<SassSummary, SummaryError> {
     let normalised: Vec<String> = instructions.iter().map(Instruction::normalised).collect();
     let mut h = Sha256::new();
     for l in &normalised {
@@ -234,6 +293,14 @@ pub fn summarise(instructions: &[Instruction]) -> Result<SassSummary, SummaryErr
     // function the results check recomputes them with: the two never disagree.
     let loop_body = normalised[start..=end].to_vec();
     let shape = results::loop_shape(&loop_body);
+    let (loop_control, schedule_digest, schedule_unknown) =
+        match control::loop_schedule(&instructions[start..=end], arch) {
+            Ok(c) => {
+                let d = results::schedule_digest(&loop_body, &c);
+                (c, Some(d), None)
+            }
+            Err(why) => (Vec::new(), None, Some(why)),
+        };
     Ok(SassSummary {
         digest,
         local_memory_instructions,
@@ -242,6 +309,9 @@ pub fn summarise(instructions: &[Instruction]) -> Result<SassSummary, SummaryErr
         loop_ffma_destinations: shape.loop_ffma_destinations,
         ffma_accumulates_in_place: shape.ffma_accumulates_in_place,
         loop_partials: shape.loop_partials,
+        loop_control,
+        schedule_digest,
+        schedule_unknown,
     })
 }
 
@@ -302,6 +372,7 @@ mod tests {
             address: 0,
             text: "@P1 FFMA.FTZ R1, R2.reuse, R3, R1".into(),
             target: None,
+            high_word: None,
         };
         assert_eq!(i.opcode(), "FFMA");
         assert_eq!(i.operands(), vec!["R1", "R2", "R3", "R1"]);
@@ -313,6 +384,7 @@ mod tests {
                 address: 0,
                 text: text.into(),
                 target: None,
+                high_word: None,
             };
             assert_eq!(
                 (i.opcode(), i.operands()),
@@ -397,6 +469,59 @@ mod recorded {
         // The normalisation (no addresses, no encodings, relative branch targets) makes the
         // digest independent of the tool: a runner with either one checks the same baselines.
         assert_eq!(same_digest, a.len());
+    }
+
+    #[test]
+    fn the_h200_words_fit_the_published_layout_and_every_loop_has_a_schedule() {
+        assert_eq!(architecture(H200).as_deref(), Some("sm_90"));
+        let functions = parse(H200).unwrap();
+        let (mut words, mut marked) = (0, 0);
+        for (name, f) in &functions {
+            for i in f {
+                // cuobjdump prints both words of every instruction.
+                let w = i.high_word.unwrap_or_else(|| panic!("{name}: {}", i.text));
+                let d = control::decode(w);
+                assert_eq!(d.unused, 0, "{name}: bits 126-127 of {}", i.text);
+                assert_eq!(d.reuse, control::reuse_marks(&i.text), "{name}: {}", i.text);
+                words += 1;
+                marked += usize::from(d.reuse != 0);
+            }
+            let s = summarise_on(f, Some("sm_90")).unwrap();
+            assert_eq!(s.schedule_unknown, None, "{name}");
+            assert_eq!(s.loop_control.len(), s.loop_body.len(), "{name}");
+            assert_eq!(
+                s.schedule_digest.as_deref(),
+                Some(results::schedule_digest(&s.loop_body, &s.loop_control).as_str())
+            );
+        }
+        assert!(
+            words > 6_000 && marked > 900,
+            "{words} words, {marked} with reuse"
+        );
+        // The listing without its words (nvdisasm without -hex) and an architecture whose
+        // layout is unknown are said, not guessed.
+        let plain = parse(H200_NVDISASM).unwrap();
+        let s = summarise_on(&plain["chain7_acc1_effective1"], Some("sm_90")).unwrap();
+        assert!(s.schedule_unknown.unwrap().contains("no encoding words"));
+        let f = &functions["chain7_acc1_effective1"];
+        let s = summarise_on(f, Some("sm_100")).unwrap();
+        assert_eq!(
+            s.schedule_unknown.as_deref(),
+            Some("control fields not decoded: layout of sm_100 unknown")
+        );
+        assert_eq!((s.loop_control.len(), s.schedule_digest), (0, None));
+    }
+
+    #[test]
+    fn a_word_that_does_not_fit_the_layout_is_said() {
+        let functions = parse(H200).unwrap();
+        let mut f = functions["chain7_acc1_effective1"].clone();
+        let last = f.len() - 2; // inside or after the loop: set the bits on every one
+        for i in f.iter_mut().take(last) {
+            i.high_word = i.high_word.map(|w| w | (1 << 62));
+        }
+        let s = summarise_on(&f, Some("sm_90")).unwrap();
+        assert!(s.schedule_unknown.unwrap().contains("bits 126-127"));
     }
 
     #[test]

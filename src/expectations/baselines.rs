@@ -58,6 +58,12 @@ pub struct Wider {
 pub struct SassBaseline {
     pub digest: String,
     pub loop_body: Vec<String>,
+    /// The loop's schedule digest and control fields (`model::results::SassSummary`'s);
+    /// absent in files blessed before the schedule was decoded, or where it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loop_control: Vec<String>,
 }
 
 /// The gated policy's pick in one context, as blessed: K, and the progress measured for it
@@ -238,6 +244,9 @@ pub fn load(
 /// The first hex digits of a SASS digest that compile-only baselines keep.
 pub const COMPILE_DIGEST_CHARS: usize = 16;
 
+/// Architecture -> toolchain (`12.8`) -> variant -> digest prefix.
+pub type Digests = BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>;
+
 /// A profile's compile-only baselines.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompileBaselines {
@@ -246,7 +255,10 @@ pub struct CompileBaselines {
     /// How they were compiled (`None` until a file is blessed).
     pub origin: Option<CompileOrigin>,
     /// Architecture -> toolchain (`12.8`) -> variant -> digest prefix.
-    pub digests: BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>,
+    pub digests: Digests,
+    /// The same for each loop's schedule digest (`SassSummary::schedule_digest`), where
+    /// it was decoded; empty in files blessed before it was.
+    pub schedules: Digests,
     /// The [`content_digest`] of the file as it was read (`None`: it did not exist).
     pub read: Option<String>,
 }
@@ -258,8 +270,18 @@ impl CompileBaselines {
             file,
             origin: None,
             digests: BTreeMap::new(),
+            schedules: BTreeMap::new(),
             read: None,
         }
+    }
+
+    /// The blessed loop-schedule digest prefix of `variant` for (`arch`, `toolchain`).
+    pub fn schedule(&self, arch: &str, toolchain: &str, variant: &str) -> Option<&str> {
+        self.schedules
+            .get(arch)?
+            .get(toolchain)?
+            .get(variant)
+            .map(String::as_str)
     }
 
     /// The blessed digest prefix of `variant` for (`arch`, `toolchain`).
@@ -293,13 +315,17 @@ struct CompileBaselinesFile {
     profile: Spanned<String>,
     compiled: CompileOrigin,
     digests: SpannedDigests,
+    #[serde(default)]
+    schedules: SpannedDigests,
 }
 
 #[derive(Serialize)]
 struct CompileBaselinesDoc<'a> {
     profile: &'a str,
     compiled: &'a CompileOrigin,
-    digests: &'a BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>,
+    digests: &'a Digests,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    schedules: &'a Digests,
 }
 
 /// The text of a compile-only baselines file: the header, then the data.
@@ -307,12 +333,14 @@ pub fn render_compile(
     header: &[String],
     profile: &str,
     compiled: &CompileOrigin,
-    digests: &BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>,
+    digests: &Digests,
+    schedules: &Digests,
 ) -> String {
     let doc = CompileBaselinesDoc {
         profile,
         compiled,
         digests,
+        schedules,
     };
     with_header(
         header,
@@ -343,66 +371,149 @@ pub fn load_compile(
             ),
         ));
     }
-    let mut digests = BTreeMap::new();
-    for (arch, per_tc) in &raw.digests {
-        if !architectures.contains(&arch.value) {
-            return Err(at(
-                path,
-                arch,
-                format!(
-                    "{:?} is not in compile_only.architectures {architectures:?} of {}",
-                    arch.value,
-                    profile_file.display()
-                ),
-            ));
-        }
-        let mut a = BTreeMap::new();
-        for (tc, per_variant) in per_tc {
-            if !toolchains.contains(&tc.value) {
+    let known = Known {
+        path,
+        profile,
+        profile_file,
+        variants,
+        architectures,
+        toolchains,
+    };
+    Ok(CompileBaselines {
+        file: path.to_path_buf(),
+        origin: Some(raw.compiled),
+        digests: known.digests(&raw.digests)?,
+        schedules: known.digests(&raw.schedules)?,
+        read: Some(content_digest(text.as_bytes())),
+    })
+}
+
+/// What a compile-only baselines file may name: its profile's variants, architectures and
+/// toolchains.
+struct Known<'a> {
+    path: &'a Path,
+    profile: &'a str,
+    profile_file: &'a Path,
+    variants: &'a [Variant],
+    architectures: &'a [String],
+    toolchains: &'a [String],
+}
+
+impl Known<'_> {
+    /// One map of digest prefixes, checked: known names, [`COMPILE_DIGEST_CHARS`] hex digits.
+    fn digests(&self, raw: &SpannedDigests) -> Result<Digests> {
+        let Known {
+            path,
+            profile,
+            profile_file,
+            variants,
+            architectures,
+            toolchains,
+        } = *self;
+        let mut digests = BTreeMap::new();
+        for (arch, per_tc) in raw {
+            if !architectures.contains(&arch.value) {
                 return Err(at(
                     path,
-                    tc,
+                    arch,
                     format!(
-                        "toolchain {:?} is not in compile_only.toolchains {toolchains:?} of {}",
-                        tc.value,
+                        "{:?} is not in compile_only.architectures {architectures:?} of {}",
+                        arch.value,
                         profile_file.display()
                     ),
                 ));
             }
-            let mut t = BTreeMap::new();
-            for (v, d) in per_variant {
-                if !variants.iter().any(|x| x.name() == v.value) {
+            let mut a = BTreeMap::new();
+            for (tc, per_variant) in per_tc {
+                if !toolchains.contains(&tc.value) {
                     return Err(at(
                         path,
-                        v,
+                        tc,
                         format!(
-                            "digest for {:?}, which is not a variant of profile {profile:?}",
-                            v.value
+                            "toolchain {:?} is not in compile_only.toolchains {toolchains:?} of {}",
+                            tc.value,
+                            profile_file.display()
                         ),
                     ));
                 }
-                if d.value.len() != COMPILE_DIGEST_CHARS
-                    || !d.value.bytes().all(|b| b.is_ascii_hexdigit())
-                {
-                    return Err(at(
-                        path,
-                        d,
-                        format!(
-                            "digest {:?}: expected {COMPILE_DIGEST_CHARS} hex digits",
-                            d.value
-                        ),
-                    ));
+                let mut t = BTreeMap::new();
+                for (v, d) in per_variant {
+                    if !variants.iter().any(|x| x.name() == v.value) {
+                        return Err(at(
+                            path,
+                            v,
+                            format!(
+                                "digest for {:?}, which is not a variant of profile {profile:?}",
+                                v.value
+                            ),
+                        ));
+                    }
+                    if d.value.len() != COMPILE_DIGEST_CHARS
+                        || !d.value.bytes().all(|b| b.is_ascii_hexdigit())
+                    {
+                        return Err(at(
+                            path,
+                            d,
+                            format!(
+                                "digest {:?}: expected {COMPILE_DIGEST_CHARS} hex digits",
+                                d.value
+                            ),
+                        ));
+                    }
+                    t.insert(v.value.clone(), d.value.to_ascii_lowercase());
                 }
-                t.insert(v.value.clone(), d.value.to_ascii_lowercase());
+                a.insert(tc.value.clone(), t);
             }
-            a.insert(tc.value.clone(), t);
+            digests.insert(arch.value.clone(), a);
         }
-        digests.insert(arch.value.clone(), a);
+        Ok(digests)
     }
-    Ok(CompileBaselines {
-        file: path.to_path_buf(),
-        origin: Some(raw.compiled),
-        digests,
-        read: Some(content_digest(text.as_bytes())),
-    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<CompileBaselines> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p-compile.yaml");
+        std::fs::write(&path, text).unwrap();
+        load_compile(
+            &path,
+            "p",
+            Path::new("p.yaml"),
+            &[Variant::new(7, 1)],
+            &["sm_90".to_string()],
+            &["13.0".to_string()],
+        )
+    }
+
+    const HEAD: &str = "profile: p\ncompiled:\n  date: \"2026-12-01T00:00:00Z\"\n  disassembler: nvdisasm 13.2.51\n  toolchains: {}\ndigests:\n  sm_90:\n    \"13.0\":\n      chain7_acc1_effective1: 0123456789abcdef\n";
+
+    #[test]
+    fn compile_baselines_without_schedules_load_and_schedules_are_checked() {
+        let old = load(HEAD).unwrap();
+        assert!(old.schedules.is_empty());
+        assert_eq!(
+            old.schedule("sm_90", "13.0", "chain7_acc1_effective1"),
+            None
+        );
+        let new = load(&format!(
+            "{HEAD}schedules:\n  sm_90:\n    \"13.0\":\n      chain7_acc1_effective1: fedcba9876543210\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            new.schedule("sm_90", "13.0", "chain7_acc1_effective1"),
+            Some("fedcba9876543210")
+        );
+        let bad = load(&format!(
+            "{HEAD}schedules:\n  sm_90:\n    \"13.0\":\n      chain7_acc1_effective1: xyz\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            bad.contains(":13:") && bad.contains("expected 16 hex digits"),
+            "{bad}"
+        );
+    }
 }

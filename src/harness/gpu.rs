@@ -27,7 +27,10 @@ pub fn suite_name(s: &GpuSession) -> String {
 fn needs_sass(case: &Case) -> bool {
     matches!(
         case.check,
-        Check::SassShape(_) | Check::SassUnchanged(_) | Check::NoSpills(SpillSource::Sass)
+        Check::SassShape(_)
+            | Check::SassUnchanged(_)
+            | Check::SassSchedule(_)
+            | Check::NoSpills(SpillSource::Sass)
     )
 }
 

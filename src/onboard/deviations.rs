@@ -17,7 +17,8 @@ pub struct Deviation {
 
 /// Every case of `profile` (which records no known deviations yet) that fails on
 /// `results`, in case order. The cases judged against the baselines (`probe::`,
-/// `sass::..::unchanged`, `baselines::environment`) are left out: the baselines are
+/// `sass::..::unchanged` and `::schedule`, `baselines::environment`, the policy's blessed
+/// picks) are left out: the baselines are
 /// blessed from these results, so those hold on them (`bless::check` refuses results
 /// with output problems or spills, the rest of what a `probe::` case checks). `Err` when
 /// a case could not be judged because the measurement was disturbed: a deviation must
@@ -29,7 +30,11 @@ pub fn find(profile: &Profile, results: &RunResults) -> Result<Vec<Deviation>, S
     for case in cases(profile) {
         if matches!(
             case.check,
-            Check::Variant(_) | Check::SassUnchanged(_) | Check::BaselineEnvironment
+            Check::Variant(_)
+                | Check::SassUnchanged(_)
+                | Check::SassSchedule(_)
+                | Check::BaselineEnvironment
+                | Check::PolicyPick { .. }
         ) {
             continue;
         }

@@ -63,6 +63,8 @@ pub enum Check {
     SassShape(Variant),
     /// The SASS digest is the blessed one.
     SassUnchanged(Variant),
+    /// The measured loop's schedule digest (text and control fields) is the blessed one.
+    SassSchedule(Variant),
     /// The results come from the GPU, driver and NVRTC the baselines were measured with.
     BaselineEnvironment,
     /// Progress does not exceed the physical ceiling of the launch.
@@ -114,6 +116,7 @@ pub fn cases(profile: &Profile) -> Vec<Case> {
             needs: Vec::new(),
         });
         cases.extend(per_variant("sass", "unchanged", Check::SassUnchanged));
+        cases.extend(per_variant("sass", "schedule", Check::SassSchedule));
     }
     if profile.validity.is_some() {
         cases.extend(per_variant("validity", "ceiling", Check::Ceiling));

@@ -1,11 +1,21 @@
 //! The compile-only gate's cases: for each (architecture, toolchain) of a profile's
 //! `compile_only:` section, what the study's conclusions rest on at compile time, checked
 //! on the compiled matrix without a GPU: no spills (ptxas report and SASS), each variant's
-//! loop shape (N FFMAs over E partials, acc1 a strict in-place chain), and its blessed
-//! SASS digest. Known deviations apply as for GPU cases.
+//! loop shape (N FFMAs over E partials, acc1 a strict in-place chain), its blessed SASS
+//! digest, and the loops' schedule against the reference toolchain's. Known deviations
+//! apply as for GPU cases.
 //!
-//! Case names: `compile::sm_100::nvrtc12.8::no_spills`,
+//! Case names: `compile::sm_100::nvrtc12.8::no_spills`, `compile::sm_90::nvrtc12.4::schedule`,
 //! `compile::sm_100::nvrtc12.8::chain7_acc2_effective2::shape` and `...::unchanged`.
+//!
+//! The schedule case compares every variant's loop schedule (instructions and control
+//! fields, `SassSummary::schedule_digest`) with the one blessed for the same architecture
+//! under the *reference* toolchain, the last one `compile_only.toolchains` lists (the one
+//! the GPU baselines are measured with). A toolchain that schedules the measured loop
+//! otherwise than the reference is red even where its instructions are the same: that is
+//! the change the timing would show on a GPU, which CI does not have. The reference itself
+//! is held to its own blessed schedule. One case per architecture and toolchain, so that a
+//! toolchain known to schedule differently is one known deviation, not one per variant.
 
 use super::{shape, with_known_deviations, Outcome};
 use crate::expectations::baselines::COMPILE_DIGEST_CHARS;
@@ -28,6 +38,8 @@ pub struct CompileCase {
 pub enum CompileCheck {
     /// No variant spills: the ptxas report's spill stores and loads, and LDL/STL in the SASS.
     NoSpills,
+    /// Every variant's loop schedule is the one blessed for the reference toolchain.
+    Schedule,
     /// The measured loop's shape, as `sass::...::shape` checks it on a GPU run.
     Shape(Variant),
     /// The SASS digest is the blessed one for this architecture and toolchain.
@@ -56,6 +68,9 @@ pub fn cases(profile: &Profile) -> Vec<CompileCase> {
                 check,
             };
             out.push(case("no_spills".into(), CompileCheck::NoSpills));
+            if c.baselines.is_some() {
+                out.push(case("schedule".into(), CompileCheck::Schedule));
+            }
             for &v in &variants {
                 out.push(case(format!("{v}::shape"), CompileCheck::Shape(v)));
             }
@@ -147,6 +162,7 @@ fn evaluate_raw(case: &CompileCase, profile: &Profile, m: &CompiledMatrix) -> Ou
                 variants.len()
             ))
         }
+        CompileCheck::Schedule => schedule(case, profile, m, &variants),
         CompileCheck::Shape(v) => match m.variants.get(&v.name()) {
             None => Outcome::Fail(format!("{tool} compiled no {v} for {}", m.architecture)),
             Some(c) => match &c.sass {
@@ -219,4 +235,108 @@ fn evaluate_raw(case: &CompileCase, profile: &Profile, m: &CompiledMatrix) -> Ou
             ))
         }
     }
+}
+
+/// The schedule case ([`CompileCheck::Schedule`]): each variant's loop schedule digest
+/// against the reference toolchain's blessed one for the architecture.
+fn schedule(
+    case: &CompileCase,
+    profile: &Profile,
+    m: &CompiledMatrix,
+    variants: &[Variant],
+) -> Outcome {
+    let Some((b, reference)) = profile
+        .compile_only
+        .as_ref()
+        .and_then(|c| Some((c.baselines.as_ref()?, c.toolchains.last()?)))
+    else {
+        return Outcome::Skipped(
+            "the profile's compile_only section names no baselines file".into(),
+        );
+    };
+    let (arch, tool) = (&m.architecture, m.toolchain.describe());
+    let bless = format!(
+        "`cargo xtask toolchains --profile {} --bless` on a machine with the toolchains (ci/toolchains.sh)",
+        profile.name
+    );
+    let mut differ = Vec::new();
+    let mut unblessed = Vec::new();
+    for v in variants {
+        let Some(c) = m.variants.get(&v.name()) else {
+            return Outcome::Fail(format!("{tool} compiled no {v} for {arch}"));
+        };
+        let Some(s) = &c.sass else {
+            return Outcome::Skipped(sass_reason(m));
+        };
+        let Some(now) = &s.schedule_digest else {
+            return Outcome::Skipped(format!(
+                "{arch} with {tool}: {}",
+                s.schedule_unknown
+                    .as_deref()
+                    .unwrap_or("the loop schedule was not decoded")
+            ));
+        };
+        let now = &now[..COMPILE_DIGEST_CHARS.min(now.len())];
+        match b.schedule(arch, reference, &v.name()) {
+            None => unblessed.push(v.name()),
+            Some(then) if then != now => differ.push((v, s)),
+            Some(_) => {}
+        }
+    }
+    let against = format!("the blessed loop schedule of NVRTC {reference} on {arch}");
+    if let Some((first, s)) = differ.first() {
+        let same_text = differ
+            .iter()
+            .filter(|(v, s)| {
+                b.digest(arch, reference, &v.name())
+                    == Some(&s.digest[..COMPILE_DIGEST_CHARS.min(s.digest.len())])
+            })
+            .count();
+        let mut names: Vec<String> = differ.iter().take(8).map(|(v, _)| v.name()).collect();
+        if differ.len() > names.len() {
+            names.push(format!("and {} more", differ.len() - names.len()));
+        }
+        let width = s
+            .loop_body
+            .iter()
+            .map(|l| l.chars().count())
+            .max()
+            .unwrap_or(0);
+        let lines: Vec<String> = s
+            .loop_body
+            .iter()
+            .zip(&s.loop_control)
+            .map(|(t, c)| format!("  {t:width$}  {c}"))
+            .collect();
+        let stall = crate::model::results::total_stall(&s.loop_control)
+            .map_or(String::new(), |t| {
+                format!("\n  total stall: {t} cycles per iteration")
+            });
+        return Outcome::Fail(format!(
+            "{arch} with {tool}: {} of {} loops are scheduled otherwise than {against} \
+             (the reference: the toolchain compile_only.toolchains lists last): {}; {same_text} of \
+             them have the whole function's SASS text digest of the reference too\n\
+             {first}'s loop now (control fields, scoreboards renumbered by first use):\n{}{stall}\n\
+             If the schedule is expected, re-bless {} with {bless}; if this toolchain is known to \
+             schedule otherwise, record `{}` as a known deviation with the measured reason",
+            differ.len(),
+            variants.len(),
+            names.join(", "),
+            lines.join("\n"),
+            b.file.display(),
+            case.name
+        ));
+    }
+    if !unblessed.is_empty() {
+        return Outcome::Skipped(format!(
+            "no schedule digest blessed for {} of {} variants on {arch} with NVRTC {reference} in {}: re-bless with {bless}",
+            unblessed.len(),
+            variants.len(),
+            b.file.display()
+        ));
+    }
+    Outcome::Pass(format!(
+        "{arch} with {tool}: the loop schedule of all {} variants is {against}",
+        variants.len()
+    ))
 }

@@ -86,7 +86,7 @@ pub(super) fn kind_of(check: &Check, profile: &Profile, found: &[&VariantResult]
             }
         }
         Check::SassShape(_) => FailureKind::SassShape,
-        Check::SassUnchanged(v) => {
+        Check::SassUnchanged(v) | Check::SassSchedule(v) => {
             if profile
                 .baselines
                 .as_ref()

@@ -13,6 +13,7 @@ mod policy;
 mod probe;
 mod red;
 mod sass;
+pub mod sass_diff;
 mod spills;
 pub mod suspect;
 mod usable;
@@ -180,6 +181,7 @@ fn evaluate_raw(
         Check::NoSpills(src) => spills::no_spills(src, found, results),
         Check::SassShape(v) => sass::measured_shape(v, found[0], results),
         Check::SassUnchanged(v) => sass::unchanged(v, found[0], profile, results),
+        Check::SassSchedule(v) => sass::schedule(v, found[0], profile, results),
         Check::BaselineEnvironment => environment::matches_baselines(profile, results),
         Check::Ceiling(v) => validity::ceiling(v, found[0], profile, results),
         Check::Duration(_) => validity::duration(found[0], profile, results),

@@ -1,5 +1,8 @@
 //! The SASS cases: `sass::<variant>::shape` (the measured loop has the probe's shape) and
-//! `sass::<variant>::unchanged` (its digest is the blessed one).
+//! `sass::<variant>::unchanged` (its digest is the blessed one) and
+//! `sass::<variant>::schedule` (the loop's schedule digest is the blessed one).
+
+use super::sass_diff::{self, Scheduled};
 
 use super::Outcome;
 use crate::expectations::profile::Profile;
@@ -114,22 +117,114 @@ pub(super) fn unchanged(
     if base.digest == s.digest {
         return Outcome::Pass(format!("SASS digest {}", s.short_digest()));
     }
-    let old = base.loop_body.join("\n") + "\n";
-    let new = s.loop_body.join("\n") + "\n";
-    let diff = similar::TextDiff::from_lines(&old, &new)
-        .unified_diff()
-        .header("blessed loop", "measured loop")
-        .to_string();
+    let change = if base.loop_body == s.loop_body {
+        "the loop body is the same, the change is outside it\n".to_string()
+    } else {
+        sass_diff::text_change(&base.loop_body, &s.loop_body)
+    };
     Outcome::Fail(format!(
-        "{v}: the SASS changed (digest {} -> {}); {}\n{}If the change is expected, re-bless {}",
+        "{v}: the SASS changed (digest {} -> {}); {change}If the change is expected, re-bless {}",
         short_digest(&base.digest),
         s.short_digest(),
-        if old == new {
-            "the loop body is the same, the change is outside it"
-        } else {
-            "the loop body changed"
-        },
-        diff,
         b.file.display()
     ))
+}
+
+/// `v`'s loop schedule (its instructions and their control fields) is the blessed one; on
+/// a change, the loop side by side with both schedules, and its total stall against the
+/// cycles per iteration measured and blessed. Never a pass where either side has no
+/// schedule: baselines blessed before it was decoded say so (re-bless on the GPU), and a
+/// run whose schedule was not decoded says why.
+pub(super) fn schedule(
+    v: Variant,
+    r: &VariantResult,
+    profile: &Profile,
+    results: &RunResults,
+) -> Outcome {
+    let Some(b) = &profile.baselines else {
+        return Outcome::Skipped("the profile has no baselines".into());
+    };
+    let Some(s) = &r.sass else {
+        return without_sass(results);
+    };
+    let Some(base) = b.sass.get(&v.name()) else {
+        return Outcome::Skipped(format!(
+            "no SASS baseline for {v} in {} (sass::{v}::unchanged fails for it)",
+            b.file.display()
+        ));
+    };
+    let Some(then) = &base.schedule_digest else {
+        return Outcome::Skipped(format!(
+            "no schedule digest blessed: re-bless on the GPU (`cargo xtask bless --profile {} --from RESULTS` from a run that decodes it); {}",
+            profile.name,
+            b.file.display()
+        ));
+    };
+    let Some(now) = &s.schedule_digest else {
+        return Outcome::Skipped(format!(
+            "{v}: {}",
+            s.schedule_unknown
+                .as_deref()
+                .unwrap_or("the results carry no loop schedule")
+        ));
+    };
+    if then == now {
+        let stall = crate::model::results::total_stall(&s.loop_control)
+            .map_or(String::new(), |t| {
+                format!(", total stall {t} cycles per iteration")
+            });
+        return Outcome::Pass(format!("loop schedule {}{stall}", short_digest(now)));
+    }
+    let (blessed, measured) = (
+        Scheduled {
+            body: &base.loop_body,
+            control: &base.loop_control,
+        },
+        Scheduled {
+            body: &s.loop_body,
+            control: &s.loop_control,
+        },
+    );
+    let what = if base.loop_body == s.loop_body {
+        "same instructions, different schedule"
+    } else {
+        "the loop's instructions changed (sass::VARIANT::unchanged shows the text diff)"
+    }
+    .replace("VARIANT", &v.name());
+    Outcome::Fail(format!(
+        "{v}: the loop schedule changed ({} -> {}): {what}\n{}{}\nIf the change is expected, re-bless {}",
+        short_digest(then),
+        short_digest(now),
+        sass_diff::side_by_side(blessed, measured),
+        cycles_per_iteration(v, r, profile, results),
+        b.file.display()
+    ))
+}
+
+/// `; measured X cycles per iteration (blessed Y)`: the clock budget over the progress, the
+/// figure the total stall is a part of.
+fn cycles_per_iteration(
+    v: Variant,
+    r: &VariantResult,
+    profile: &Profile,
+    results: &RunResults,
+) -> String {
+    let budget = results
+        .settings
+        .as_ref()
+        .map_or(profile.probe.budget_cycles, |s| s.budget_cycles) as f64;
+    let now = r.baseline_progress();
+    let then = profile
+        .baselines
+        .as_ref()
+        .and_then(|b| b.progress.get(&v.name()).copied());
+    if now.is_nan() || now <= 0.0 {
+        return String::new();
+    }
+    format!(
+        "; measured {:.2} cycles per iteration{}",
+        budget / now,
+        then.filter(|t| *t > 0.0)
+            .map_or(String::new(), |t| format!(" (blessed {:.2})", budget / t))
+    )
 }

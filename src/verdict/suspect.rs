@@ -1,15 +1,18 @@
 //! The first suspect of a red case: what changed besides the number, from the results and
 //! the baselines alone. The SASS digest of a variant the case needs differs from the
-//! blessed one (the compiler), or the GPU, driver or NVRTC differ from those the baselines
-//! were measured with (the toolchain), or neither (the hardware, its clocks, or other work
-//! on the GPU), so that the reader knows where to look first.
+//! blessed one (the compiler), or its instructions are the same but the loop's schedule
+//! (control fields) differs (the compiler's schedule), or the GPU, driver or NVRTC differ
+//! from those the baselines were measured with (the toolchain), or none of these (the
+//! hardware, its clocks, or other work on the GPU), so that the reader knows where to look
+//! first.
 //!
 //! The line has two parts: the head, `first suspect: <who> (<what changed, short>)`, which
 //! a JUnit message carries whole beside the verdict (see [`head`]), and after [`DETAIL`]
 //! the detail the body carries (digests, versions, clocks, contention).
 
+use super::sass_diff::{schedule_changes, Scheduled};
 use crate::expectations::profile::Profile;
-use crate::model::results::RunResults;
+use crate::model::results::{total_stall, RunResults};
 use crate::model::variant::Variant;
 
 /// At most the first `n` characters of a digest, never panicking on a short or odd one.
@@ -66,13 +69,40 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
     // The compiler: a variant whose SASS differs from the blessed SASS.
     let mut changed = Vec::new();
     let mut uncompared = 0;
+    // The compiler's schedule: same instructions, other control fields in the loop.
+    let mut rescheduled = Vec::new();
+    let mut schedule_uncompared = 0;
     for v in needs {
         let now = results.get(*v).and_then(|r| r.sass.as_ref());
         match (b.sass.get(&v.name()), now) {
             (Some(base), Some(now)) if base.digest != now.digest => {
                 changed.push((v.name(), short(&base.digest), short(&now.digest)))
             }
-            (Some(_), Some(_)) => {}
+            (Some(base), Some(now)) => match (&base.schedule_digest, &now.schedule_digest) {
+                (Some(a), Some(b)) if a != b => {
+                    let what = schedule_changes(
+                        Scheduled {
+                            body: &base.loop_body,
+                            control: &base.loop_control,
+                        },
+                        Scheduled {
+                            body: &now.loop_body,
+                            control: &now.loop_control,
+                        },
+                        2,
+                    );
+                    let stall = match (
+                        total_stall(&base.loop_control),
+                        total_stall(&now.loop_control),
+                    ) {
+                        (Some(a), Some(b)) => format!("; loop total stall {a} → {b} cycles"),
+                        _ => String::new(),
+                    };
+                    rescheduled.push((v.name(), format!("{what}{stall}")));
+                }
+                (Some(_), Some(_)) => {}
+                _ => schedule_uncompared += 1,
+            },
             _ => uncompared += 1,
         }
     }
@@ -138,6 +168,20 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
             options.join(" ")
         ));
     }
+    if let Some((name, what)) = rescheduled.first() {
+        let more = match rescheduled.len() {
+            1 => String::new(),
+            n => format!(" (and {} more of the {} variants)", n - 1, needs.len()),
+        };
+        let also = match &toolchain {
+            Some(d) if !d.is_empty() => format!("; the toolchain changed too: {}", d.join(", ")),
+            _ => String::new(),
+        };
+        return Some(format!(
+            "{PREFIX}the compiler's schedule (same instructions, different schedule){DETAIL}{name}: \
+             {what}{more}{also}"
+        ));
+    }
     if let Some(d) = toolchain.as_ref().filter(|d| !d.is_empty()) {
         return Some(format!(
             "{PREFIX}the toolchain or the GPU ({}){DETAIL}{sass}",
@@ -151,13 +195,18 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
         .map(|(m, r)| format!("; SM clock measured {m:.0} MHz, rated {r:.0} MHz"))
         .unwrap_or_default()
         + &contention_note(results);
+    let schedule = if schedule_uncompared == 0 {
+        ""
+    } else {
+        " (loop schedule not compared: no schedule digest blessed or decoded; re-bless on the GPU)"
+    };
     if uncompared == 0 {
         let same = match toolchain {
             Some(_) => "same SASS and toolchain",
             None => "same SASS; toolchain not compared",
         };
         Some(format!(
-            "{PREFIX}the hardware, clocks or contention ({same}){DETAIL}same SASS, \
+            "{PREFIX}the hardware, clocks or contention ({same}){DETAIL}same SASS{schedule}, \
              {toolchain_text}{clock}"
         ))
     } else {

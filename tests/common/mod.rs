@@ -111,6 +111,18 @@ pub fn h200_with(sass: &str) -> (Profile, RunResults) {
     (p, r)
 }
 
+/// The H200 listing with the stall of the FFMA before chain7_acc1_effective1's loop clock
+/// read raised from 1 to 7 cycles: the schedule change NVRTC 12.4 makes there, with the same
+/// instructions.
+pub fn stall_7_before_the_clock_read(sass: &str) -> String {
+    mutate(
+        sass,
+        "chain7_acc1_effective1",
+        "/* 0x000fe20008000009 */\n        /*01f0*/",
+        "/* 0x000fee0008000009 */\n        /*01f0*/",
+    )
+}
+
 /// [`h200_with`] `mutated`, with SASS baselines blessed from `clean`.
 pub fn h200_blessed(clean: &str, mutated: &str) -> (Profile, RunResults) {
     let (mut p, r) = h200_with(mutated);
@@ -126,6 +138,8 @@ pub fn h200_blessed(clean: &str, mutated: &str) -> (Profile, RunResults) {
                 SassBaseline {
                     digest: s.digest,
                     loop_body: s.loop_body,
+                    schedule_digest: s.schedule_digest,
+                    loop_control: s.loop_control,
                 },
             )
         })

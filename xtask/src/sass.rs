@@ -1,9 +1,11 @@
-//! `cargo xtask sass`: a variant's SASS loop body from a results file, each FFMA marked
-//! with the partial accumulator (dependency chain) it extends.
+//! `cargo xtask sass`: a variant's SASS loop body from a results file, each instruction
+//! with its control fields (where the results carry them: stall, yield, scoreboards, in
+//! CuAssembler's notation, scoreboards renumbered by first use in the loop) and each FFMA
+//! marked with the partial accumulator (dependency chain) it extends.
 
 use crate::Failure;
 use accprobe::error::Error;
-use accprobe::model::results::RunResults;
+use accprobe::model::results::{total_stall, RunResults, SassSummary};
 use accprobe::model::variant::Variant;
 use std::path::{Path, PathBuf};
 
@@ -72,26 +74,43 @@ pub fn run(results: &Path, chain: &str, acc: &str) -> Result<(), SassError> {
         s.loop_ffma_destinations.join(" "),
         s.short_digest()
     );
-    let body = accprobe::compile::sass::from_lines(&s.loop_body);
-    let width = s.loop_body.iter().map(|l| l.len()).max().unwrap_or(0);
-    for (instr, chain) in body
-        .iter()
-        .zip(accprobe::compile::sass::chain_of_each(&body))
-    {
-        match chain {
-            Some(c) => {
-                let ops = instr.operands();
-                say!(
-                    "  {:width$}   # partial {c}: {} <- {}",
-                    instr.text,
-                    ops[0],
-                    ops[1..].join(", ")
-                );
-            }
-            None => say!("  {}", instr.text),
-        }
+    for line in loop_lines(s) {
+        say!("{line}");
     }
     Ok(())
+}
+
+/// The loop as `cargo xtask sass` prints it: a line saying what the control fields are (or
+/// why there are none), then each instruction with its control fields and partial, then the
+/// loop's total stall.
+fn loop_lines(s: &SassSummary) -> Vec<String> {
+    let body = accprobe::compile::sass::from_lines(&s.loop_body);
+    let width = s.loop_body.iter().map(|l| l.len()).max().unwrap_or(0);
+    let mut out = vec![match (&s.schedule_digest, &s.schedule_unknown) {
+        (Some(_), _) => "control fields: B<waits>:R<read>:W<write>:<Y yield>:S<stall>, scoreboards renumbered by first use in the loop".to_string(),
+        (None, Some(why)) => why.clone(),
+        (None, None) => "control fields: not in this results file".to_string(),
+    }];
+    for (i, (instr, chain)) in body
+        .iter()
+        .zip(accprobe::compile::sass::chain_of_each(&body))
+        .enumerate()
+    {
+        let control = s.loop_control.get(i).map_or("", String::as_str);
+        let partial = match chain {
+            Some(c) => {
+                let ops = instr.operands();
+                format!("   # partial {c}: {} <- {}", ops[0], ops[1..].join(", "))
+            }
+            None => String::new(),
+        };
+        let line = format!("  {:width$}  {control:19}{partial}", instr.text);
+        out.push(line.trim_end().to_string());
+    }
+    if let Some(t) = total_stall(&s.loop_control).filter(|_| !s.loop_control.is_empty()) {
+        out.push(format!("total stall: {t} cycles per iteration"));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -99,6 +118,33 @@ mod tests {
     //! On the committed results files, no GPU needed.
     use crate::sass;
     use crate::testing::committed;
+
+    #[test]
+    fn the_loop_shows_each_instructions_control_fields_and_the_total_stall() {
+        let r = accprobe::model::results::RunResults::load(&committed()).unwrap();
+        let v = accprobe::model::variant::Variant::new(7, 1);
+        let mut s = r.get(v).unwrap().sass.clone().unwrap();
+        // The committed run predates the decoded schedule: it says so.
+        assert_eq!(
+            sass::loop_lines(&s)[0],
+            "control fields: not in this results file"
+        );
+        s.loop_control = vec!["B------:R-:W-:Y:S04".to_string(); s.loop_body.len()];
+        s.schedule_digest = Some("0".repeat(64));
+        let lines = sass::loop_lines(&s);
+        let ffma = lines.iter().find(|l| l.contains("FFMA")).unwrap();
+        assert!(
+            ffma.contains("B------:R-:W-:Y:S04") && ffma.contains("# partial 0"),
+            "{lines:#?}"
+        );
+        assert_eq!(
+            lines.last().unwrap(),
+            &format!(
+                "total stall: {} cycles per iteration",
+                4 * s.loop_body.len()
+            )
+        );
+    }
 
     #[test]
     fn sass_prints_from_the_committed_run_and_rejects_bad_names() {

@@ -17,6 +17,8 @@ use accprobe::model::results::RunResults;
 use accprobe::output::write_atomic;
 use accprobe::report::text::{self, markdown};
 use accprobe::verdict::{self, cases::cases, compile_only, Outcome};
+
+mod schedule;
 use std::path::{Path, PathBuf};
 
 /// `cargo xtask toolchains --profile P [--bless] [--dry-run]`: compile-only, no GPU.
@@ -369,6 +371,7 @@ pub fn compare(profile: &Profile, runs: &[Measured]) -> String {
     if changed == 0 {
         s.push_str("No SASS digest differs between consecutive toolchains.\n");
     }
+    s.push_str(&schedule::changes(&variants, &ok));
     s.push_str("\n## Cases that flip between toolchains\n\n");
     // Flips are of the cases themselves: known deviations are left out of the judgement.
     let mut raw = profile.clone();
@@ -490,5 +493,52 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("`invariant::acc2_gain_grows`"), "{md}");
+        // The committed run predates the schedule: the loops are not compared, and said so.
+        assert!(
+            md.contains("loops not compared: a run carries no schedule"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn toolchains_compare_names_a_loop_scheduled_otherwise_with_the_same_instructions() {
+        let p = find_profile(&expectations(), "h200").unwrap();
+        let mut a = accprobe::model::results::RunResults::load(&committed()).unwrap();
+        for v in a.variants.iter_mut() {
+            let s = v.sass.as_mut().unwrap();
+            s.loop_control = vec!["B------:R-:W-:-:S01".to_string(); s.loop_body.len()];
+            s.schedule_digest = Some("1".repeat(64));
+        }
+        let mut b = a.clone();
+        let v = b
+            .variants
+            .iter_mut()
+            .find(|v| v.name == "chain7_acc1_effective1")
+            .unwrap();
+        let s = v.sass.as_mut().unwrap();
+        s.loop_control[0] = "B------:R-:W-:Y:S07".into();
+        s.schedule_digest = Some("2".repeat(64));
+        let (first, n) = (s.loop_body[0].clone(), s.loop_body.len());
+        let md = compare(
+            &p,
+            &[
+                Measured {
+                    toolchain: "12.4".into(),
+                    outcome: Ok(a),
+                },
+                Measured {
+                    toolchain: "13.0".into(),
+                    outcome: Ok(b),
+                },
+            ],
+        );
+        assert!(
+            md.contains(&format!(
+                "- chain7_acc1_effective1, 12.4 -> 13.0: same instructions, different schedule: `{first}` stall 1 → 7, no yield → yield; loop total stall {n} → {} cycles",
+                n + 6
+            )),
+            "{md}"
+        );
+        assert!(!md.contains("loops not compared"), "{md}");
     }
 }

@@ -67,7 +67,7 @@ fn disassembler_key(tool: &Path) -> String {
     format!(
         "{} {} ({})",
         tool.display(),
-        disassembler_flag(tool),
+        disassembler_flag(tool).join(" "),
         file_identity(tool)
     )
 }

@@ -67,7 +67,10 @@ impl RunResults {
                         "the SASS loop body has {unlisted:?}, which local_memory_instructions does not list"
                     ));
                 }
-                for p in shape_problems(sass) {
+                for p in shape_problems(sass)
+                    .into_iter()
+                    .chain(super::schedule::schedule_problems(sass))
+                {
                     say(p);
                 }
             }

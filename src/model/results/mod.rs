@@ -11,9 +11,11 @@
 mod check;
 mod contention;
 mod loop_shape;
+mod schedule;
 
 pub use contention::Contention;
 pub use loop_shape::{chain_of_each, loop_shape, sass_opcode, sass_operands, LoopShape};
+pub use schedule::{renumber, schedule_digest, total_stall, Control};
 
 use crate::error::{Error, Result};
 use crate::model::gpu::Environment;
@@ -108,6 +110,19 @@ pub struct SassSummary {
     /// at N=29). (Schema 1 files called it `loop_chains`.)
     #[serde(alias = "loop_chains")]
     pub loop_partials: Vec<u32>,
+    /// The measured loop's schedule: each loop instruction's control fields in
+    /// [`Control`]'s notation, scoreboards renumbered by first use in the loop ([`renumber`]);
+    /// empty where they were not decoded (see `schedule_unknown`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loop_control: Vec<String>,
+    /// The loop's [`schedule_digest`] (normalised text and `loop_control`); `None` where
+    /// the control fields were not decoded. Files written before it existed have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_digest: Option<String>,
+    /// Why the control fields were not decoded: `control fields not decoded: layout of
+    /// sm_100 unknown`, or the listing carries no encodings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_unknown: Option<String>,
 }
 
 /// The first 16 characters of a SASS digest, for messages. Safe on any text: a digest
