@@ -390,6 +390,27 @@ pub fn write_generated(
     contents: &str,
     what: &str,
 ) -> Result<()> {
+    write_generated_unless_ci(
+        |name| std::env::var(name).ok(),
+        folder,
+        file,
+        before,
+        contents,
+        what,
+    )
+}
+
+/// [`write_generated`] with the environment read through `var` for the CI refusal
+/// ([`refuse_if_ci`]), so that a caller that was handed its environment (onboarding, its
+/// tests under CI) decides with the same one throughout.
+pub fn write_generated_unless_ci(
+    var: impl Fn(&str) -> Option<String>,
+    folder: &Path,
+    file: &Path,
+    before: Option<&str>,
+    contents: &str,
+    what: &str,
+) -> Result<()> {
     let real_folder = folder
         .canonicalize()
         .map_err(|e| Error::io(folder, "open the profile's folder", e))?;
@@ -428,7 +449,7 @@ pub fn write_generated(
             ),
         ));
     }
-    refuse_under_ci()?;
+    refuse_if_ci(var)?;
     // The lock is released when `lock` is dropped, once the file is in place.
     write_atomic(file, contents).map_err(|e| Error::io(file, &format!("write {what}"), e))
 }

@@ -323,7 +323,7 @@ impl Draft {
 
     /// [`Draft::write`] with the environment read through `var` (`bless::refuse_if_ci`).
     pub fn write_unless_ci(&self, var: impl Fn(&str) -> Option<String>) -> Result<()> {
-        bless::refuse_if_ci(var)?;
+        bless::refuse_if_ci(&var)?;
         self.refuse_existing()?;
         let folder = &self.baselines.folder;
         if let Some(parent) = self.recorded_file.parent() {
@@ -334,21 +334,24 @@ impl Draft {
             std::fs::create_dir_all(parent)
                 .map_err(|e| Error::io(parent, "create the baselines folder", e))?;
         }
-        bless::write_generated(
+        bless::write_generated_unless_ci(
+            &var,
             folder,
             &self.recorded_file,
             None,
             &self.recorded_text,
             "recorded results",
         )?;
-        bless::write_generated(
+        bless::write_generated_unless_ci(
+            &var,
             folder,
             &self.baselines.file,
             None,
             &self.baselines.contents,
             "baselines",
         )?;
-        bless::write_generated(
+        bless::write_generated_unless_ci(
+            &var,
             folder,
             &self.profile_file,
             None,

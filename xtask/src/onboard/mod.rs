@@ -78,7 +78,7 @@ pub fn run(dir: &Path, name: Option<&str>, out: &Path) -> crate::Done {
     bar.finish_and_clear();
     let measured = measured?;
     keep(out, &name, &measured)?;
-    onboard_measured(dir, &study, &name, &measured)
+    onboard_measured(dir, &study, &name, &measured, |v| std::env::var(v).ok())
 }
 
 /// Where the measurements are kept: `out/<name>-serial.json`, `-wave.json` and
@@ -97,10 +97,17 @@ fn keep(out: &Path, name: &str, m: &Measured) -> crate::Done {
     Ok(())
 }
 
-/// Drafts and writes profile `name` from `m`, then prints the review.
-pub fn onboard_measured(dir: &Path, study: &Profile, name: &str, m: &Measured) -> crate::Done {
+/// Drafts and writes profile `name` from `m`, then prints the review; `var` reads the
+/// environment for the CI refusal.
+pub fn onboard_measured(
+    dir: &Path,
+    study: &Profile,
+    name: &str,
+    m: &Measured,
+    var: impl Fn(&str) -> Option<String>,
+) -> crate::Done {
     let d = onboard::draft(study, dir, Some(name), m).map_err(|e| e.to_string())?;
-    d.write().map_err(|e| e.to_string())?;
+    d.write_unless_ci(var).map_err(|e| e.to_string())?;
     for line in review(&d, study) {
         say!("{line}");
     }
@@ -230,7 +237,7 @@ mod tests {
     fn onboarding_writes_the_draft_and_the_review_names_what_to_look_at() {
         let (_tmp, dir) = without_h200();
         let s = study(&dir).unwrap();
-        onboard_measured(&dir, &s, "h200", &measured()).unwrap();
+        onboard_measured(&dir, &s, "h200", &measured(), |_| None).unwrap();
         let d = onboard::draft(&s, &dir, Some("h200"), &measured()).unwrap();
         let text = review(&d, &s).join("\n");
         for want in [
@@ -267,7 +274,7 @@ mod tests {
     fn a_second_onboarding_refuses_naming_the_file_and_changes_nothing() {
         let (_tmp, dir) = without_h200();
         let s = study(&dir).unwrap();
-        onboard_measured(&dir, &s, "h200", &measured()).unwrap();
+        onboard_measured(&dir, &s, "h200", &measured(), |_| None).unwrap();
         let before = std::fs::read(dir.join("h200.yaml")).unwrap();
         let e = refuse_taken(&dir, "h200").unwrap_err().to_string();
         assert!(
@@ -275,7 +282,7 @@ mod tests {
                 && e.contains("never overwrites"),
             "{e}"
         );
-        let e = onboard_measured(&dir, &s, "h200", &measured())
+        let e = onboard_measured(&dir, &s, "h200", &measured(), |_| None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("never overwrites"), "{e}");
