@@ -3,6 +3,7 @@
 //! reads a file it was not handed, or imports another stage.
 
 pub mod compiled;
+pub mod context;
 pub mod gpu;
 pub mod results;
 pub mod settings;
