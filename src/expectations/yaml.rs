@@ -411,4 +411,20 @@ pub mod number {
     pub fn optional<'de, D: Deserializer<'de>, T: FromYaml>(d: D) -> Result<Option<T>, D::Error> {
         Ok(Option::<Unquoted<T>>::deserialize(d)?.map(|n| n.0))
     }
+
+    /// An optional number field kept with its position (use with `#[serde(default)]`).
+    pub fn optional_spanned<'de, D: Deserializer<'de>, T: FromYaml>(
+        d: D,
+    ) -> Result<Option<Spanned<T>>, D::Error> {
+        Ok(Option::<Spanned<Unquoted<T>>>::deserialize(d)?
+            .map(|s| Spanned::new(s.value.0, s.referenced, s.defined)))
+    }
+
+    /// An optional list of numbers, as [`spanned_seq`] reads one (use with
+    /// `#[serde(default)]`).
+    pub fn optional_spanned_seq<'de, D: Deserializer<'de>, T: FromYaml>(
+        d: D,
+    ) -> Result<Option<Spanned<Vec<Spanned<T>>>>, D::Error> {
+        spanned_seq(d).map(Some)
+    }
 }

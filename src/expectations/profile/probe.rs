@@ -100,10 +100,13 @@ pub(super) fn probe(file: &Path, p: &ProbeFile, sink: Option<&SinkFile>) -> Resu
         warmup_launches: p.warmup_launches.value,
         repeats: positive(&p.repeats, "repeats")?,
         budget_cycles: p.budget_cycles.value,
-        chains: counts(file, "chains", &p.chains)?,
-        accumulators: counts(file, "accumulators", &p.accumulators)?,
+        chains: counts(file, "probe.chains", &p.chains)?,
+        accumulators: counts(file, "probe.accumulators", &p.accumulators)?,
         sink_modes: Vec::new(),
         sink_accumulators: Vec::new(),
+        contexts: Vec::new(),
+        context_chains: Vec::new(),
+        context_accumulators: Vec::new(),
         mode: p.mode,
     };
     if let Some(si) = sink {
@@ -137,15 +140,15 @@ pub(super) fn probe(file: &Path, p: &ProbeFile, sink: Option<&SinkFile>) -> Resu
     Ok(probe)
 }
 
-/// Checks a list of positive, distinct counts, at most [`MAX_VALUES`] of them, each at most
+/// Checks a list (`what` names its key, `probe.chains`) of positive, distinct counts, at most [`MAX_VALUES`] of them, each at most
 /// [`MAX_COUNT`]; an empty list is refused at its own position.
-fn counts(file: &Path, what: &str, whole: &Spanned<Vec<Spanned<u32>>>) -> Result<Vec<u32>> {
+pub(super) fn counts(file: &Path, what: &str, whole: &Spanned<Vec<Spanned<u32>>>) -> Result<Vec<u32>> {
     let list = &whole.value;
     if list.is_empty() {
         return Err(at(
             file,
             whole,
-            format!("probe.{what} is empty: expected at least one count"),
+            format!("{what} is empty: expected at least one count"),
         ));
     }
     if let Some(s) = list.get(MAX_VALUES) {
@@ -153,7 +156,7 @@ fn counts(file: &Path, what: &str, whole: &Spanned<Vec<Spanned<u32>>>) -> Result
             file,
             s,
             format!(
-                "probe.{what} lists {} values: at most {MAX_VALUES} (each is a row or column of variants, all compiled into one program)",
+                "{what} lists {} values: at most {MAX_VALUES} (each is a row or column of variants, all compiled into one program)",
                 list.len()
             ),
         ));
@@ -165,7 +168,7 @@ fn counts(file: &Path, what: &str, whole: &Spanned<Vec<Spanned<u32>>>) -> Result
                 file,
                 s,
                 format!(
-                    "probe.{what}: {} is above {MAX_COUNT}, the most this probe measures (the kernel unrolls N FFMAs per iteration and keeps up to N partials in registers; a thread has at most 255)",
+                    "{what}: {} is above {MAX_COUNT}, the most this probe measures (the kernel unrolls N FFMAs per iteration and keeps up to N partials in registers; a thread has at most 255)",
                     s.value
                 ),
             ));
@@ -174,14 +177,14 @@ fn counts(file: &Path, what: &str, whole: &Spanned<Vec<Spanned<u32>>>) -> Result
             return Err(at(
                 file,
                 s,
-                format!("probe.{what}: 0 is not a count: expected a whole number >= 1"),
+                format!("{what}: 0 is not a count: expected a whole number >= 1"),
             ));
         }
         if out.contains(&s.value) {
             return Err(at(
                 file,
                 s,
-                format!("probe.{what}: {} is listed twice", s.value),
+                format!("{what}: {} is listed twice", s.value),
             ));
         }
         out.push(s.value);
