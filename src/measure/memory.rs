@@ -42,12 +42,12 @@ impl Regions {
     /// The regions of every variant of a set, one after another, and the total size.
     pub(super) fn lay_out(vs: &[Variant], s: &ProbeSettings) -> (Vec<Regions>, usize) {
         let align = |x: usize| x.div_ceil(256) * 256;
-        let warps = s.warps() as usize;
         let mut at = 0;
         let regions = vs
             .iter()
             .map(|v| {
-                let outputs = (s.blocks * s.block_threads * v.outputs_per_thread()) as usize;
+                let warps = s.warps_of(v) as usize;
+                let outputs = (s.blocks * s.block_threads_of(v) * v.outputs_per_thread()) as usize;
                 let r = Regions {
                     out: at,
                     outputs,
@@ -205,6 +205,9 @@ pub(super) mod tests {
             accumulators: vec![1, 2],
             sink_modes: vec![],
             sink_accumulators: vec![],
+            contexts: vec![],
+            context_chains: vec![],
+            context_accumulators: vec![],
             mode: crate::model::settings::Mode::Wave,
         }
     }

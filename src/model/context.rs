@@ -15,15 +15,36 @@
 
 use std::fmt;
 
-/// One context. `Default` is the base context.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+/// One context. `Default` is the base context. In a results file (schema 4) a variant
+/// of another context carries it as `context`, each part only when it differs from the base.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(deny_unknown_fields)]
 pub struct Context {
     /// Warps of the block (one block per SM); `None`: the profile's `probe.block_threads`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warps: Option<u32>,
     /// S: independent FFMA side chains per iteration that do not feed the accumulation.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub side_chains: u32,
     /// V: values held live in registers across the loop.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub live_values: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The largest number of side chains or live values a context may ask for: more than a
