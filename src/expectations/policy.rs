@@ -27,6 +27,15 @@ pub struct Accumulation {
     pub surrounding_ilp: bool,
     /// More live registers would not reduce occupancy.
     pub occupancy_safe: bool,
+    /// S: independent FFMA side chains per iteration that do not feed the accumulation.
+    #[serde(default, deserialize_with = "number::plain")]
+    pub side_chains: u32,
+    /// Warps resident on the SM.
+    #[serde(default, deserialize_with = "number::plain")]
+    pub warps_per_sm: u32,
+    /// The most registers a thread may hold at that occupancy (the architecture's limit).
+    #[serde(default, deserialize_with = "number::plain")]
+    pub register_limit: u32,
 }
 
 /// When K >= 3 is allowed, and which K.
@@ -226,6 +235,9 @@ probe_context:
             sink_isolated: true,
             surrounding_ilp: ilp,
             occupancy_safe: true,
+            side_chains: 0,
+            warps_per_sm: 0,
+            register_limit: 0,
         }
     }
 

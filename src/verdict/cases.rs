@@ -2,7 +2,7 @@
 //! checks and which variants it needs measured.
 
 use crate::expectations::profile::{Invariant, Profile};
-use crate::model::variant::Variant;
+use crate::model::variant::{Context, Sink, Variant};
 
 /// Where a spill is looked for; each is its own verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,10 +67,12 @@ pub enum Check {
     Ceiling(Variant),
     /// Each launch took budget / SM clock, within the tolerance.
     Duration(Variant),
-    /// The K a policy picks at this chain reaches (1 - tolerance) of the best progress.
+    /// The K a policy picks at this chain, asked about this sink mode and context as
+    /// measured, reaches (1 - tolerance) of the best progress measured there.
     Policy {
         chain: u32,
-        accumulators: u32,
+        sink: Sink,
+        context: Context,
         tolerance: f64,
     },
 }
@@ -141,24 +143,50 @@ pub fn cases(profile: &Profile) -> Vec<Case> {
                     .filter(|v| v.accumulators == accumulators || v.accumulators == over)
                     .collect(),
             }),
+            // The study's invariant is about the contexts it describes: the base. A spill
+            // in another context is data for the policy (a wide K that spills loses).
             Invariant::NoSpills => cases.extend(SpillSource::ALL.iter().map(|src| Case {
                 name: format!("invariant::{id}::{}", src.id()),
                 check: Check::NoSpills(*src),
-                needs: all.clone(),
+                needs: all.iter().copied().filter(Variant::is_base).collect(),
             })),
         }
     }
     if let Some(h) = &profile.policy_gate {
-        for &chain in &profile.probe.chains {
+        let mut ask = |chain: u32, sink: Sink, context: Context| {
+            let mut name = format!("policy::{}::chain{chain}", h.policy.name);
+            if sink != Sink::A {
+                name.push_str(&format!("_sink{}", sink.letter()));
+            }
+            name.push_str(&context.suffix());
             cases.push(Case {
-                name: format!("policy::{}::chain{chain}", h.policy.name),
+                name,
                 check: Check::Policy {
                     chain,
-                    accumulators: h.policy.choose_for_probe(chain),
+                    sink,
+                    context,
                     tolerance: h.tolerance,
                 },
-                needs: main.iter().copied().filter(|v| v.chain == chain).collect(),
+                needs: all
+                    .iter()
+                    .copied()
+                    .filter(|v| v.chain == chain && v.sink == sink && v.context == context)
+                    .collect(),
             });
+        };
+        let p = &profile.probe;
+        for &chain in &p.chains {
+            ask(chain, Sink::A, Context::BASE);
+        }
+        for &sink in &p.sink_modes {
+            for &chain in &p.chains {
+                ask(chain, sink, Context::BASE);
+            }
+        }
+        for &context in &p.contexts {
+            for &chain in &p.context_chains {
+                ask(chain, Sink::A, context);
+            }
         }
     }
     cases

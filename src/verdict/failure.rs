@@ -62,7 +62,7 @@ pub(super) fn kind_of(check: &Check, profile: &Profile, found: &[&VariantResult]
                 FailureKind::InvalidMeasurement
             } else if r.resources.is_none() {
                 FailureKind::NoResult
-            } else if spill_problem(r).is_some() {
+            } else if v.is_base() && spill_problem(r).is_some() {
                 FailureKind::Spill
             } else if profile
                 .baselines

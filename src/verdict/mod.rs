@@ -168,9 +168,20 @@ fn evaluate_raw(
         Check::Duration(_) => validity::duration(found[0], profile, results),
         Check::Policy {
             chain,
-            accumulators,
+            sink,
+            context,
             tolerance,
-        } => policy::pick(chain, accumulators, tolerance, profile, found),
+        } => policy::pick(
+            policy::Place {
+                chain,
+                sink,
+                context,
+            },
+            tolerance,
+            profile,
+            results,
+            found,
+        ),
     }
 }
 

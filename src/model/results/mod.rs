@@ -13,7 +13,9 @@ mod contention;
 mod loop_shape;
 
 pub use contention::Contention;
-pub use loop_shape::{chain_of_each, loop_shape, sass_opcode, sass_operands, LoopShape};
+pub use loop_shape::{
+    chain_of_each, loop_shape, sass_opcode, sass_operands, without_side_chains, LoopShape,
+};
 
 use crate::error::{Error, Result};
 use crate::model::gpu::Environment;
