@@ -234,3 +234,23 @@ fn a_wide_k_that_spills_is_not_occupancy_safe() {
     let m = pass_text(outcome(&p, &clean, "policy::study::chain29_w32_s4"));
     assert!(m.contains("picks acc4") && m.contains("occupancy safe"), "{m}");
 }
+
+#[test]
+fn only_a_file_older_than_contexts_skips_a_context_it_lacks() {
+    let p = profile("  warps: [16]\n");
+    let mut r = results(&p, |_| 1000);
+    r.variants.retain(|v| v.context.is_base());
+    let case = "probe::chain13_acc2_effective2_w16";
+    // Schema 4 can hold contexts: a missing one fails, as any missing measurement does.
+    assert!(fail_text(outcome(&p, &r, case)).contains("no result for chain13_acc2_effective2_w16"));
+    // A file written before contexts existed is not judged on them.
+    r.schema = accprobe::model::results::CONTEXTS_SCHEMA - 1;
+    match outcome(&p, &r, case) {
+        Outcome::Skipped(why) => assert!(why.contains("predate context w16"), "{why}"),
+        other => panic!("expected a skip, got {other:?}"),
+    }
+    assert!(matches!(
+        outcome(&p, &r, "probe::chain13_acc2_effective2"),
+        Outcome::Pass(_)
+    ));
+}

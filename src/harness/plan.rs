@@ -4,7 +4,7 @@
 //! and the variants each session's selected cases need.
 
 use super::env::{Paths, RunOptions, REQUIRE_GPU_ENV};
-use super::recorder::{self, Recorder};
+use super::recorder::{self, Recorder, Skip};
 use super::startup::Loaded;
 use super::trial::{trial, Ending, Planned};
 use super::{compile_only, gpu, REQUIRED_CASE, REQUIRED_SUITE};
@@ -17,7 +17,7 @@ use crate::measure::target::Target;
 use crate::model::results::RunResults;
 use crate::model::variant::Variant;
 use crate::report::{self, junit::CaseRecord, junit::Ended, junit::Status, junit::SuiteInfo};
-use crate::verdict::{self, cases::cases, cases::on_device};
+use crate::verdict::{self, cases::cases, cases::on_device, cases::unrecorded};
 use libtest_mimic::Arguments;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -304,15 +304,18 @@ fn replay_trials(
         .into_iter()
         .map(|case| {
             let (p, r) = (profile.clone(), results.clone());
-            Planned::runs(
-                trial(
-                    recorder,
-                    suite.clone(),
-                    format!("replay::{}::{}", profile.name, case.name),
-                    move || Ending::of_verdict(verdict::judge(&case, &p, &r)),
-                ),
-                &suite,
-            )
+            let why = unrecorded(&case, &results);
+            let t = trial(
+                recorder,
+                suite.clone(),
+                format!("replay::{}::{}", profile.name, case.name),
+                move || Ending::of_verdict(verdict::judge(&case, &p, &r)),
+            );
+            match why {
+                // A context the recorded run predates: not replayed, never passed.
+                Some(reason) => Planned::ignored(t, &suite, Skip::NotJudged(reason)),
+                None => Planned::runs(t, &suite),
+            }
         })
         .collect()
 }

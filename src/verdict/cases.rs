@@ -2,6 +2,7 @@
 //! checks and which variants it needs measured.
 
 use crate::expectations::profile::{Invariant, Profile};
+use crate::model::results::RunResults;
 use crate::model::variant::{Context, Sink, Variant};
 
 /// Where a spill is looked for; each is its own verdict.
@@ -190,6 +191,18 @@ pub fn cases(profile: &Profile) -> Vec<Case> {
         }
     }
     cases
+}
+
+/// Why `case` is not judged on `results`, if it is not: it needs a context variant the
+/// results predate ([`RunResults::predates`]: a file written before contexts existed, such
+/// as a recorded run older than the profile's contexts). Any other missing variant is no
+/// reason: that case fails, as a missing measurement always does.
+pub fn unrecorded(case: &Case, results: &RunResults) -> Option<String> {
+    let v = case.needs.iter().find(|v| results.predates(**v))?;
+    Some(format!(
+        "the results (schema {}) predate context {}: they hold no {v}; a run measured since judges it",
+        results.schema, v.context
+    ))
 }
 
 /// A case's name on one device of a run: `gpuN::` in front, N being the device's ordinal,

@@ -64,7 +64,9 @@ pub struct Verdict {
 /// Evaluates one case, then applies the profile's known deviations strictly: a known
 /// deviation that holds again fails, so that a change in either direction is seen.
 /// Missing or unusable results fail whatever the profile expects: a deviation excuses a
-/// measured difference, never the absence of a measurement. A timing case whose variants
+/// measured difference, never the absence of a measurement. The one exception is a
+/// context variant the results predate (written before contexts existed): that case is
+/// skipped with the reason (`cases::unrecorded`). A timing case whose variants
 /// were measured while the GPU was not ours is an error, not a verdict. A failure that
 /// judged a measurement says its first suspect (see [`suspect`]).
 pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome {
@@ -73,6 +75,12 @@ pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome
 
 /// [`evaluate`], with the kind of failure when the case fails.
 pub fn judge(case: &Case, profile: &Profile, results: &RunResults) -> Verdict {
+    if let Some(why) = cases::unrecorded(case, results) {
+        return Verdict {
+            outcome: Outcome::Skipped(why),
+            failure: None,
+        };
+    }
     if let Some(cause) = usable::disturbed(case, results) {
         return Verdict {
             outcome: Outcome::Error(cause),

@@ -35,6 +35,8 @@ fn is_sink_a(s: &Sink) -> bool {
 pub const SCHEMA: u32 = 4;
 /// The oldest schema this accprobe reads.
 pub const OLDEST_SCHEMA: u32 = 1;
+/// The first schema that can hold a context other than the base.
+pub const CONTEXTS_SCHEMA: u32 = 4;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -322,6 +324,13 @@ impl Summary {
 impl RunResults {
     pub fn get(&self, v: Variant) -> Option<&VariantResult> {
         self.variants.iter().find(|r| r.variant() == v)
+    }
+
+    /// Whether `v` is a context variant this file cannot hold: it was written before
+    /// contexts existed (schema below [`CONTEXTS_SCHEMA`]) and holds no result for it.
+    /// Such a run is not judged on `v`, never failed or passed for it.
+    pub fn predates(&self, v: Variant) -> bool {
+        !v.is_base() && self.schema < CONTEXTS_SCHEMA && self.get(v).is_none()
     }
 
     pub fn to_json(&self) -> String {
