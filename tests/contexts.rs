@@ -254,3 +254,69 @@ fn only_a_file_older_than_contexts_skips_a_context_it_lacks() {
         Outcome::Pass(_)
     ));
 }
+
+#[test]
+fn the_compile_only_gate_takes_a_context_spill_as_data_too() {
+    use accprobe::model::compiled::{
+        ArchOutcome, CompiledMatrix, CompiledVariant, PtxasFigures, ToolchainIdentity,
+    };
+    use accprobe::verdict::compile_only::{cases, evaluate};
+    let mut p = profile("  corners:\n    - {warps: 32, live_values: 48}\n");
+    p.compile_only = Some(accprobe::expectations::compile_only::CompileOnly {
+        architectures: vec!["sm_90".into()],
+        toolchains: vec!["13.0".into()],
+        baselines: None,
+    });
+    let reports = ptxas::parse(&fixture("ptxas.log")).unwrap();
+    let matrix = |spill_in_base: bool| {
+        let variants = p
+            .probe
+            .variants()
+            .iter()
+            .map(|v| {
+                // The fixture's real report where it has one; 24 clean registers else.
+                let mut f = reports.get(&v.name()).map_or(
+                    PtxasFigures {
+                        registers: 24,
+                        stack_frame_bytes: 0,
+                        spill_store_bytes: 0,
+                        spill_load_bytes: 0,
+                    },
+                    |r| PtxasFigures {
+                        registers: r.registers,
+                        stack_frame_bytes: r.stack_frame_bytes,
+                        spill_store_bytes: r.spill_store_bytes,
+                        spill_load_bytes: r.spill_load_bytes,
+                    },
+                );
+                if spill_in_base && v.name() == "chain13_acc8_effective8" {
+                    f.spill_store_bytes = 16;
+                }
+                (v.name(), CompiledVariant { ptxas: f, sass: None })
+            })
+            .collect();
+        ArchOutcome::Compiled(Box::new(CompiledMatrix {
+            architecture: "sm_90".into(),
+            toolchain: ToolchainIdentity {
+                key: "13.0".into(),
+                nvrtc_version: "13.0".into(),
+                release: Some("nvidia-cuda-nvrtc==13.0.88".into()),
+                library: "libnvrtc.so.13".into(),
+                supported: vec!["sm_90".into()],
+            },
+            disassembler: "none".into(),
+            variants,
+            sass_unavailable: Some("no disassembler".into()),
+            nvrtc_seconds: 0.0,
+            sass_seconds: 0.0,
+            cache: "off".into(),
+        }))
+    };
+    let case = cases(&p)
+        .into_iter()
+        .find(|c| c.name.ends_with("::no_spills"))
+        .unwrap();
+    assert!(matches!(evaluate(&case, &p, &matrix(false)), Outcome::Pass(_)));
+    assert!(fail_text(evaluate(&case, &p, &matrix(true)))
+        .contains("chain13_acc8_effective8: ptxas reports 16 bytes spill stores"));
+}
