@@ -90,7 +90,12 @@ pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Re
     let mut invalid = Vec::new();
     // A run older than contexts blesses what it measured; the contexts' variants stay
     // without baselines (their probe cases fail, asking for a bless) until a run holds them.
-    for v in profile.probe.variants().into_iter().filter(|v| !results.predates(*v)) {
+    for v in profile
+        .probe
+        .variants()
+        .into_iter()
+        .filter(|v| !results.predates(*v))
+    {
         match results.get(v) {
             None => wrong.push(format!("{v}: not in the results")),
             Some(r) => {

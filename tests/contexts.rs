@@ -153,7 +153,13 @@ fn a_spill_under_register_pressure_is_data_not_a_no_spills_failure() {
     let res = r.variants.iter().find(|v| v.name == spilled).unwrap();
     assert!(res.resources.unwrap().spill_store_bytes > 0);
     let m = pass_text(outcome(&p, &r, "invariant::no_spills::ptxas_report"));
-    assert!(m.contains(&format!("in {} variants", p.probe.main_variants().len() + 9)), "{m}");
+    assert!(
+        m.contains(&format!(
+            "in {} variants",
+            p.probe.main_variants().len() + 9
+        )),
+        "{m}"
+    );
     let m = pass_text(outcome(&p, &r, &format!("probe::{spilled}")));
     assert!(
         m.contains("spill stores") && m.contains("data for the policy, not a failure"),
@@ -162,8 +168,10 @@ fn a_spill_under_register_pressure_is_data_not_a_no_spills_failure() {
     // The same spill in the base context still fails both.
     let mut base = r.clone();
     common::variant(&mut base, "chain13_acc8_effective8").resources = res.resources;
-    assert!(fail_text(outcome(&p, &base, "invariant::no_spills::ptxas_report"))
-        .contains("chain13_acc8_effective8: ptxas reports 16 bytes spill stores"));
+    assert!(
+        fail_text(outcome(&p, &base, "invariant::no_spills::ptxas_report"))
+            .contains("chain13_acc8_effective8: ptxas reports 16 bytes spill stores")
+    );
     assert!(fail_text(outcome(&p, &base, "probe::chain13_acc8_effective8")).contains("spills"));
 }
 
@@ -206,11 +214,15 @@ fn the_policy_is_asked_about_each_context_as_measured() {
     );
     // Sink D sums inside the loop: not isolated.
     let m = fail_text(outcome(&p, &r, "policy::study::chain13_sinkD"));
-    assert!(m.contains("chain 13, sink D") && m.contains("sink in the loop"), "{m}");
+    assert!(
+        m.contains("chain 13, sink D") && m.contains("sink in the loop"),
+        "{m}"
+    );
     // 32 warps: 64 registers a thread; the real ptxas counts of the lowest K (64) leave none.
     let m = fail_text(outcome(&p, &r, "policy::study::chain13_w32_v48"));
     assert!(
-        m.contains("in context w32_v48") && m.contains("32 warps on the SM, 0 of 64 registers free"),
+        m.contains("in context w32_v48")
+            && m.contains("32 warps on the SM, 0 of 64 registers free"),
         "{m}"
     );
 }
@@ -232,7 +244,10 @@ fn a_wide_k_that_spills_is_not_occupancy_safe() {
     // Without the spill it fits, and the policy goes wide.
     let clean = results(&p, |v| if v.accumulators == 4 { 1000 } else { 990 });
     let m = pass_text(outcome(&p, &clean, "policy::study::chain29_w32_s4"));
-    assert!(m.contains("picks acc4") && m.contains("occupancy safe"), "{m}");
+    assert!(
+        m.contains("picks acc4") && m.contains("occupancy safe"),
+        "{m}"
+    );
 }
 
 #[test]
@@ -292,7 +307,13 @@ fn the_compile_only_gate_takes_a_context_spill_as_data_too() {
                 if spill_in_base && v.name() == "chain13_acc8_effective8" {
                     f.spill_store_bytes = 16;
                 }
-                (v.name(), CompiledVariant { ptxas: f, sass: None })
+                (
+                    v.name(),
+                    CompiledVariant {
+                        ptxas: f,
+                        sass: None,
+                    },
+                )
             })
             .collect();
         ArchOutcome::Compiled(Box::new(CompiledMatrix {
@@ -316,7 +337,10 @@ fn the_compile_only_gate_takes_a_context_spill_as_data_too() {
         .into_iter()
         .find(|c| c.name.ends_with("::no_spills"))
         .unwrap();
-    assert!(matches!(evaluate(&case, &p, &matrix(false)), Outcome::Pass(_)));
+    assert!(matches!(
+        evaluate(&case, &p, &matrix(false)),
+        Outcome::Pass(_)
+    ));
     assert!(fail_text(evaluate(&case, &p, &matrix(true)))
         .contains("chain13_acc8_effective8: ptxas reports 16 bytes spill stores"));
 }

@@ -348,7 +348,10 @@ fn h200_profile_is_green_on_its_recorded_run_with_four_known_deviations() {
     // context's policy case at each of its chains.
     let c = &p.probe;
     let variants = c.contexts.len() * c.context_chains.len() * c.context_accumulators.len();
-    assert_eq!(predating, 5 * variants + c.contexts.len() * c.context_chains.len());
+    assert_eq!(
+        predating,
+        5 * variants + c.contexts.len() * c.context_chains.len()
+    );
 }
 
 #[test]

@@ -124,7 +124,9 @@ mod tests {
         assert!(c.contains(
             "ACCPROBE_CONTEXT_VARIANT(chain13_acc2_effective2_w16_s4, 13, 2, A, 4, 0, __launch_bounds__(512))\n"
         ));
-        assert!(c.contains("ACCPROBE_CONTEXT_VARIANT(chain7_acc8_effective7_sinkD_v48, 7, 7, D, 0, 48, )\n"));
+        assert!(c.contains(
+            "ACCPROBE_CONTEXT_VARIANT(chain7_acc8_effective7_sinkD_v48, 7, 7, D, 0, 48, )\n"
+        ));
         let in_kernel = KERNEL_SOURCE.matches("ACCPROBE_VARIANT(").count();
         assert_eq!(s.matches("ACCPROBE_VARIANT(").count(), in_kernel + 2);
     }

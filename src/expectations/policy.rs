@@ -308,6 +308,28 @@ probe_context:
     }
 
     #[test]
+    fn probe_context_reads_the_context_fields_and_does_without_them() {
+        let old = policy().probe_context;
+        assert_eq!(
+            (old.side_chains, old.warps_per_sm, old.register_limit),
+            (0, 0, 0)
+        );
+        let text = format!("{STUDY}  side_chains: 4\n  warps_per_sm: 16\n  register_limit: 128\n");
+        let p = Policy::parse(&text, Path::new("p.yaml")).unwrap();
+        let c = p.probe_context;
+        assert_eq!(
+            (c.side_chains, c.warps_per_sm, c.register_limit),
+            (4, 16, 128)
+        );
+        let e = Policy::parse(
+            &text.replace("warps_per_sm: 16", "warps_per_sm: \"16\""),
+            Path::new("p.yaml"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("p.yaml:16:17:"), "{e}");
+    }
+
+    #[test]
     fn bad_policies_name_the_line() {
         let e = Policy::parse(
             &STUDY.replace("default_accumulators: 2", "default_accumulators: 0"),

@@ -4,7 +4,7 @@
 //! or more inputs together. All are measured at `chains` x `accumulators`, sink mode A.
 
 use super::file::{ContextsFile, CornerFile};
-use super::probe::counts;
+use super::probe::{counts, within};
 use crate::error::Result;
 use crate::expectations::yaml::at;
 use crate::model::context::{Context, CONTEXT_WARPS, MAX_CONTEXT_VALUES};
@@ -24,19 +24,23 @@ pub(super) fn contexts(
     probe: &mut ProbeSettings,
 ) -> Result<()> {
     let s = &c.value;
+    let unmeasured = "so the base context would not be measured at it";
     let chains = counts(file, "contexts.chains", &s.chains)?;
-    if let Some(n) = s.chains.value.iter().find(|n| !probe.chains.contains(&n.value)) {
-        return Err(at(file, n, format!("contexts.chains: {} is not in probe.chains {:?}, so the base context would not be measured at it", n.value, probe.chains)));
-    }
+    within(
+        file,
+        "contexts.chains",
+        &s.chains,
+        ("probe.chains", &probe.chains),
+        unmeasured,
+    )?;
     let accumulators = counts(file, "contexts.accumulators", &s.accumulators)?;
-    if let Some(k) = s
-        .accumulators
-        .value
-        .iter()
-        .find(|k| !probe.accumulators.contains(&k.value))
-    {
-        return Err(at(file, k, format!("contexts.accumulators: {} is not in probe.accumulators {:?}, so the base context would not be measured at it", k.value, probe.accumulators)));
-    }
+    within(
+        file,
+        "contexts.accumulators",
+        &s.accumulators,
+        ("probe.accumulators", &probe.accumulators),
+        unmeasured,
+    )?;
     let base_warps = probe.block_threads / 32;
     let mut found: Vec<Context> = Vec::new();
     let mut add = |ctx: Context, s: &dyn Fn(String) -> crate::error::Error| -> Result<()> {
@@ -148,10 +152,14 @@ fn corner(file: &Path, c: &Spanned<CornerFile>, base_warps: u32) -> Result<Conte
     if let Some(v) = &f.live_values {
         ctx.live_values = value(file, v, "contexts.corners.live_values")?;
     }
-    let set = [f.warps.is_some(), f.side_chains.is_some(), f.live_values.is_some()]
-        .iter()
-        .filter(|&&x| x)
-        .count();
+    let set = [
+        f.warps.is_some(),
+        f.side_chains.is_some(),
+        f.live_values.is_some(),
+    ]
+    .iter()
+    .filter(|&&x| x)
+    .count();
     if set < 2 {
         return Err(at(
             file,

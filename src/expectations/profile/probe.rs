@@ -128,21 +128,43 @@ pub(super) fn probe(file: &Path, p: &ProbeFile, sink: Option<&SinkFile>) -> Resu
             probe.sink_modes.push(m.value);
         }
         probe.sink_accumulators = counts(file, "sink_isolation.accumulators", &si.accumulators)?;
-        if let Some(k) = si
-            .accumulators
-            .value
-            .iter()
-            .find(|k| !probe.accumulators.contains(&k.value))
-        {
-            return Err(at(file, k, format!("sink_isolation.accumulators: {} is not in probe.accumulators {:?}, so mode A would not be measured at it", k.value, probe.accumulators)));
-        }
+        within(
+            file,
+            "sink_isolation.accumulators",
+            &si.accumulators,
+            ("probe.accumulators", &probe.accumulators),
+            "so mode A would not be measured at it",
+        )?;
     }
     Ok(probe)
 }
 
+/// Refuses the first count of `list` (under the key `what`) that is not one of `of` (the
+/// counts of the key `of.0`); `why` says what would then go unmeasured.
+pub(super) fn within(
+    file: &Path,
+    what: &str,
+    list: &Spanned<Vec<Spanned<u32>>>,
+    of: (&str, &[u32]),
+    why: &str,
+) -> Result<()> {
+    match list.value.iter().find(|k| !of.1.contains(&k.value)) {
+        Some(k) => Err(at(
+            file,
+            k,
+            format!("{what}: {} is not in {} {:?}, {why}", k.value, of.0, of.1),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Checks a list (`what` names its key, `probe.chains`) of positive, distinct counts, at most [`MAX_VALUES`] of them, each at most
 /// [`MAX_COUNT`]; an empty list is refused at its own position.
-pub(super) fn counts(file: &Path, what: &str, whole: &Spanned<Vec<Spanned<u32>>>) -> Result<Vec<u32>> {
+pub(super) fn counts(
+    file: &Path,
+    what: &str,
+    whole: &Spanned<Vec<Spanned<u32>>>,
+) -> Result<Vec<u32>> {
     let list = &whole.value;
     if list.is_empty() {
         return Err(at(
@@ -181,11 +203,7 @@ pub(super) fn counts(file: &Path, what: &str, whole: &Spanned<Vec<Spanned<u32>>>
             ));
         }
         if out.contains(&s.value) {
-            return Err(at(
-                file,
-                s,
-                format!("{what}: {} is listed twice", s.value),
-            ));
+            return Err(at(file, s, format!("{what}: {} is listed twice", s.value)));
         }
         out.push(s.value);
     }

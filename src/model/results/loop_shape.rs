@@ -180,10 +180,7 @@ mod tests {
             Some(vec![7, 6])
         );
         // chain 7 at K = 8: every partial has one FFMA, side chains or not.
-        assert_eq!(
-            without_side_chains(&[1; 11], 4, 1),
-            Some(vec![1; 7])
-        );
+        assert_eq!(without_side_chains(&[1; 11], 4, 1), Some(vec![1; 7]));
         assert_eq!(without_side_chains(&[7, 6, 1], 4, 1), None);
         assert_eq!(without_side_chains(&[7, 6, 2, 2], 2, 2), Some(vec![7, 6]));
         assert_eq!(without_side_chains(&[7, 6], 0, 1), Some(vec![7, 6]));
