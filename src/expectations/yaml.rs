@@ -420,11 +420,14 @@ pub mod number {
             .map(|s| Spanned::new(s.value.0, s.referenced, s.defined)))
     }
 
+    /// A list of numbers with its position and each number's, as [`spanned_seq`] reads one.
+    pub type SpannedList<T> = Spanned<Vec<Spanned<T>>>;
+
     /// An optional list of numbers, as [`spanned_seq`] reads one (use with
     /// `#[serde(default)]`).
     pub fn optional_spanned_seq<'de, D: Deserializer<'de>, T: FromYaml>(
         d: D,
-    ) -> Result<Option<Spanned<Vec<Spanned<T>>>>, D::Error> {
+    ) -> Result<Option<SpannedList<T>>, D::Error> {
         spanned_seq(d).map(Some)
     }
 }
