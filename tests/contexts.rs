@@ -344,3 +344,38 @@ fn the_compile_only_gate_takes_a_context_spill_as_data_too() {
     assert!(fail_text(evaluate(&case, &p, &matrix(true)))
         .contains("chain13_acc8_effective8: ptxas reports 16 bytes spill stores"));
 }
+
+#[test]
+fn bless_takes_a_context_spill_as_that_contexts_baseline() {
+    // The H200 profile and its recorded run, with every context variant added as a copy of
+    // the base variant of its chain and K (SYNTHETIC: the same figures), in schema 4.
+    let p = common::load("h200");
+    let mut r = p.recorded.clone().unwrap();
+    r.schema = SCHEMA;
+    for v in p.probe.variants().into_iter().filter(|v| !v.is_base()) {
+        let base = r.get(Variant::new(v.chain, v.accumulators)).unwrap();
+        let warps = p.probe.warps_of(&v) as usize;
+        let samples = base.samples.iter().map(|s| vec![s[0]; warps]).collect();
+        let mut copy = VariantResult::measured(v, samples);
+        copy.resources = base.resources;
+        copy.sm_clock_mhz = base.sm_clock_mhz;
+        copy.launch_ms = base.launch_ms.clone();
+        copy.sm_ids = base.sm_ids.clone();
+        r.variants.push(copy);
+    }
+    accprobe::bless::check(&p, &r, false).unwrap();
+    // The real spill of the fixture's 32-warp, 48-value acc8: blessed as that context's.
+    let spilled = common::variant(&mut r, "chain13_acc8_effective8_w32_v48");
+    spilled.resources.as_mut().unwrap().spill_store_bytes = 16;
+    accprobe::bless::check(&p, &r, false).unwrap();
+    // In the base context it is refused.
+    common::variant(&mut r, "chain13_acc8_effective8")
+        .resources
+        .as_mut()
+        .unwrap()
+        .spill_store_bytes = 16;
+    let e = accprobe::bless::check(&p, &r, false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("chain13_acc8_effective8: spills"), "{e}");
+}
