@@ -30,15 +30,24 @@ fn needs_sass(case: &Case) -> bool {
 }
 
 /// Why `case` cannot run on this session's device, decided before anything runs: no
-/// usable GPU, or no disassembler for a case that needs SASS.
+/// usable GPU, no disassembler for a case that needs SASS, or a recorded device whose file
+/// predates a context the case needs.
 fn unrunnable(session: &GpuSession, case: &Case) -> Option<Skip> {
     match session.target() {
         Err(e) if e.kind() == GpuErrorKind::Unavailable => Some(Skip::NoGpu(e.to_string())),
         Err(_) => None,
-        Ok(t) => needs_sass(case)
-            .then(|| t.sass_unavailable())
-            .flatten()
-            .map(Skip::NoDisassembler),
+        Ok(t) => {
+            if let Some(v) = case.needs.iter().find(|v| t.predates(**v)) {
+                return Some(Skip::NotJudged(format!(
+                    "the recorded device's results predate context {}: they hold no {v}",
+                    v.context
+                )));
+            }
+            needs_sass(case)
+                .then(|| t.sass_unavailable())
+                .flatten()
+                .map(Skip::NoDisassembler)
+        }
     }
 }
 
@@ -50,12 +59,16 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
     cases(&session.profile)
         .into_iter()
         .map(|case| {
-            let unrunnable = match unrunnable(session, &case) {
-                Some(skip) if require => Some(see_required(skip)),
+            let skip = unrunnable(session, &case);
+            // A recorded file older than a context: no GPU matter, and still not run with
+            // --ignored, since nothing can measure what the file predates.
+            let predated = matches!(skip, Some(Skip::NotJudged(_)));
+            let unrunnable = match skip {
+                Some(skip) if require && !predated => Some(see_required(skip)),
                 other => other,
             };
             let s = session.clone();
-            let required = require.then(|| unrunnable.clone()).flatten();
+            let required = (require || predated).then(|| unrunnable.clone()).flatten();
             let ignored_for = unrunnable.clone();
             let t = trial(
                 recorder,
