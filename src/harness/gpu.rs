@@ -30,25 +30,27 @@ fn needs_sass(case: &Case) -> bool {
 }
 
 /// Why `case` cannot run on this session's device, decided before anything runs: no
-/// usable GPU, no disassembler for a case that needs SASS, or a recorded device whose file
-/// predates a context the case needs.
+/// usable GPU, or no disassembler for a case that needs SASS.
 fn unrunnable(session: &GpuSession, case: &Case) -> Option<Skip> {
     match session.target() {
         Err(e) if e.kind() == GpuErrorKind::Unavailable => Some(Skip::NoGpu(e.to_string())),
         Err(_) => None,
-        Ok(t) => {
-            if let Some(v) = case.needs.iter().find(|v| t.predates(**v)) {
-                return Some(Skip::NotJudged(format!(
-                    "the recorded device's results predate context {}: they hold no {v}",
-                    v.context
-                )));
-            }
-            needs_sass(case)
-                .then(|| t.sass_unavailable())
-                .flatten()
-                .map(Skip::NoDisassembler)
-        }
+        Ok(t) => needs_sass(case)
+            .then(|| t.sass_unavailable())
+            .flatten()
+            .map(Skip::NoDisassembler),
     }
+}
+
+/// Why `case` cannot run on a recorded device whose file predates a context it needs
+/// (`Target::predates`): no GPU matter, so never one for `gpu::required`.
+fn predated(session: &GpuSession, case: &Case) -> Option<Skip> {
+    let t = session.target().ok()?;
+    let v = case.needs.iter().find(|v| t.predates(**v))?;
+    Some(Skip::NotJudged(format!(
+        "the recorded device's results predate context {}: they hold no {v}",
+        v.context
+    )))
 }
 
 /// The trials of a session's cases. A case that cannot run here is ignored at list time
@@ -59,16 +61,18 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
     cases(&session.profile)
         .into_iter()
         .map(|case| {
-            let skip = unrunnable(session, &case);
-            // A recorded file older than a context: no GPU matter, and still not run with
-            // --ignored, since nothing can measure what the file predates.
-            let predated = matches!(skip, Some(Skip::NotJudged(_)));
-            let unrunnable = match skip {
-                Some(skip) if require && !predated => Some(see_required(skip)),
+            // A recorded file older than a context: still not run with --ignored, since
+            // nothing can measure what the file predates.
+            let predated = predated(session, &case);
+            let unrunnable = match unrunnable(session, &case) {
+                Some(skip) if require => Some(see_required(skip)),
                 other => other,
             };
+            let unrunnable = predated.clone().or(unrunnable);
             let s = session.clone();
-            let required = (require || predated).then(|| unrunnable.clone()).flatten();
+            let required = (require || predated.is_some())
+                .then(|| unrunnable.clone())
+                .flatten();
             let ignored_for = unrunnable.clone();
             let t = trial(
                 recorder,
