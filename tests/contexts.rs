@@ -379,3 +379,19 @@ fn bless_takes_a_context_spill_as_that_contexts_baseline() {
         .to_string();
     assert!(e.contains("chain13_acc8_effective8: spills"), "{e}");
 }
+
+#[test]
+fn the_results_check_counts_a_contexts_own_warps() {
+    let p = profile("  warps: [16]\n");
+    let mut r = results(&p, |_| 1000);
+    assert_eq!(r.check(), Ok(()));
+    // A 16-warp context with the base block's 8 warps of samples is refused.
+    let v = common::variant(&mut r, "chain13_acc2_effective2_w16");
+    let fewer: Vec<Vec<u64>> = v.samples.iter().map(|s| s[..8].to_vec()).collect();
+    *v = VariantResult::measured(v.variant(), fewer);
+    let e = r.check().unwrap_err().join("\n");
+    assert!(
+        e.contains("the settings launch 16 warps (1 blocks of 512 threads)"),
+        "{e}"
+    );
+}

@@ -215,10 +215,15 @@ pub(super) mod tests {
     #[test]
     fn a_set_lays_its_variants_out_apart_aligned_and_poisoned() {
         let s = settings();
+        let w32 = crate::model::variant::Context {
+            warps: Some(32),
+            ..Default::default()
+        };
         let vs = [
             Variant::new(7, 2),
             Variant::new(13, 4).with_sink(crate::model::variant::Sink::C),
             Variant::new(29, 1),
+            Variant::new(7, 2).with_context(w32),
         ];
         let (regions, bytes) = Regions::lay_out(&vs, &s);
         // Every region of every variant, as byte ranges: aligned, inside, disjoint.
@@ -250,6 +255,8 @@ pub(super) mod tests {
             "sink C stores every partial"
         );
         assert_eq!(regions[0].warps, 6);
+        // A context's block: two blocks of 32 warps each.
+        assert_eq!((regions[3].warps, regions[3].outputs), (64, 2 * 1024));
 
         let mut image = vec![0u8; bytes];
         for r in &regions {
