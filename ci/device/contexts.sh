@@ -23,10 +23,12 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export ACCPROBE_EXPECTATIONS=${ACCPROBE_EXPECTATIONS:-$PWD/expectations}
 export ACCPROBE_PROFILE=h200 ACCPROBE_REQUIRE_GPU=1
 run=$(dirname "$0")/run.sh
-# The suite: wave mode first (a cold compile cache), then warm, then serial.
-ACCPROBE_MODE=wave bash "$run" "$probe" contexts-wave 1
-ACCPROBE_MODE=wave bash "$run" "$probe" contexts-warm 3
-ACCPROBE_MODE=serial bash "$run" "$probe" contexts-serial 1
+# The suite in the GPU job's form (the replays and the compile-only gate run in the host
+# job): wave mode first (a cold compile cache), then warm, then serial.
+job=(--skip replay:: --skip compile::)
+ACCPROBE_MODE=wave bash "$run" "$probe" contexts-wave 1 "${job[@]}"
+ACCPROBE_MODE=wave bash "$run" "$probe" contexts-warm 3 "${job[@]}"
+ACCPROBE_MODE=serial bash "$run" "$probe" contexts-serial 1 "${job[@]}"
 # Serial against wave, variant by variant, at the profile's tolerance.
 "$xtask" agree --profile h200 --tolerance 0.005 --out "$out/all/agreement.json" \
   > "$out/all/agree.log" 2>&1
