@@ -61,7 +61,9 @@ pub struct Policy {
     pub short_chain_max: u32,
     pub default_accumulators: u32,
     pub wide: Option<Wide>,
-    /// The accumulation the probe kernel stands for (its `chain` is set per case).
+    /// The accumulation the probe kernel stands for (its `chain` is set per case): what the
+    /// policy is asked where the results carry no ptxas register count (a recorded table);
+    /// elsewhere each case asks with the context as measured (`verdict::policy`).
     pub probe_context: Accumulation,
 }
 
