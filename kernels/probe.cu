@@ -5,6 +5,12 @@
 // into), so every variant is an extern "C" kernel named as the study names it: chainN_accK_effectiveE.
 // The sink-isolation variants (docs/study.md, "The follow-up: sink isolation") come from
 // ACCPROBE_SINK_VARIANT(N, K, E, MODE) and are named chainN_accK_effectiveE_sinkMODE.
+// Variants in a context other than the base (docs/study.md, "Contexts") come from
+// ACCPROBE_CONTEXT_VARIANT(NAME, N, E, MODE, S, V, BOUNDS), named by the compile stage
+// (the variant's name with the context's suffix, e.g. chain13_acc2_effective2_w16_s4);
+// BOUNDS is __launch_bounds__(threads) when the context sets the block's warps, so that
+// ptxas holds the kernel to the registers that occupancy leaves (it spills rather than
+// the launch being refused), and empty otherwise.
 //
 // One loop iteration issues the N FFMAs of the chain round-robin over the E partials.
 // Each warp loops until its clock64() budget is spent; lane 0 writes the warp's progress
@@ -21,7 +27,14 @@
 #define ACCPROBE_SINK_C 2
 #define ACCPROBE_SINK_D 3
 
-template <int N, int E, int SINK>
+// Context inputs, both 0 in the base context (whose code they leave as it is):
+// S side chains, one FFMA each per iteration, independent of the partials and of each
+// other (surrounding ILP); V values before the loop, each a volatile read of %clock
+// mixed with the thread's index (so that each is a thread's own value, held in a
+// register of its own, not a uniform register), which can be neither recomputed nor
+// combined early: held in registers across the loop (register pressure). Both are used only after the loop, behind the
+// condition that never holds at run time (budget < 0), in an order that needs each one.
+template <int N, int E, int SINK, int S = 0, int V = 0>
 __device__ __forceinline__ void accprobe_chain(float a, float b, long long budget,
                                                float *__restrict__ out,
                                                unsigned long long *__restrict__ progress,
@@ -32,6 +45,18 @@ __device__ __forceinline__ void accprobe_chain(float a, float b, long long budge
 #pragma unroll
     for (int e = 0; e < E; ++e) {
         acc[e] = b * (float)(threadIdx.x + e + 1);
+    }
+    float side[S > 0 ? S : 1];
+#pragma unroll
+    for (int c = 0; c < S; ++c) {
+        side[c] = a * (float)(threadIdx.x + c + 2);
+    }
+    unsigned int live[V > 0 ? V : 1];
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        asm volatile("{\n\t.reg .u32 t;\n\tmov.u32 t, %%clock;\n\txor.b32 %0, t, %1;\n\t}"
+                     : "=r"(live[v])
+                     : "r"(threadIdx.x));
     }
     float total = 0.0f;
     // All warps of the block leave this barrier together, so the relative start phase of
@@ -48,6 +73,10 @@ __device__ __forceinline__ void accprobe_chain(float a, float b, long long budge
 #pragma unroll
         for (int i = 0; i < N; ++i) {
             acc[i % E] = fmaf(acc[i % E], a, b);
+        }
+#pragma unroll
+        for (int c = 0; c < S; ++c) {
+            side[c] = fmaf(side[c], a, b);
         }
         if (SINK == ACCPROBE_SINK_D) {
             float s = 0.0f;
@@ -88,6 +117,18 @@ __device__ __forceinline__ void accprobe_chain(float a, float b, long long budge
         }
         out[thread] = sink;
     }
+    if ((S > 0 || V > 0) && budget < 0) {
+        float kept = acc[0];
+#pragma unroll
+        for (int c = 0; c < S; ++c) {
+            kept += side[c];
+        }
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+            kept = fmaf(kept, __uint_as_float(live[v]), 1.0f);
+        }
+        out[thread] = kept;
+    }
     if ((threadIdx.x & 31) == 0) {
         const unsigned int warp = thread / 32;
         progress[warp] = iterations;
@@ -114,4 +155,14 @@ __device__ __forceinline__ void accprobe_chain(float a, float b, long long budge
     {                                                                                      \
         accprobe_chain<N, E, ACCPROBE_SINK_##MODE>(a, b, budget, out, progress,            \
                                                    elapsed_ns, sm_ids);                    \
+    }
+
+#define ACCPROBE_CONTEXT_VARIANT(NAME, N, E, MODE, S, V, BOUNDS)                          \
+    extern "C" __global__ void BOUNDS NAME(float a, float b, long long budget, float *out,  \
+                                           unsigned long long *progress,                   \
+                                           unsigned long long *elapsed_ns,                 \
+                                           unsigned int *sm_ids)                           \
+    {                                                                                      \
+        accprobe_chain<N, E, ACCPROBE_SINK_##MODE, S, V>(a, b, budget, out, progress,      \
+                                                         elapsed_ns, sm_ids);              \
     }

@@ -89,7 +89,14 @@ pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Re
         ));
     }
     let mut invalid = Vec::new();
-    for v in profile.probe.variants() {
+    // A run older than contexts blesses what it measured; the contexts' variants stay
+    // without baselines (their probe cases fail, asking for a bless) until a run holds them.
+    for v in profile
+        .probe
+        .variants()
+        .into_iter()
+        .filter(|v| !results.predates(*v))
+    {
         match results.get(v) {
             None => wrong.push(format!("{v}: not in the results")),
             Some(r) => {
@@ -104,13 +111,16 @@ pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Re
                     invalid.push(format!("{v}: no samples"));
                 }
                 invalid.extend(r.output_problems.iter().map(|p| format!("{v}: {p}")));
+                // A spill outside the base context is what that context measures: its
+                // baseline is blessed with it.
                 match r.resources {
                     None => invalid.push(format!("{v}: no register/spill report")),
-                    Some(res) => {
+                    Some(res) if v.is_base() => {
                         invalid.extend(res.spill_report().map(|s| format!("{v}: spills: {s}")))
                     }
+                    Some(_) => {}
                 }
-                if let Some(sass) = &r.sass {
+                if let Some(sass) = r.sass.as_ref().filter(|_| v.is_base()) {
                     let in_loop: Vec<&String> = sass
                         .loop_body
                         .iter()
@@ -199,11 +209,11 @@ pub fn policy_picks(
     profile: &Profile,
     results: &RunResults,
 ) -> Result<BTreeMap<String, PickBaseline>> {
-    let Some(picks) = crate::policy_gate::ask(profile) else {
+    let Some(picks) = crate::policy_gate::ask(profile, Some(results)) else {
         return Ok(BTreeMap::new());
     };
     let mut out = BTreeMap::new();
-    for c in verdict::cases::policy_contexts(profile) {
+    for c in verdict::cases::policy_contexts(profile, Some(results)) {
         let refuse = |why: String| {
             Error::msg(format!(
                 "refusing to bless: policy {} in context {}: {why}",
@@ -211,7 +221,7 @@ pub fn policy_picks(
             ))
         };
         let k = picks.of(&c.name).map_err(refuse)?;
-        let found = verdict::main_at_chain(results, c.accumulation.chain);
+        let found = verdict::at_place(results, c.accumulation.chain, c.sink, c.context);
         let st = verdict::standing(k, &found)
             .map_err(|_| refuse(format!("its pick acc{k} is not in the results")))?;
         out.insert(

@@ -499,3 +499,36 @@ fn stage_imports_run_one_way() {
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
+
+#[test]
+fn a_contexts_section_adds_each_input_alone_and_each_corner() {
+    let text = format!(
+        "{GOOD}contexts:\n  chains: [13]\n  accumulators: [1, 2]\n  warps: [16, 32]\n  side_chains: [4]\n  live_values: [48]\n  corners:\n    - {{warps: 32, live_values: 48}}\n"
+    );
+    let p = catalog::parse(&text, Path::new("expectations/t.yaml")).unwrap();
+    let names: Vec<String> = p
+        .probe
+        .variants()
+        .iter()
+        .filter(|v| !v.is_base())
+        .map(|v| v.name())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "chain13_acc1_effective1_w16",
+            "chain13_acc2_effective2_w16",
+            "chain13_acc1_effective1_w32",
+            "chain13_acc2_effective2_w32",
+            "chain13_acc1_effective1_s4",
+            "chain13_acc2_effective2_s4",
+            "chain13_acc1_effective1_v48",
+            "chain13_acc2_effective2_v48",
+            "chain13_acc1_effective1_w32_v48",
+            "chain13_acc2_effective2_w32_v48",
+        ]
+    );
+    let w32 = p.probe.variants()[6];
+    assert_eq!(p.probe.block_threads_of(&w32), 1024);
+    assert_eq!(p.probe.warps_of(&w32), 32);
+}

@@ -59,7 +59,13 @@ fn interrupted_run_keeps_its_report(signal: &str, code: i32) {
     assert!(!gpu.test_cases.is_empty());
     let reason = format!("not finished: interrupted by SIG{signal}");
     for c in &gpu.test_cases {
-        assert_eq!(message(&c.status), reason, "{}", c.name.as_str());
+        let m = message(&c.status);
+        // Ignored at list time: the contexts the recorded device's file predates.
+        // (the JUnit text writes an apostrophe as `’`).
+        if m.starts_with("the recorded device’s results predate context") {
+            continue;
+        }
+        assert_eq!(m, reason, "{}", c.name.as_str());
     }
     let m = message(case_status(&r, harness::INTERRUPTED_CASE));
     assert!(m.contains(&format!("interrupted by SIG{signal}")), "{m}");

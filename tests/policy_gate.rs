@@ -8,6 +8,7 @@ mod common;
 use accprobe::expectations::policy::Accumulation;
 use accprobe::expectations::policy_source::{PolicyCommand, PolicyContext, PolicySource, Program};
 use accprobe::expectations::profile::Profile;
+use accprobe::model::variant::{Context, Sink};
 use accprobe::policy_gate::{ask, ask_source, STDERR_LIMIT};
 use accprobe::verdict::cases::{cases, policy_contexts, Check};
 use accprobe::verdict::{judge_with, Outcome};
@@ -62,7 +63,7 @@ fn study_py(profile: &Profile) -> Profile {
 /// Every policy case's outcome, by name, with the picks asked once.
 fn policy_outcomes(p: &Profile) -> Vec<(String, Outcome)> {
     let r = p.recorded.clone().unwrap();
-    let picks = ask(p);
+    let picks = ask(p, Some(&r));
     cases(p)
         .into_iter()
         .filter(|c| matches!(c.check, Check::Policy { .. }))
@@ -80,9 +81,14 @@ fn study_py_gives_the_policy_files_picks_and_verdicts_on_the_h200_run() {
     }
     let yaml = load("h200");
     let program = study_py(&yaml);
-    assert_eq!(ask(&program).unwrap().answers, ask(&yaml).unwrap().answers);
+    let r = yaml.recorded.as_ref();
+    assert_eq!(
+        ask(&program, r).unwrap().answers,
+        ask(&yaml, r).unwrap().answers
+    );
     let (a, b) = (policy_outcomes(&yaml), policy_outcomes(&program));
-    assert_eq!(a.len(), yaml.probe.chains.len());
+    // Every policy case: the contexts the recorded run predates are skipped.
+    assert_eq!(a.len(), policy_contexts(&yaml, None).len());
     assert_eq!(a, b);
     // The H200 profile's known deviation applies to the program's case as to the file's.
     assert!(
@@ -107,6 +113,8 @@ fn study_py_gives_the_policy_files_picks_over_a_grid_of_contexts() {
             for bits in 0..8u32 {
                 contexts.push(PolicyContext {
                     name: format!("c{}", contexts.len()),
+                    sink: Sink::A,
+                    context: Context::BASE,
                     accumulation: Accumulation {
                         chain,
                         register_headroom,
@@ -134,7 +142,8 @@ fn study_py_gives_the_policy_files_picks_over_a_grid_of_contexts() {
 }
 
 /// A program that is the shell script `body`, in a folder of its own, gating the H200
-/// profile, asked with a `limit`.
+/// profile, asked with a `limit`. The profile keeps its base contexts only (no sink modes,
+/// no `contexts:`), so that its policy is asked about three: chain 7, 13 and 29.
 fn faulty(body: &str, limit: Duration) -> (tempfile::TempDir, Profile) {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
@@ -153,6 +162,8 @@ fn faulty(body: &str, limit: Duration) -> (tempfile::TempDir, Profile) {
     {
         c.time_limit = limit;
     }
+    p.probe.sink_modes.clear();
+    p.probe.contexts.clear();
     (dir, p)
 }
 
@@ -165,7 +176,7 @@ fn every_policy_case_fails(body: &str, expect: &[&str]) -> String {
 
 fn fails_with(p: &Profile, expect: &[&str]) -> String {
     let outcomes = policy_outcomes(p);
-    assert_eq!(outcomes.len(), policy_contexts(p).len());
+    assert_eq!(outcomes.len(), policy_contexts(p, None).len());
     let mut last = String::new();
     for (name, o) in outcomes {
         let Outcome::Fail(m) = o else {
@@ -213,7 +224,7 @@ fn what_a_program_leaves_running_goes_with_it() {
         "cat > /dev/null\nsleep 1000 &\nprintf '2\\n2\\n2\\n'",
         Duration::from_secs(600),
     );
-    let picks = ask(&p).unwrap();
+    let picks = ask(&p, None).unwrap();
     assert_eq!(picks.of("chain13"), Ok(2), "{picks:?}");
 }
 
@@ -316,21 +327,30 @@ fn a_missing_program_fails_saying_it_cannot_start() {
 #[test]
 fn the_request_carries_the_protocol_and_every_field() {
     // The program echoes what it read to stderr and fails, so the message shows it.
-    let m = every_policy_case_fails("head -n 1 >&2\nexit 1", &["exited with status 1"]);
+    let (_dir, p) = faulty("head -n 1 >&2\nexit 1", Duration::from_secs(10));
+    let m = fails_with(&p, &["exited with status 1"]);
     for field in [
         "\"protocol\":\"accprobe-policy/1\"",
         "\"context\":\"chain7\"",
         "\"chain\":7",
-        "\"register_headroom\":200",
+        "\"register_headroom\":",
         "\"sink_isolated\":true",
         "\"surrounding_ilp\":false",
         "\"occupancy_safe\":true",
         "\"side_chains\":0",
-        "\"warps_per_sm\":0",
-        "\"register_limit\":0",
+        "\"warps_per_sm\":",
+        "\"register_limit\":",
     ] {
         assert!(m.contains(field), "{field} not in {m}");
     }
+    // The accumulation as the run measured it: its ptxas counts and block, not the
+    // probe_context's figures.
+    let asked = policy_contexts(&p, p.recorded.as_ref());
+    assert!(asked[0].accumulation.register_limit > 0, "{asked:?}");
+    assert!(
+        m.contains(&accprobe::policy_gate::request_line(&asked[0])),
+        "{m}"
+    );
 }
 
 #[test]
@@ -359,12 +379,15 @@ fn a_profile_names_its_program_and_it_runs_in_the_profiles_folder() {
         "#!/bin/sh\ncat > /dev/null\n[ \"$1\" = \"an argument\" ] || exit 7\ncat answers\n",
     )
     .unwrap();
-    std::fs::write(dir.path().join("answers"), "2\n2\n2\n").unwrap();
+    // One line per context the policy is asked about: the base chains, the sink modes and
+    // the profile's contexts at their chains.
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let file = dir.path().join("h200.yaml");
     std::fs::write(&file, text).unwrap();
     let p = accprobe::catalog::load(&file).unwrap();
-    let picks = ask(&p).unwrap();
+    let asked = policy_contexts(&p, None).len();
+    std::fs::write(dir.path().join("answers"), "2\n".repeat(asked)).unwrap();
+    let picks = ask(&p, None).unwrap();
     assert_eq!(picks.of("chain29"), Ok(2), "{picks:?}");
 }

@@ -14,6 +14,20 @@ pub fn source(variants: &[Variant]) -> String {
     let mut s = String::from(KERNEL_SOURCE);
     s.push_str("\n// Instantiations appended by accprobe's compile stage.\n");
     for v in variants {
+        if !v.is_base() {
+            let c = v.context;
+            s.push_str(&format!(
+                "ACCPROBE_CONTEXT_VARIANT({v}, {}, {}, {}, {}, {}, {})\n",
+                v.chain,
+                v.effective(),
+                v.sink.letter(),
+                c.side_chains,
+                c.live_values,
+                c.warps
+                    .map_or(String::new(), |w| format!("__launch_bounds__({})", w * 32))
+            ));
+            continue;
+        }
         match v.sink {
             Sink::A => s.push_str(&format!(
                 "ACCPROBE_VARIANT({}, {}, {})\n",
@@ -85,6 +99,7 @@ pub(super) fn reads_a_file(option: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::variant::Context;
 
     #[test]
     fn source_instantiates_each_variant_once_with_its_effective_count() {
@@ -96,6 +111,25 @@ mod tests {
         assert!(s.contains("ACCPROBE_SINK_VARIANT(13, 4, 4, D)\n"));
         assert!(s.contains("ACCPROBE_VARIANT(7, 8, 7)\n"));
         assert!(s.contains("ACCPROBE_VARIANT(29, 2, 2)\n"));
+        let w16 = Context {
+            warps: Some(16),
+            side_chains: 4,
+            live_values: 0,
+        };
+        let v48 = Context {
+            live_values: 48,
+            ..Context::BASE
+        };
+        let c = source(&[
+            Variant::new(13, 2).with_context(w16),
+            Variant::new(7, 8).with_sink(Sink::D).with_context(v48),
+        ]);
+        assert!(c.contains(
+            "ACCPROBE_CONTEXT_VARIANT(chain13_acc2_effective2_w16_s4, 13, 2, A, 4, 0, __launch_bounds__(512))\n"
+        ));
+        assert!(c.contains(
+            "ACCPROBE_CONTEXT_VARIANT(chain7_acc8_effective7_sinkD_v48, 7, 7, D, 0, 48, )\n"
+        ));
         let in_kernel = KERNEL_SOURCE.matches("ACCPROBE_VARIANT(").count();
         assert_eq!(s.matches("ACCPROBE_VARIANT(").count(), in_kernel + 2);
     }

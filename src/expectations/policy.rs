@@ -61,7 +61,9 @@ pub struct Policy {
     pub short_chain_max: u32,
     pub default_accumulators: u32,
     pub wide: Option<Wide>,
-    /// The accumulation the probe kernel stands for (its `chain` is set per case).
+    /// The accumulation the probe kernel stands for (its `chain` is set per case): what the
+    /// policy is asked where the results carry no ptxas register count (a recorded table);
+    /// elsewhere each case asks with the context as measured (`verdict::policy`).
     pub probe_context: Accumulation,
 }
 
@@ -305,6 +307,28 @@ probe_context:
         p.wide = Some(wide(2, 1));
         assert_eq!(p.choose(&acc(u32::MAX, 0, true)), 2);
         assert_eq!(p.choose_for_probe(u32::MAX), 2);
+    }
+
+    #[test]
+    fn probe_context_reads_the_context_fields_and_does_without_them() {
+        let old = policy().probe_context;
+        assert_eq!(
+            (old.side_chains, old.warps_per_sm, old.register_limit),
+            (0, 0, 0)
+        );
+        let text = format!("{STUDY}  side_chains: 4\n  warps_per_sm: 16\n  register_limit: 128\n");
+        let p = Policy::parse(&text, Path::new("p.yaml")).unwrap();
+        let c = p.probe_context;
+        assert_eq!(
+            (c.side_chains, c.warps_per_sm, c.register_limit),
+            (4, 16, 128)
+        );
+        let e = Policy::parse(
+            &text.replace("warps_per_sm: 16", "warps_per_sm: \"16\""),
+            Path::new("p.yaml"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("p.yaml:16:17:"), "{e}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! [`Picks`], plain data the verdict stage judges. Nothing here starts a process.
 
 use crate::expectations::policy::{Accumulation, Policy};
+use crate::model::variant::{Context, Sink};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,10 +19,14 @@ pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(10);
 /// The longest `time_limit_s` a profile may set: a gate that waits longer is not a CI job.
 pub const MAX_TIME_LIMIT_S: u64 = 600;
 
-/// One accumulation the gate asks the policy about, by name (`chain13`).
+/// One accumulation the gate asks the policy about, by name (`chain13`, `chain13_sinkB`,
+/// `chain13_w16`): where it was measured (the chain is the accumulation's) and what the
+/// policy is told about it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicyContext {
     pub name: String,
+    pub sink: Sink,
+    pub context: Context,
     pub accumulation: Accumulation,
 }
 

@@ -411,4 +411,23 @@ pub mod number {
     pub fn optional<'de, D: Deserializer<'de>, T: FromYaml>(d: D) -> Result<Option<T>, D::Error> {
         Ok(Option::<Unquoted<T>>::deserialize(d)?.map(|n| n.0))
     }
+
+    /// An optional number field kept with its position (use with `#[serde(default)]`).
+    pub fn optional_spanned<'de, D: Deserializer<'de>, T: FromYaml>(
+        d: D,
+    ) -> Result<Option<Spanned<T>>, D::Error> {
+        Ok(Option::<Spanned<Unquoted<T>>>::deserialize(d)?
+            .map(|s| Spanned::new(s.value.0, s.referenced, s.defined)))
+    }
+
+    /// A list of numbers with its position and each number's, as [`spanned_seq`] reads one.
+    pub type SpannedList<T> = Spanned<Vec<Spanned<T>>>;
+
+    /// An optional list of numbers, as [`spanned_seq`] reads one (use with
+    /// `#[serde(default)]`).
+    pub fn optional_spanned_seq<'de, D: Deserializer<'de>, T: FromYaml>(
+        d: D,
+    ) -> Result<Option<SpannedList<T>>, D::Error> {
+        spanned_seq(d).map(Some)
+    }
 }

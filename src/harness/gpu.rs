@@ -47,6 +47,17 @@ fn unrunnable(session: &GpuSession, case: &Case) -> Option<Skip> {
     }
 }
 
+/// Why `case` cannot run on a recorded device whose file predates a context it needs
+/// (`Target::predates`): no GPU matter, so never one for `gpu::required`.
+fn predated(session: &GpuSession, case: &Case) -> Option<Skip> {
+    let t = session.target().ok()?;
+    let v = case.needs.iter().find(|v| t.predates(**v))?;
+    Some(Skip::NotJudged(format!(
+        "the recorded device's results predate context {}: they hold no {v}",
+        v.context
+    )))
+}
+
 /// The trials of a session's cases. A case that cannot run here is ignored at list time
 /// with the reason; under `require` (`ACCPROBE_REQUIRE_GPU`) it is ignored as "not run:
 /// see gpu::required", the one failing case that gives the reason.
@@ -57,12 +68,18 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
         .into_iter()
         .map(|case| {
             let asked = asked.clone();
+            // A recorded file older than a context: still not run with --ignored, since
+            // nothing can measure what the file predates.
+            let predated = predated(session, &case);
             let unrunnable = match unrunnable(session, &case) {
                 Some(skip) if require => Some(see_required(skip)),
                 other => other,
             };
+            let unrunnable = predated.clone().or(unrunnable);
             let s = session.clone();
-            let required = require.then(|| unrunnable.clone()).flatten();
+            let required = (require || predated.is_some())
+                .then(|| unrunnable.clone())
+                .flatten();
             let ignored_for = unrunnable.clone();
             let t = trial(
                 recorder,
@@ -89,7 +106,7 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
                         }
                         Err(e) => Ended::new(Status::Failed, e.to_string(), "gpu-error").into(),
                         Ok(results) => {
-                            let picks = asked.for_case(&case, &s.profile);
+                            let picks = asked.for_case(&case, &s.profile, &results);
                             let mut v = verdict::judge_with(&case, &s.profile, &results, picks);
                             if let (Outcome::Fail(text), Some(hint)) =
                                 (&mut v.outcome, &s.onboarding)

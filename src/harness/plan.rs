@@ -4,7 +4,7 @@
 //! and the variants each session's selected cases need.
 
 use super::env::{Paths, RunOptions, REQUIRE_GPU_ENV};
-use super::recorder::{self, Recorder};
+use super::recorder::{self, Recorder, Skip};
 use super::startup::Loaded;
 use super::trial::{trial, Ending, Planned};
 use super::{compile_only, gpu, REQUIRED_CASE, REQUIRED_SUITE};
@@ -18,7 +18,7 @@ use crate::model::results::RunResults;
 use crate::model::variant::Variant;
 use crate::policy_gate::Asked;
 use crate::report::{self, junit::CaseRecord, junit::Ended, junit::Status, junit::SuiteInfo};
-use crate::verdict::{self, cases::cases, cases::on_device};
+use crate::verdict::{self, cases::cases, cases::on_device, cases::unrecorded};
 use libtest_mimic::Arguments;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -311,18 +311,21 @@ fn replay_trials(
         .into_iter()
         .map(|case| {
             let (p, r, asked) = (profile.clone(), results.clone(), asked.clone());
-            Planned::runs(
-                trial(
-                    recorder,
-                    suite.clone(),
-                    format!("replay::{}::{}", profile.name, case.name),
-                    move || {
-                        let picks = asked.for_case(&case, &p);
-                        Ending::of_verdict(verdict::judge_with(&case, &p, &r, picks))
-                    },
-                ),
-                &suite,
-            )
+            let why = unrecorded(&case, &results);
+            let t = trial(
+                recorder,
+                suite.clone(),
+                format!("replay::{}::{}", profile.name, case.name),
+                move || {
+                    let picks = asked.for_case(&case, &p, &r);
+                    Ending::of_verdict(verdict::judge_with(&case, &p, &r, picks))
+                },
+            );
+            match why {
+                // A context the recorded run predates: not replayed, never passed.
+                Some(reason) => Planned::ignored(t, &suite, Skip::NotJudged(reason)),
+                None => Planned::runs(t, &suite),
+            }
         })
         .collect()
 }

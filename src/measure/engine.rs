@@ -198,7 +198,7 @@ impl LoadedMatrix {
                 .collect(),
         );
         // The SM of each block (its first warp's).
-        let per_block = (s.block_threads / 32) as usize;
+        let per_block = (s.block_threads_of(&slot.v) / 32) as usize;
         slot.result
             .sm_ids
             .push(sm_ids.iter().step_by(per_block.max(1)).copied().collect());
@@ -291,7 +291,12 @@ impl Queue {
                 .arg(&progress)
                 .arg(&elapsed)
                 .arg(&sm_ids);
-            unsafe { b.launch(self.cfg) }.map_err(|e| {
+            // A context may set its own block (docs/study.md, "Contexts").
+            let cfg = LaunchConfig {
+                block_dim: (slot.v.context.block_threads(self.cfg.block_dim.0), 1, 1),
+                ..self.cfg
+            };
+            unsafe { b.launch(cfg) }.map_err(|e| {
                 *blame = Some(slot.v);
                 GpuError::cuda(format!("launching {}", slot.v), e)
             })?;

@@ -42,12 +42,12 @@ impl Regions {
     /// The regions of every variant of a set, one after another, and the total size.
     pub(super) fn lay_out(vs: &[Variant], s: &ProbeSettings) -> (Vec<Regions>, usize) {
         let align = |x: usize| x.div_ceil(256) * 256;
-        let warps = s.warps() as usize;
         let mut at = 0;
         let regions = vs
             .iter()
             .map(|v| {
-                let outputs = (s.blocks * s.block_threads * v.outputs_per_thread()) as usize;
+                let warps = s.warps_of(v) as usize;
+                let outputs = (s.blocks * s.block_threads_of(v) * v.outputs_per_thread()) as usize;
                 let r = Regions {
                     out: at,
                     outputs,
@@ -205,6 +205,9 @@ pub(super) mod tests {
             accumulators: vec![1, 2],
             sink_modes: vec![],
             sink_accumulators: vec![],
+            contexts: vec![],
+            context_chains: vec![],
+            context_accumulators: vec![],
             mode: crate::model::settings::Mode::Wave,
         }
     }
@@ -212,10 +215,15 @@ pub(super) mod tests {
     #[test]
     fn a_set_lays_its_variants_out_apart_aligned_and_poisoned() {
         let s = settings();
+        let w32 = crate::model::variant::Context {
+            warps: Some(32),
+            ..Default::default()
+        };
         let vs = [
             Variant::new(7, 2),
             Variant::new(13, 4).with_sink(crate::model::variant::Sink::C),
             Variant::new(29, 1),
+            Variant::new(7, 2).with_context(w32),
         ];
         let (regions, bytes) = Regions::lay_out(&vs, &s);
         // Every region of every variant, as byte ranges: aligned, inside, disjoint.
@@ -247,6 +255,8 @@ pub(super) mod tests {
             "sink C stores every partial"
         );
         assert_eq!(regions[0].warps, 6);
+        // A context's block: two blocks of 32 warps each.
+        assert_eq!((regions[3].warps, regions[3].outputs), (64, 2 * 1024));
 
         let mut image = vec![0u8; bytes];
         for r in &regions {

@@ -77,6 +77,11 @@ pub trait Target: Send + Sync {
     fn device_key(&self) -> Option<DeviceKey> {
         None
     }
+    /// Whether `v` is a context variant this target cannot give, being the replay of a
+    /// file written before contexts existed ([`RunResults::predates`]); never for a device.
+    fn predates(&self, _v: Variant) -> bool {
+        false
+    }
     /// For a target that replays another process's measurement (a nextest run's
     /// published results): what that process's contention checks saw, so that what was
     /// disturbed there is an error here too. `None` for a real device (its session checks
@@ -421,6 +426,10 @@ impl Target for RecordedTarget {
 
     fn sass_unavailable(&self) -> Option<String> {
         self.sass_unavailable.clone()
+    }
+
+    fn predates(&self, v: Variant) -> bool {
+        self.results.as_ref().is_some_and(|r| r.predates(v))
     }
 
     /// What the measuring process's contention checks saw, for a published measurement;

@@ -4,6 +4,7 @@
 
 pub mod ceilings;
 pub mod compiled;
+pub mod context;
 pub mod gpu;
 pub mod results;
 pub mod settings;

@@ -1,6 +1,6 @@
 //! How the probe runs: the settings a profile asks for and a results file records.
 
-use crate::model::variant::{matrix, Sink, Variant};
+use crate::model::variant::{matrix, Context, Sink, Variant};
 use serde::{Deserialize, Serialize};
 
 /// How variants share the GPU while measured.
@@ -28,12 +28,17 @@ pub struct ProbeSettings {
     pub sink_modes: Vec<Sink>,
     /// The accumulator counts the sink modes are measured at.
     pub sink_accumulators: Vec<u32>,
+    /// Contexts measured besides the base (docs/study.md, "Contexts"), each at
+    /// `context_chains` x `context_accumulators`, sink mode A.
+    pub contexts: Vec<Context>,
+    pub context_chains: Vec<u32>,
+    pub context_accumulators: Vec<u32>,
     /// Serial (one variant at a time) or wave (all at once, one SM each).
     pub mode: Mode,
 }
 
 impl ProbeSettings {
-    /// Every variant: the documented matrix, then each sink mode's.
+    /// Every variant: the documented matrix, then each sink mode's, then each context's.
     pub fn variants(&self) -> Vec<Variant> {
         let mut all = self.main_variants();
         for &m in &self.sink_modes {
@@ -41,6 +46,13 @@ impl ProbeSettings {
                 matrix(&self.chains, &self.sink_accumulators)
                     .into_iter()
                     .map(|v| v.with_sink(m)),
+            );
+        }
+        for &c in &self.contexts {
+            all.extend(
+                matrix(&self.context_chains, &self.context_accumulators)
+                    .into_iter()
+                    .map(|v| v.with_context(c)),
             );
         }
         all
@@ -53,6 +65,16 @@ impl ProbeSettings {
 
     pub fn warps(&self) -> u32 {
         self.blocks * self.block_threads / 32
+    }
+
+    /// The threads of each block of `v`: its context's, else the profile's.
+    pub fn block_threads_of(&self, v: &Variant) -> u32 {
+        v.context.block_threads(self.block_threads)
+    }
+
+    /// The warps a launch of `v` runs.
+    pub fn warps_of(&self, v: &Variant) -> u32 {
+        self.blocks * self.block_threads_of(v) / 32
     }
 
     /// Launches per variant: the warm-up ones, then the counted repeats.
@@ -76,6 +98,16 @@ pub struct RunSettings {
 impl RunSettings {
     pub fn warps(&self) -> u32 {
         self.blocks * self.block_threads / 32
+    }
+
+    /// The threads of each block of `v`: its context's, else the run's.
+    pub fn block_threads_of(&self, v: &Variant) -> u32 {
+        v.context.block_threads(self.block_threads)
+    }
+
+    /// The warps a launch of `v` runs.
+    pub fn warps_of(&self, v: &Variant) -> u32 {
+        self.blocks * self.block_threads_of(v) / 32
     }
 
     /// Each setting that differs from `asked`, as `name: asked X, measured Y`.

@@ -2,8 +2,10 @@
 //!
 //! A variant is one (chain length N, accumulator count K) pair of the study, with its
 //! effective accumulator count E = min(K, N): a chain of 7 FFMAs cannot feed 8 partials.
-//! Names follow the study: `chainN_accK_effectiveE`.
+//! Names follow the study: `chainN_accK_effectiveE`, then `_sinkM` for a sink mode other
+//! than A, then the context's suffix ([`Context::suffix`]) for a context other than the base.
 
+pub use crate::model::context::Context;
 use std::fmt;
 
 /// What happens to the partials after (or inside) the loop: the study's sink-isolation
@@ -70,6 +72,8 @@ pub struct Variant {
     pub accumulators: u32,
     /// The sink mode; `A` is the documented probe.
     pub sink: Sink,
+    /// The context the accumulation runs in; the base context is the documented probe.
+    pub context: Context,
 }
 
 impl Variant {
@@ -79,11 +83,21 @@ impl Variant {
             chain,
             accumulators,
             sink: Sink::A,
+            context: Context::BASE,
         }
     }
 
     pub fn with_sink(self, sink: Sink) -> Self {
         Variant { sink, ..self }
+    }
+
+    pub fn with_context(self, context: Context) -> Self {
+        Variant { context, ..self }
+    }
+
+    /// The documented probe's context and sink: what the study's invariants judge.
+    pub fn is_base(&self) -> bool {
+        self.context.is_base()
     }
 
     /// Output elements per thread: one, or one per partial when every partial is stored.
@@ -105,18 +119,28 @@ impl Variant {
         self.to_string()
     }
 
-    /// Parses a study name back; `None` unless it is exactly `chainN_accK_effectiveE`
-    /// with E = min(K, N).
+    /// Parses a name back; `None` unless it is exactly what [`Variant::name`] writes for
+    /// some variant (E = min(K, N), no `_sinkA`, the context's parts in order).
     pub fn parse(name: &str) -> Option<Variant> {
         let rest = name.strip_prefix("chain")?;
         let (n, rest) = rest.split_once("_acc")?;
         let (k, rest) = rest.split_once("_effective")?;
-        let (e, sink) = match rest.split_once("_sink") {
-            None => (rest, Sink::A),
-            Some((e, m)) if m.len() == 1 && m != "A" => (e, Sink::from_letter(m.chars().next()?)?),
-            Some(_) => return None,
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let (e, rest) = rest.split_at(digits);
+        let (sink, rest) = match rest.strip_prefix("_sink") {
+            None => (Sink::A, rest),
+            Some(m) => {
+                let letter = m.chars().next()?;
+                match Sink::from_letter(letter) {
+                    Some(s) if s != Sink::A => (s, &m[1..]),
+                    _ => return None,
+                }
+            }
         };
-        let v = Variant::new(number(n)?, number(k)?).with_sink(sink);
+        let context = Context::parse_suffix(rest)?;
+        let v = Variant::new(number(n)?, number(k)?)
+            .with_sink(sink)
+            .with_context(context);
         (v.effective() == number(e)?).then_some(v)
     }
 }
@@ -140,7 +164,7 @@ impl fmt::Display for Variant {
         if self.sink != Sink::A {
             write!(f, "_sink{}", self.sink.letter())?;
         }
-        Ok(())
+        f.write_str(&self.context.suffix())
     }
 }
 
@@ -181,6 +205,30 @@ mod tests {
             Variant::new(7, 8).with_sink(Sink::C).outputs_per_thread(),
             7
         );
+    }
+
+    #[test]
+    fn a_context_other_than_the_base_reads_in_the_name() {
+        let c = Context {
+            warps: Some(16),
+            side_chains: 4,
+            live_values: 0,
+        };
+        let v = Variant::new(13, 2).with_context(c);
+        assert_eq!(v.name(), "chain13_acc2_effective2_w16_s4");
+        assert_eq!(Variant::parse(&v.name()), Some(v));
+        let d = v.with_sink(Sink::D);
+        assert_eq!(d.name(), "chain13_acc2_effective2_sinkD_w16_s4");
+        assert_eq!(Variant::parse(&d.name()), Some(d));
+        assert!(!v.is_base() && Variant::new(13, 2).with_sink(Sink::B).is_base());
+        for bad in [
+            "chain13_acc2_effective2_s4_w16",
+            "chain13_acc2_effective2_w16_sinkD",
+            "chain13_acc2_effective2_sink",
+            "chain13_acc2_effective2_w",
+        ] {
+            assert_eq!(Variant::parse(bad), None, "{bad}");
+        }
     }
 
     #[test]

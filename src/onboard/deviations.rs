@@ -5,8 +5,8 @@
 use crate::expectations::profile::Profile;
 use crate::model::results::{RunResults, VariantResult};
 use crate::report::thousands as figure;
-use crate::verdict::cases::{cases, Check};
-use crate::verdict::{evaluate, Outcome};
+use crate::verdict::cases::{cases, policy_context_name, Check};
+use crate::verdict::{at_place, evaluate, Outcome};
 
 /// A case that does not hold, and why, in the reason's words.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,9 +47,14 @@ pub fn find(profile: &Profile, results: &RunResults) -> Result<Vec<Deviation>, S
                         tolerance,
                     } => peak(&gpu, chain, accumulators, tolerance, results),
                     Check::Policy {
-                        ref context, chain, ..
-                    } => file_pick(profile, context)
-                        .and_then(|k| policy(profile, chain, k, results)),
+                        chain,
+                        sink,
+                        context,
+                        ..
+                    } => file_pick(profile, results, &policy_context_name(chain, sink, context))
+                        .and_then(|k| {
+                            policy(profile, chain, k, &at_place(results, chain, sink, context))
+                        }),
                     _ => None,
                 }
                 .unwrap_or_else(|| format!("on the {gpu}: {text}"));
@@ -97,7 +102,9 @@ fn at_chain(results: &RunResults, chain: u32) -> Vec<&VariantResult> {
     results
         .variants
         .iter()
-        .filter(|r| r.chain == chain && r.variant().sink == Default::default())
+        .filter(|r| {
+            r.chain == chain && r.variant().sink == Default::default() && r.context.is_base()
+        })
         .collect()
 }
 
@@ -158,22 +165,25 @@ fn peak(gpu: &str, chain: u32, k: u32, tolerance: f64, results: &RunResults) -> 
     ))
 }
 
-/// The K the profile's policy file picks for `context` (a draft gates a policy file).
-fn file_pick(profile: &Profile, context: &str) -> Option<u32> {
+/// The K the profile's policy file picks for `context` as `results` measured it (a draft
+/// gates a policy file).
+fn file_pick(profile: &Profile, results: &RunResults, context: &str) -> Option<u32> {
     let gate = profile.policy_gate.as_ref()?;
     gate.source
-        .file_picks(&crate::verdict::cases::policy_contexts(profile))?
+        .file_picks(&crate::verdict::cases::policy_contexts(
+            profile,
+            Some(results),
+        ))?
         .of(context)
         .ok()
 }
 
 /// "the study's policy picks acc2 at N=13 (144,926.5), 97.10% of the best (acc7, acc8,
 /// acc16: 149,253.0), below the 98% the gate asks".
-fn policy(profile: &Profile, chain: u32, k: u32, results: &RunResults) -> Option<String> {
+fn policy(profile: &Profile, chain: u32, k: u32, found: &[&VariantResult]) -> Option<String> {
     let gate = profile.policy_gate.as_ref()?;
-    let found = at_chain(results, chain);
     let pick = found.iter().find(|r| r.accumulators == k)?;
-    let (ks, top) = best(&found)?;
+    let (ks, top) = best(found)?;
     let names: Vec<String> = ks.iter().map(|k| format!("acc{k}")).collect();
     Some(format!(
         "the {}'s policy picks acc{k} at N={chain} ({}), {:.2}% of the best ({}: {}), below the {}% the gate asks",

@@ -14,6 +14,7 @@ use crate::expectations::policy_source::{
     Picks, PolicyCommand, PolicyContext, PolicySource, Program, PROTOCOL,
 };
 use crate::expectations::profile::Profile;
+use crate::model::results::RunResults;
 use crate::verdict::cases::{policy_contexts, Case, Check};
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -24,11 +25,12 @@ const STDOUT_LIMIT: usize = 1 << 20;
 /// The most of a program's stderr kept for the message.
 pub const STDERR_LIMIT: usize = 4096;
 
-/// The picks of `profile`'s policy for its contexts ([`policy_contexts`]), or `None`
-/// without a `policy_gate:`. A program is started once per call.
-pub fn ask(profile: &Profile) -> Option<Picks> {
+/// The picks of `profile`'s policy for its contexts ([`policy_contexts`]) as `results`
+/// measured them (without results, the policy's `probe_context` stands for each), or
+/// `None` without a `policy_gate:`. A program is started once per call.
+pub fn ask(profile: &Profile, results: Option<&RunResults>) -> Option<Picks> {
     let gate = profile.policy_gate.as_ref()?;
-    let contexts = policy_contexts(profile);
+    let contexts = policy_contexts(profile, results);
     Some(ask_source(
         &gate.source,
         &contexts,
@@ -55,11 +57,12 @@ pub fn ask_source(source: &PolicySource, contexts: &[PolicyContext], measured: &
 pub struct Asked(OnceLock<Option<Picks>>);
 
 impl Asked {
-    /// The picks `case` is judged with: asked on the first policy case, `None` for others.
-    pub fn for_case(&self, case: &Case, profile: &Profile) -> Option<&Picks> {
+    /// The picks `case` is judged with: asked on the first policy case, with the run's
+    /// `results`; `None` for other cases.
+    pub fn for_case(&self, case: &Case, profile: &Profile, results: &RunResults) -> Option<&Picks> {
         match case.check {
             Check::Policy { .. } | Check::PolicyPick { .. } => {
-                self.0.get_or_init(|| ask(profile)).as_ref()
+                self.0.get_or_init(|| ask(profile, Some(results))).as_ref()
             }
             _ => None,
         }

@@ -4,7 +4,8 @@
 use crate::expectations::policy::Accumulation;
 use crate::expectations::policy_source::PolicyContext;
 use crate::expectations::profile::{Invariant, Profile};
-use crate::model::variant::Variant;
+use crate::model::results::RunResults;
+use crate::model::variant::{Context, Sink, Variant};
 
 /// Where a spill is looked for; each is its own verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,18 +72,21 @@ pub enum Check {
     Ceiling(Variant),
     /// Each launch took budget / SM clock, within the tolerance.
     Duration(Variant),
-    /// The K the policy picks for the context (named as in [`policy_contexts`]) reaches
-    /// (1 - tolerance) of the best progress at its chain.
+    /// The K the policy picks at this chain, asked about this sink mode and context as
+    /// measured (the policy context [`policy_context_name`] names), reaches
+    /// (1 - tolerance) of the best progress measured there.
     Policy {
-        context: String,
         chain: u32,
+        sink: Sink,
+        context: Context,
         tolerance: f64,
     },
-    /// The K the policy picks for the context measures no worse than its blessed pick,
-    /// beyond the tolerance.
+    /// The K the policy picks for the same policy context measures no worse than its
+    /// blessed pick, beyond the tolerance.
     PolicyPick {
-        context: String,
         chain: u32,
+        sink: Sink,
+        context: Context,
         tolerance: f64,
     },
 }
@@ -154,39 +158,48 @@ pub fn cases(profile: &Profile) -> Vec<Case> {
                     .filter(|v| v.accumulators == accumulators || v.accumulators == over)
                     .collect(),
             }),
+            // The study's invariant is about the contexts it describes: the base. A spill
+            // in another context is data for the policy (a wide K that spills loses).
             Invariant::NoSpills => cases.extend(SpillSource::ALL.iter().map(|src| Case {
                 name: format!("invariant::{id}::{}", src.id()),
                 check: Check::NoSpills(*src),
-                needs: all.clone(),
+                needs: all.iter().copied().filter(Variant::is_base).collect(),
             })),
         }
     }
     if let Some(h) = &profile.policy_gate {
-        let contexts = policy_contexts(profile);
-        let at_chain = |chain: u32| main.iter().copied().filter(|v| v.chain == chain).collect();
+        let contexts = policy_contexts(profile, None);
+        let at = |c: &PolicyContext| -> Vec<Variant> {
+            all.iter()
+                .copied()
+                .filter(|v| {
+                    v.chain == c.accumulation.chain && v.sink == c.sink && v.context == c.context
+                })
+                .collect()
+        };
         for c in &contexts {
-            let chain = c.accumulation.chain;
             cases.push(Case {
                 name: format!("policy::{}::{}", h.source.name(), c.name),
                 check: Check::Policy {
-                    context: c.name.clone(),
-                    chain,
+                    chain: c.accumulation.chain,
+                    sink: c.sink,
+                    context: c.context,
                     tolerance: h.tolerance,
                 },
-                needs: at_chain(chain),
+                needs: at(c),
             });
         }
         if profile.baselines.is_some() {
-            for c in contexts {
-                let chain = c.accumulation.chain;
+            for c in &contexts {
                 cases.push(Case {
                     name: format!("policy::{}::picks::{}", h.source.name(), c.name),
                     check: Check::PolicyPick {
-                        context: c.name,
-                        chain,
+                        chain: c.accumulation.chain,
+                        sink: c.sink,
+                        context: c.context,
                         tolerance: h.tolerance,
                     },
-                    needs: at_chain(chain),
+                    needs: at(c),
                 });
             }
         }
@@ -194,23 +207,88 @@ pub fn cases(profile: &Profile) -> Vec<Case> {
     cases
 }
 
-/// The contexts a profile's policy is asked about, in a stable order: the probe kernel at
-/// each chain length (`chain<N>`), as the gate's probe context describes it. Empty
-/// without a `policy_gate:`.
-pub fn policy_contexts(profile: &Profile) -> Vec<PolicyContext> {
+/// The name of the policy context at `chain` in sink mode `sink` and probe context
+/// `context`: `chain13`, `chain13_sinkB`, `chain13_w16` (the `policy::<name>::` cases'
+/// last part).
+pub fn policy_context_name(chain: u32, sink: Sink, context: Context) -> String {
+    let mut name = format!("chain{chain}");
+    if sink != Sink::A {
+        name.push_str(&format!("_sink{}", sink.letter()));
+    }
+    name.push_str(&context.suffix());
+    name
+}
+
+/// The contexts a profile's policy is asked about, in a stable order: the base probe
+/// kernel at each chain (`chain<N>`), each sink mode at each chain (`chain<N>_sink<M>`),
+/// each probe context at each context chain (`chain<N>_<context>`). Each accumulation is
+/// the one `results` measured there ([`super::policy::accumulation`]); without results,
+/// or where they carry no ptxas register count (a recorded table), the policy's
+/// `probe_context` stands for it, its chain set. A context `results` predate (a file
+/// written before contexts, [`RunResults::predates`]) is left out: nothing measured it,
+/// and its cases are skipped ([`unrecorded`]). Empty without a `policy_gate:`.
+pub fn policy_contexts(profile: &Profile, results: Option<&RunResults>) -> Vec<PolicyContext> {
     let Some(h) = &profile.policy_gate else {
         return Vec::new();
     };
-    let probe = h.source.probe_context();
-    profile
-        .probe
-        .chains
-        .iter()
-        .map(|&chain| PolicyContext {
-            name: format!("chain{chain}"),
-            accumulation: Accumulation { chain, ..probe },
+    let p = &profile.probe;
+    let mut places = Vec::new();
+    for &chain in &p.chains {
+        places.push((chain, Sink::A, Context::BASE));
+    }
+    for &sink in &p.sink_modes {
+        for &chain in &p.chains {
+            places.push((chain, sink, Context::BASE));
+        }
+    }
+    for &context in &p.contexts {
+        for &chain in &p.context_chains {
+            places.push((chain, Sink::A, context));
+        }
+    }
+    let predated = |chain: u32, context: Context| {
+        results.is_some_and(|r| {
+            p.context_accumulators
+                .iter()
+                .any(|&k| r.predates(Variant::new(chain, k).with_context(context)))
+        })
+    };
+    places
+        .into_iter()
+        .filter(|&(chain, _, context)| !predated(chain, context))
+        .map(|(chain, sink, context)| {
+            let place = super::policy::Place {
+                chain,
+                sink,
+                context,
+            };
+            let accumulation = match results {
+                Some(r) => super::policy::accumulation_on(&h.source, place, profile, r),
+                None => Accumulation {
+                    chain,
+                    ..h.source.probe_context()
+                },
+            };
+            PolicyContext {
+                name: policy_context_name(chain, sink, context),
+                sink,
+                context,
+                accumulation,
+            }
         })
         .collect()
+}
+
+/// Why `case` is not judged on `results`, if it is not: it needs a context variant the
+/// results predate ([`RunResults::predates`]: a file written before contexts existed, such
+/// as a recorded run older than the profile's contexts). Any other missing variant is no
+/// reason: that case fails, as a missing measurement always does.
+pub fn unrecorded(case: &Case, results: &RunResults) -> Option<String> {
+    let v = case.needs.iter().find(|v| results.predates(**v))?;
+    Some(format!(
+        "the results (schema {}) predate context {}: they hold no {v}; a run measured since judges it",
+        results.schema, v.context
+    ))
 }
 
 /// A case's name on one device of a run: `gpuN::` in front, N being the device's ordinal,

@@ -62,7 +62,7 @@ pub(super) fn kind_of(check: &Check, profile: &Profile, found: &[&VariantResult]
                 FailureKind::InvalidMeasurement
             } else if r.resources.is_none() {
                 FailureKind::NoResult
-            } else if spill_problem(r).is_some() {
+            } else if v.is_base() && spill_problem(r).is_some() {
                 FailureKind::Spill
             } else if profile
                 .baselines
@@ -109,11 +109,17 @@ pub(super) fn kind_of(check: &Check, profile: &Profile, found: &[&VariantResult]
                 FailureKind::Policy
             }
         }
-        Check::PolicyPick { context, .. } => {
+        Check::PolicyPick {
+            chain,
+            sink,
+            context,
+            ..
+        } => {
+            let name = super::cases::policy_context_name(*chain, *sink, *context);
             let blessed = profile
                 .baselines
                 .as_ref()
-                .is_some_and(|b| b.policy_picks.contains_key(context));
+                .is_some_and(|b| b.policy_picks.contains_key(&name));
             if found.is_empty() {
                 FailureKind::NoResult
             } else if blessed {

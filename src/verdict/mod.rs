@@ -27,7 +27,7 @@ use std::path::PathBuf;
 
 pub use failure::FailureKind;
 pub(crate) use known_deviations::with_known_deviations;
-pub use policy::{main_at_chain, standing, Standing, Unjudged};
+pub use policy::{at_place, main_at_chain, standing, Standing, Unjudged};
 pub(crate) use sass::shape;
 
 /// What a case concluded.
@@ -68,7 +68,9 @@ pub struct Verdict {
 /// Evaluates one case, then applies the profile's known deviations strictly: a known
 /// deviation that holds again fails, so that a change in either direction is seen.
 /// Missing or unusable results fail whatever the profile expects: a deviation excuses a
-/// measured difference, never the absence of a measurement. A timing case whose variants
+/// measured difference, never the absence of a measurement. The one exception is a
+/// context variant the results predate (written before contexts existed): that case is
+/// skipped with the reason (`cases::unrecorded`). A timing case whose variants
 /// were measured while the GPU was not ours is an error, not a verdict. A failure that
 /// judged a measurement says its first suspect (see [`suspect`]), in the order of
 /// [`red`].
@@ -80,21 +82,27 @@ pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome
 /// computed here; a policy program's are not (the verdict stage starts no process), so
 /// its cases need [`judge_with`].
 pub fn judge(case: &Case, profile: &Profile, results: &RunResults) -> Verdict {
-    let picks = profile
-        .policy_gate
-        .as_ref()
-        .and_then(|g| g.source.file_picks(&cases::policy_contexts(profile)));
+    let picks = profile.policy_gate.as_ref().and_then(|g| {
+        g.source
+            .file_picks(&cases::policy_contexts(profile, Some(results)))
+    });
     judge_with(case, profile, results, picks.as_ref())
 }
 
-/// [`judge`], with the policy's picks asked before (`crate::policy_gate::ask`), or `None`
-/// when they were not asked, which fails the policy cases saying so.
+/// [`judge`], with the policy's picks asked before (`crate::policy_gate::ask`, with these
+/// results), or `None` when they were not asked, which fails the policy cases saying so.
 pub fn judge_with(
     case: &Case,
     profile: &Profile,
     results: &RunResults,
     picks: Option<&Picks>,
 ) -> Verdict {
+    if let Some(why) = cases::unrecorded(case, results) {
+        return Verdict {
+            outcome: Outcome::Skipped(why),
+            failure: None,
+        };
+    }
     if let Some(cause) = usable::disturbed(case, results) {
         return Verdict {
             outcome: Outcome::Error(cause),
@@ -186,15 +194,38 @@ fn evaluate_raw(
         Check::Ceiling(v) => validity::ceiling(v, found[0], profile, results),
         Check::Duration(_) => validity::duration(found[0], profile, results),
         Check::Policy {
-            ref context,
             chain,
+            sink,
+            context,
             tolerance,
-        } => policy::pick(context, chain, tolerance, picks, profile, found),
+        } => policy::pick(
+            policy::Place {
+                chain,
+                sink,
+                context,
+            },
+            tolerance,
+            picks,
+            profile,
+            results,
+            found,
+        ),
         Check::PolicyPick {
-            ref context,
             chain,
+            sink,
+            context,
             tolerance,
-        } => policy::against_blessed(context, chain, tolerance, picks, profile, found),
+        } => policy::against_blessed(
+            policy::Place {
+                chain,
+                sink,
+                context,
+            },
+            tolerance,
+            picks,
+            profile,
+            found,
+        ),
     }
 }
 

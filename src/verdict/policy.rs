@@ -1,43 +1,196 @@
-//! The `policy::<name>::<context>` cases: the K the profile's policy picks for a context
-//! reaches (1 - tolerance) of the best measured progress at its chain.
+//! The `policy::<name>::chain<N>[_sink<M>][_<context>]` cases: the policy is asked about
+//! the accumulation as it was measured in that sink mode and context, and the K it picks
+//! must reach (1 - tolerance) of the best progress measured there. The
+//! `policy::<name>::picks::<context>` cases hold the same pick against the blessed one.
+//!
+//! What the policy is told ([`accumulation`], docs/study.md, "Contexts"):
+//! - `chain`: N;
+//! - `warps_per_sm`: the warps of the one block on the SM (the context's, else the run's);
+//! - `register_limit`: [`register_limit`] at those warps;
+//! - `register_headroom`: the limit minus ptxas' register count of the context's
+//!   lowest-K variant at that chain;
+//! - `sink_isolated`: the sink is after the loop (modes A, B, C), not summed inside every
+//!   iteration (D);
+//! - `side_chains` and `surrounding_ilp` (side chains > 0): the context's;
+//! - `occupancy_safe`: the policy's wide K fits the limit: its variant, where measured,
+//!   uses at most `register_limit` registers and does not spill; where not measured, the
+//!   lowest-K count plus the policy's registers per extra partial stays within the limit.
+//!   A policy program declares no wide K: for it, `occupancy_safe` is true.
+//!
+//! Where the results carry no ptxas register count (a recorded table), the policy's own
+//! `probe_context` stands for the base context, as it always has.
 
+use super::spills::spill_problem;
 use super::Outcome;
-use crate::expectations::policy_source::Picks;
+use crate::expectations::policy::Accumulation;
+use crate::expectations::policy_source::{Picks, PolicySource};
 use crate::expectations::profile::Profile;
+use crate::model::context::{register_limit, Context};
 use crate::model::results::{RunResults, VariantResult};
 use crate::model::variant::Sink;
 
-/// The policy's pick for `context` (from `picks`, asked before judging) at `chain` reaches
-/// (1 - `tolerance`) of the best progress in `found` (the main variants at that chain). A
-/// policy that gave no pick fails with why.
+/// Where a case's accumulation was measured.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Place {
+    pub(super) chain: u32,
+    pub(super) sink: Sink,
+    pub(super) context: Context,
+}
+
+impl Place {
+    /// How a message names it: `chain 13`, `chain 13 in context w16`, `chain 13, sink D`.
+    fn describe(&self) -> String {
+        let mut s = format!("chain {}", self.chain);
+        if self.sink != Sink::A {
+            s.push_str(&format!(", sink {}", self.sink.letter()));
+        }
+        if !self.context.is_base() {
+            s.push_str(&format!(" in context {}", self.context));
+        }
+        s
+    }
+
+    /// The policy context's name ([`super::cases::policy_context_name`]).
+    fn name(&self) -> String {
+        super::cases::policy_context_name(self.chain, self.sink, self.context)
+    }
+
+    /// The profile key whose accumulator counts measure this place.
+    fn accumulators_key(&self) -> &'static str {
+        if !self.context.is_base() {
+            "contexts.accumulators"
+        } else if self.sink != Sink::A {
+            "sink_isolation.accumulators"
+        } else {
+            "probe.accumulators"
+        }
+    }
+}
+
+/// What `source` is told about the accumulation at `place`, from `found` (its variants
+/// at that place) and the run's block: see the module's documentation.
+pub(super) fn accumulation(
+    source: &PolicySource,
+    place: Place,
+    found: &[&VariantResult],
+    block_threads: u32,
+) -> Accumulation {
+    // A recorded table's resources hold its spill figure only (0 registers): no count.
+    let counted = |r: &&&VariantResult| r.resources.is_some_and(|res| res.registers > 0);
+    let lowest = found.iter().filter(counted).min_by_key(|r| r.accumulators);
+    let Some(lowest) = lowest.and_then(|r| r.resources.map(|res| (r, res))) else {
+        return Accumulation {
+            chain: place.chain,
+            ..source.probe_context()
+        };
+    };
+    let warps = place.context.block_threads(block_threads) / 32;
+    let limit = register_limit(warps);
+    let used = lowest.1.registers;
+    let wide = match source {
+        PolicySource::File(p) => p.wide.as_ref(),
+        PolicySource::Command(_) => None,
+    };
+    let occupancy_safe = match wide {
+        None => true,
+        Some(w) => {
+            let wide = w.accumulators.min(place.chain.max(1));
+            match found.iter().find(|r| r.effective == wide) {
+                Some(r) => {
+                    r.resources.is_some_and(|res| res.registers <= limit)
+                        && spill_problem(r).is_none()
+                }
+                None => {
+                    let extra = u64::from(wide.saturating_sub(lowest.0.effective))
+                        * u64::from(w.registers_per_accumulator);
+                    u64::from(used) + extra <= u64::from(limit)
+                }
+            }
+        }
+    };
+    let side_chains = place.context.side_chains;
+    Accumulation {
+        chain: place.chain,
+        register_headroom: limit.saturating_sub(used),
+        sink_isolated: place.sink != Sink::D,
+        surrounding_ilp: side_chains > 0,
+        occupancy_safe,
+        side_chains,
+        warps_per_sm: warps,
+        register_limit: limit,
+    }
+}
+
+/// [`accumulation`] at `place` as `results` measured it, with the run's block (the
+/// profile's where the results record no settings).
+pub(super) fn accumulation_on(
+    source: &PolicySource,
+    place: Place,
+    profile: &Profile,
+    results: &RunResults,
+) -> Accumulation {
+    let found = at_place(results, place.chain, place.sink, place.context);
+    let block_threads = results
+        .settings
+        .map_or(profile.probe.block_threads, |s| s.block_threads);
+    accumulation(source, place, &found, block_threads)
+}
+
+/// What the policy was told, for a message.
+fn told(a: &Accumulation) -> String {
+    if a.register_limit == 0 {
+        return "asked with the policy's probe_context".into();
+    }
+    format!(
+        "asked with {} warps on the SM, {} of {} registers free, sink {}, {} side chains, occupancy {}",
+        a.warps_per_sm,
+        a.register_headroom,
+        a.register_limit,
+        if a.sink_isolated { "isolated" } else { "in the loop" },
+        a.side_chains,
+        if a.occupancy_safe { "safe" } else { "not safe" }
+    )
+}
+
+/// The policy's pick at `place` (from `picks`, asked before judging) reaches
+/// (1 - `tolerance`) of the best progress in `found` (the variants measured at that
+/// place). A policy that gave no pick fails with why.
 pub(super) fn pick(
-    context: &str,
-    chain: u32,
+    place: Place,
     tolerance: f64,
     picks: Option<&Picks>,
     profile: &Profile,
+    results: &RunResults,
     found: &[&VariantResult],
 ) -> Outcome {
-    let (name, k) = match asked(context, picks, profile) {
+    let (name, k) = match asked(&place.name(), picks, profile) {
         Ok(asked) => asked,
         Err(failed) => return failed,
     };
+    let where_ = place.describe();
+    let a = match &profile.policy_gate {
+        Some(g) => accumulation_on(&g.source, place, profile, results),
+        None => return Outcome::Fail("the profile gates no policy".into()),
+    };
     let st = match standing(k, found) {
         Ok(st) => st,
-        Err(Unjudged::NoResults) => return Outcome::Fail(format!("no results at chain {chain}")),
+        Err(Unjudged::NoResults) => return Outcome::Fail(format!("no results at {where_}")),
         Err(Unjudged::NotMeasured) => {
             return Outcome::Fail(format!(
-                "policy {name} picks acc{k} at chain {chain}, which the profile does not measure (add {k} to probe.accumulators)"
+                "policy {name} picks acc{k} at {where_}, which the profile does not measure (add {k} to {}; {})",
+                place.accumulators_key(),
+                told(&a)
             ))
         }
     };
     let text = format!(
-        "policy {name} picks acc{k} at chain {chain}: {:.1}, {:.2}% of the best, acc{} {:.1} (must reach {:.2}%)",
+        "policy {name} picks acc{k} at {where_}: {:.1}, {:.2}% of the best, acc{} {:.1} (must reach {:.2}%), {}",
         st.progress,
         st.ratio() * 100.0,
         st.best_k,
         st.best_progress,
-        (1.0 - tolerance) * 100.0
+        (1.0 - tolerance) * 100.0,
+        told(&a)
     );
     if st.ratio() < 1.0 - tolerance {
         Outcome::Fail(format!(
@@ -53,13 +206,14 @@ pub(super) fn pick(
 /// (1 - `tolerance`) of the blessed pick's fails naming both; one above (1 + `tolerance`)
 /// passes asking for a bless, as does any other changed pick.
 pub(super) fn against_blessed(
-    context: &str,
-    chain: u32,
+    place: Place,
     tolerance: f64,
     picks: Option<&Picks>,
     profile: &Profile,
     found: &[&VariantResult],
 ) -> Outcome {
+    let context = place.name();
+    let context = context.as_str();
     let (name, k) = match asked(context, picks, profile) {
         Ok(asked) => asked,
         Err(failed) => return failed,
@@ -83,7 +237,8 @@ pub(super) fn against_blessed(
         (Ok(a), Ok(b)) => (a, b),
         (Err(_), _) | (_, Err(_)) => {
             return Outcome::Fail(format!(
-                "policy {name} picks acc{k} for {context} where acc{was} was blessed, and chain {chain} of these results does not hold both"
+                "policy {name} picks acc{k} for {context} where acc{was} was blessed, and {} of these results does not hold both",
+                place.describe()
             ))
         }
     };
@@ -183,11 +338,26 @@ pub fn standing(k: u32, found: &[&VariantResult]) -> Result<Standing, Unjudged> 
     })
 }
 
+/// The variants of `results` at `chain` in sink mode `sink` and probe context `context`:
+/// what a pick for that policy context is judged among.
+pub fn at_place(
+    results: &RunResults,
+    chain: u32,
+    sink: Sink,
+    context: Context,
+) -> Vec<&VariantResult> {
+    results
+        .variants
+        .iter()
+        .filter(|r| r.chain == chain && r.sink == sink && r.context == context)
+        .collect()
+}
+
 /// The main variants (sink A) of `results` at `chain`: what a pick there is judged among.
 pub fn main_at_chain(results: &RunResults, chain: u32) -> Vec<&VariantResult> {
     results
         .variants
         .iter()
-        .filter(|r| r.chain == chain && r.sink == Sink::A)
+        .filter(|r| r.chain == chain && r.sink == Sink::A && r.context.is_base())
         .collect()
 }

@@ -6,7 +6,9 @@ use super::sass_diff::{self, Scheduled};
 
 use super::Outcome;
 use crate::expectations::profile::Profile;
-use crate::model::results::{short_digest, RunResults, SassSummary, VariantResult};
+use crate::model::results::{
+    short_digest, without_side_chains, RunResults, SassSummary, VariantResult,
+};
 use crate::model::variant::Variant;
 
 /// The outcome of a SASS case on results without SASS: a failure when the disassembler
@@ -32,31 +34,53 @@ pub(super) fn measured_shape(v: Variant, r: &VariantResult, results: &RunResults
     shape(v, s)
 }
 
-/// The loop of `v`'s SASS has N FFMAs (or a multiple) over E round-robin partials, and
-/// acc1 accumulates in place.
+/// The loop of `v`'s SASS has N FFMAs plus one per side chain (or a multiple, if unrolled)
+/// over E round-robin partials plus the S side chains, and acc1 accumulates in place.
 pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
-    let (n, e) = (v.chain, v.effective());
+    let (n, e, side) = (v.chain, v.effective(), v.context.side_chains);
+    let per_iteration = n + side;
     let mut problems = Vec::new();
-    let unroll = s.loop_ffma / n;
-    if s.loop_ffma == 0 || !s.loop_ffma.is_multiple_of(n) {
-        problems.push(format!(
-            "the loop has {} FFMAs, expected N = {n} per iteration (or a multiple, if unrolled)",
-            s.loop_ffma
-        ));
+    let unroll = s.loop_ffma / per_iteration;
+    if s.loop_ffma == 0 || !s.loop_ffma.is_multiple_of(per_iteration) {
+        problems.push(if side == 0 {
+            format!(
+                "the loop has {} FFMAs, expected N = {n} per iteration (or a multiple, if unrolled)",
+                s.loop_ffma
+            )
+        } else {
+            format!(
+                "the loop has {} FFMAs, expected N + S = {n} + {side} per iteration (or a multiple, if unrolled)",
+                s.loop_ffma
+            )
+        });
     }
-    if s.loop_partials.len() as u32 != e {
+    let accumulation = without_side_chains(&s.loop_partials, side, unroll.max(1));
+    if s.loop_partials.len() as u32 != e + side {
+        problems.push(if side == 0 {
+            format!(
+                "the loop has {} independent FFMA chains {:?}, expected E = {e}",
+                s.loop_partials.len(),
+                s.loop_partials
+            )
+        } else {
+            format!(
+                "the loop has {} independent FFMA chains {:?}, expected E + S = {e} + {side}",
+                s.loop_partials.len(),
+                s.loop_partials
+            )
+        });
+    } else if let Some(acc) = &accumulation {
+        if acc.iter().max().unwrap_or(&0) - acc.iter().min().unwrap_or(&0) > 1 {
+            problems.push(format!(
+                "the chains {acc:?} are not round-robin (lengths differ by more than one)"
+            ));
+        }
+    }
+    if side > 0 && accumulation.is_none() {
         problems.push(format!(
-            "the loop has {} independent FFMA chains {:?}, expected E = {e}",
-            s.loop_partials.len(),
-            s.loop_partials
-        ));
-    } else if s.loop_partials.iter().max().unwrap_or(&0)
-        - s.loop_partials.iter().min().unwrap_or(&0)
-        > 1
-    {
-        problems.push(format!(
-            "the chains {:?} are not round-robin (lengths differ by more than one)",
-            s.loop_partials
+            "the loop's chains {:?} hold fewer than S = {side} side chains of {} FFMA each",
+            s.loop_partials,
+            unroll.max(1)
         ));
     }
     if e == 1 && !s.ffma_accumulates_in_place {
@@ -66,7 +90,7 @@ pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
         );
     }
     let detail = format!(
-        "{} FFMAs per loop ({}), {} chains {:?}, {} distinct destination registers {:?}{}",
+        "{} FFMAs per loop ({}), {} chains {:?}{}, {} distinct destination registers {:?}{}",
         s.loop_ffma,
         if unroll == 1 {
             "not unrolled".to_string()
@@ -75,6 +99,11 @@ pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
         },
         s.loop_partials.len(),
         s.loop_partials,
+        if side > 0 {
+            format!(" of which {side} side chains")
+        } else {
+            String::new()
+        },
         s.loop_ffma_destinations.len(),
         s.loop_ffma_destinations,
         if e == 1 && s.ffma_accumulates_in_place {

@@ -35,7 +35,7 @@ pub(super) fn ceiling(
         Err(skip) => return skip,
     };
     let warps_per_scheduler = p
-        .block_threads
+        .block_threads_of(&v)
         .div_ceil(32)
         .div_ceil(val.schedulers_per_sm)
         .max(1);

@@ -520,6 +520,9 @@ impl accprobe::measure::target::Target for FakeTarget {
     fn contention(&self) -> Option<accprobe::model::results::Contention> {
         self.inner.contention()
     }
+    fn predates(&self, v: accprobe::model::variant::Variant) -> bool {
+        self.inner.predates(v)
+    }
     fn device_key(&self) -> Option<accprobe::measure::lock::DeviceKey> {
         if !self.keyed {
             return self.inner.device_key();

@@ -17,7 +17,7 @@ pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> crate::Done {
     );
     let mut failed = 0;
     let mut errors = 0;
-    let picks = accprobe::policy_gate::ask(&p);
+    let picks = accprobe::policy_gate::ask(&p, Some(&r));
     for case in cases(&p) {
         let (tag, text) = match verdict::judge_with(&case, &p, &r, picks.as_ref()).outcome {
             Outcome::Pass(d) => ("ok     ", d),

@@ -287,6 +287,18 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// The GPU phase's floors, seconds, of `n` variants of `blocks` blocks each, `launches`
+/// launches of `per_launch` seconds each, on `sms` SMs: serially one launch after another;
+/// as waves, one launch time per wave, as many waves per launch as `wave_sets` makes of
+/// the variants (every context's variants included: a matrix past the SM count takes two).
+fn floors(n: usize, blocks: u32, sms: u32, launches: u32, per_launch: f64) -> (f64, f64) {
+    let waves = accprobe::measure::wave_sets(n, blocks, sms).len();
+    (
+        n as f64 * launches as f64 * per_launch,
+        waves as f64 * launches as f64 * per_launch,
+    )
+}
+
 /// `cargo xtask bench`: GPU phase of each mode against its floor, compile cold and cached,
 /// medians of `runs` runs.
 pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Done {
@@ -355,6 +367,8 @@ pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Done {
     let launches = p.probe.launches();
     let n = p.probe.variants().len();
     let per_launch = p.probe.budget_cycles as f64 / (clock * 1e6);
+    let sms = r.environment.as_ref().map_or(0, |e| e.sm_count);
+    let (serial_floor_s, wave_floor_s) = floors(n, p.probe.blocks, sms, launches, per_launch);
     let b = Bench {
         profile: p.name.clone(),
         environment: env_line(&r),
@@ -362,8 +376,8 @@ pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Done {
         launches_per_variant: launches,
         budget_cycles: p.probe.budget_cycles,
         sm_clock_mhz: clock,
-        serial_floor_s: n as f64 * launches as f64 * per_launch,
-        wave_floor_s: launches as f64 * per_launch,
+        serial_floor_s,
+        wave_floor_s,
         median_serial_gpu_s: median(rows.iter().map(|x| x.serial_gpu_s).collect()),
         median_wave_gpu_s: median(rows.iter().map(|x| x.wave_gpu_s).collect()),
         median_cold_compile_s: median(rows.iter().map(|x| x.cold_compile_s).collect()),
@@ -409,6 +423,17 @@ pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Done {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wave_floor_counts_the_waves_the_matrix_takes() {
+        // 129 one-block variants fit one wave of an H200's 132 SMs; 133 take two.
+        assert_eq!(
+            floors(129, 1, 132, 11, 0.005),
+            (129.0 * 11.0 * 0.005, 11.0 * 0.005)
+        );
+        assert_eq!(floors(133, 1, 132, 11, 0.005).1, 2.0 * 11.0 * 0.005);
+        assert_eq!(floors(69, 2, 132, 11, 0.005).1, 2.0 * 11.0 * 0.005);
+    }
 
     #[test]
     fn the_agreement_table_aligns_columns_and_flags_what_is_over_tolerance() {

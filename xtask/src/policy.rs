@@ -101,7 +101,7 @@ pub fn compare(
     a: &PolicySource,
     b: &PolicySource,
 ) -> Result<Vec<Row>, String> {
-    let contexts = policy_contexts_for(profile, a);
+    let contexts = policy_contexts_for(profile, a, results);
     let measured = &profile.probe.accumulators;
     let picks_a = placed(&contexts, results, &ask_source(a, &contexts, measured))?;
     let picks_b = placed(&contexts, results, &ask_source(b, &contexts, measured))?;
@@ -128,7 +128,7 @@ pub fn placed(
         .iter()
         .map(|c| {
             let k = picks.of(&c.name)?;
-            let found = verdict::main_at_chain(results, c.accumulation.chain);
+            let found = verdict::at_place(results, c.accumulation.chain, c.sink, c.context);
             Ok(verdict::standing(k, &found).map_err(|_| k))
         })
         .collect()
@@ -136,16 +136,20 @@ pub fn placed(
 
 /// The profile's contexts; a profile without a gate is asked about with `a`'s probe
 /// context (a policy file's own).
-fn policy_contexts_for(profile: &Profile, a: &PolicySource) -> Vec<PolicyContext> {
+fn policy_contexts_for(
+    profile: &Profile,
+    a: &PolicySource,
+    results: &RunResults,
+) -> Vec<PolicyContext> {
     if profile.policy_gate.is_some() {
-        return policy_contexts(profile);
+        return policy_contexts(profile, Some(results));
     }
     let mut p = profile.clone();
     p.policy_gate = Some(accprobe::expectations::profile::PolicyGate {
         source: a.clone(),
         tolerance: 0.0,
     });
-    policy_contexts(&p)
+    policy_contexts(&p, Some(results))
 }
 
 /// The comparison as a table, A and B named by `labels`.
@@ -267,10 +271,15 @@ mod tests {
         );
         let b = source(&spec, &p, &root()).unwrap();
         let rows = compare(&p, &r, &a, &b).unwrap();
+        // The base chains, then each sink mode at each chain; the contexts the recorded
+        // run predates are not asked about.
+        let names: Vec<&str> = rows.iter().map(|r| r.context.as_str()).collect();
+        assert_eq!(names[..3], ["chain7", "chain13", "chain29"]);
         assert_eq!(
-            rows.iter().map(|r| r.context.as_str()).collect::<Vec<_>>(),
-            ["chain7", "chain13", "chain29"]
+            names[3..6],
+            ["chain7_sinkB", "chain13_sinkB", "chain29_sinkB"]
         );
+        assert_eq!(names.len(), 3 + 3 * p.probe.sink_modes.len(), "{names:?}");
         let at13 = &rows[1];
         assert_eq!(at13.a.unwrap().k, 2);
         assert_eq!(at13.b.unwrap().k, 3);

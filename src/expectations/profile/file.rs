@@ -28,6 +28,7 @@ pub(super) struct ProfileFile {
     pub(super) recorded: Option<RecordedFile>,
     pub(super) validity: Option<Spanned<Validity>>,
     pub(super) sink_isolation: Option<SinkFile>,
+    pub(super) contexts: Option<Spanned<ContextsFile>>,
     pub(super) policy_gate: Option<Spanned<PolicyGateFile>>,
     pub(super) compile_only: Option<CompileOnlyFile>,
 }
@@ -38,6 +39,37 @@ pub(super) struct SinkFile {
     pub(super) modes: Vec<Spanned<Sink>>,
     #[serde(deserialize_with = "number::spanned_seq")]
     pub(super) accumulators: Spanned<Vec<Spanned<u32>>>,
+}
+
+/// The `contexts:` section (docs/reference.md, "contexts"): each input varied alone, and
+/// the corners, at these chains and accumulator counts.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ContextsFile {
+    #[serde(deserialize_with = "number::spanned_seq")]
+    pub(super) chains: Spanned<Vec<Spanned<u32>>>,
+    #[serde(deserialize_with = "number::spanned_seq")]
+    pub(super) accumulators: Spanned<Vec<Spanned<u32>>>,
+    #[serde(default, deserialize_with = "number::optional_spanned_seq")]
+    pub(super) warps: Option<Spanned<Vec<Spanned<u32>>>>,
+    #[serde(default, deserialize_with = "number::optional_spanned_seq")]
+    pub(super) side_chains: Option<Spanned<Vec<Spanned<u32>>>>,
+    #[serde(default, deserialize_with = "number::optional_spanned_seq")]
+    pub(super) live_values: Option<Spanned<Vec<Spanned<u32>>>>,
+    #[serde(default)]
+    pub(super) corners: Vec<Spanned<CornerFile>>,
+}
+
+/// One corner: two or more inputs set together.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CornerFile {
+    #[serde(default, deserialize_with = "number::optional_spanned")]
+    pub(super) warps: Option<Spanned<u32>>,
+    #[serde(default, deserialize_with = "number::optional_spanned")]
+    pub(super) side_chains: Option<Spanned<u32>>,
+    #[serde(default, deserialize_with = "number::optional_spanned")]
+    pub(super) live_values: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize)]

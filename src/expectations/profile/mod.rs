@@ -5,11 +5,13 @@
 //! per-variant baselines, and optionally recorded results to replay. This module holds the
 //! checked types every stage reads; `file` is the YAML format, `read` turns one into the
 //! other and checks everything this stage can, naming file, line and column when it
-//! refuses (`probe` the probe section and its bounds, `known_deviations` the deviations).
+//! refuses (`probe` the probe section and its bounds, `contexts` the contexts section,
+//! `known_deviations` the deviations).
 //! Whether each known deviation names a generated case needs the cases, which belong to
 //! the verdict stage: [`Profile::check_known_deviations`] takes their names from the
 //! caller (the catalog).
 
+mod contexts;
 mod file;
 mod known_deviations;
 mod policy_gate;
@@ -27,6 +29,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+pub use contexts::MAX_CONTEXTS;
 pub use probe::{MAX_BLOCKS, MAX_BUDGET_CYCLES, MAX_COUNT, MAX_REPEATS, MAX_VALUES, MAX_WARMUP};
 
 /// A loaded, checked profile.

@@ -100,10 +100,13 @@ pub(super) fn probe(file: &Path, p: &ProbeFile, sink: Option<&SinkFile>) -> Resu
         warmup_launches: p.warmup_launches.value,
         repeats: positive(&p.repeats, "repeats")?,
         budget_cycles: p.budget_cycles.value,
-        chains: counts(file, "chains", &p.chains)?,
-        accumulators: counts(file, "accumulators", &p.accumulators)?,
+        chains: counts(file, "probe.chains", &p.chains)?,
+        accumulators: counts(file, "probe.accumulators", &p.accumulators)?,
         sink_modes: Vec::new(),
         sink_accumulators: Vec::new(),
+        contexts: Vec::new(),
+        context_chains: Vec::new(),
+        context_accumulators: Vec::new(),
         mode: p.mode,
     };
     if let Some(si) = sink {
@@ -125,27 +128,49 @@ pub(super) fn probe(file: &Path, p: &ProbeFile, sink: Option<&SinkFile>) -> Resu
             probe.sink_modes.push(m.value);
         }
         probe.sink_accumulators = counts(file, "sink_isolation.accumulators", &si.accumulators)?;
-        if let Some(k) = si
-            .accumulators
-            .value
-            .iter()
-            .find(|k| !probe.accumulators.contains(&k.value))
-        {
-            return Err(at(file, k, format!("sink_isolation.accumulators: {} is not in probe.accumulators {:?}, so mode A would not be measured at it", k.value, probe.accumulators)));
-        }
+        within(
+            file,
+            "sink_isolation.accumulators",
+            &si.accumulators,
+            ("probe.accumulators", &probe.accumulators),
+            "so mode A would not be measured at it",
+        )?;
     }
     Ok(probe)
 }
 
-/// Checks a list of positive, distinct counts, at most [`MAX_VALUES`] of them, each at most
+/// Refuses the first count of `list` (under the key `what`) that is not one of `of` (the
+/// counts of the key `of.0`); `why` says what would then go unmeasured.
+pub(super) fn within(
+    file: &Path,
+    what: &str,
+    list: &Spanned<Vec<Spanned<u32>>>,
+    of: (&str, &[u32]),
+    why: &str,
+) -> Result<()> {
+    match list.value.iter().find(|k| !of.1.contains(&k.value)) {
+        Some(k) => Err(at(
+            file,
+            k,
+            format!("{what}: {} is not in {} {:?}, {why}", k.value, of.0, of.1),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Checks a list (`what` names its key, `probe.chains`) of positive, distinct counts, at most [`MAX_VALUES`] of them, each at most
 /// [`MAX_COUNT`]; an empty list is refused at its own position.
-fn counts(file: &Path, what: &str, whole: &Spanned<Vec<Spanned<u32>>>) -> Result<Vec<u32>> {
+pub(super) fn counts(
+    file: &Path,
+    what: &str,
+    whole: &Spanned<Vec<Spanned<u32>>>,
+) -> Result<Vec<u32>> {
     let list = &whole.value;
     if list.is_empty() {
         return Err(at(
             file,
             whole,
-            format!("probe.{what} is empty: expected at least one count"),
+            format!("{what} is empty: expected at least one count"),
         ));
     }
     if let Some(s) = list.get(MAX_VALUES) {
@@ -153,7 +178,7 @@ fn counts(file: &Path, what: &str, whole: &Spanned<Vec<Spanned<u32>>>) -> Result
             file,
             s,
             format!(
-                "probe.{what} lists {} values: at most {MAX_VALUES} (each is a row or column of variants, all compiled into one program)",
+                "{what} lists {} values: at most {MAX_VALUES} (each is a row or column of variants, all compiled into one program)",
                 list.len()
             ),
         ));
@@ -165,7 +190,7 @@ fn counts(file: &Path, what: &str, whole: &Spanned<Vec<Spanned<u32>>>) -> Result
                 file,
                 s,
                 format!(
-                    "probe.{what}: {} is above {MAX_COUNT}, the most this probe measures (the kernel unrolls N FFMAs per iteration and keeps up to N partials in registers; a thread has at most 255)",
+                    "{what}: {} is above {MAX_COUNT}, the most this probe measures (the kernel unrolls N FFMAs per iteration and keeps up to N partials in registers; a thread has at most 255)",
                     s.value
                 ),
             ));
@@ -174,15 +199,11 @@ fn counts(file: &Path, what: &str, whole: &Spanned<Vec<Spanned<u32>>>) -> Result
             return Err(at(
                 file,
                 s,
-                format!("probe.{what}: 0 is not a count: expected a whole number >= 1"),
+                format!("{what}: 0 is not a count: expected a whole number >= 1"),
             ));
         }
         if out.contains(&s.value) {
-            return Err(at(
-                file,
-                s,
-                format!("probe.{what}: {} is listed twice", s.value),
-            ));
+            return Err(at(file, s, format!("{what}: {} is listed twice", s.value)));
         }
         out.push(s.value);
     }

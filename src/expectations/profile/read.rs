@@ -1,7 +1,7 @@
 //! Reading a profile: the file's format ([`super::file`]) into the checked [`Profile`].
 
 use super::file::{InvariantFile, ProfileFile};
-use super::{known_deviations, policy_gate, probe, Invariant, Profile};
+use super::{contexts, known_deviations, policy_gate, probe, Invariant, Profile};
 use crate::error::{Error, Result};
 use crate::expectations::baselines::{self, Baselines};
 use crate::expectations::recorded;
@@ -53,7 +53,10 @@ impl Profile {
                 format!("profile name {name:?}: expected letters, digits, '_' or '-'"),
             ));
         }
-        let probe = probe::probe(file, &raw.probe, raw.sink_isolation.as_ref())?;
+        let mut probe = probe::probe(file, &raw.probe, raw.sink_isolation.as_ref())?;
+        if let Some(c) = &raw.contexts {
+            contexts::contexts(file, c, &mut probe)?;
+        }
         let known_k = |s: &Spanned<u32>, what: &str| -> Result<u32> {
             if probe.accumulators.contains(&s.value) {
                 Ok(s.value)

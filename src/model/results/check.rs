@@ -154,13 +154,14 @@ fn samples_problems(
         ));
     }
     if let Some(s) = settings {
-        let warps = s.warps() as usize;
+        let v = r.variant();
+        let warps = s.warps_of(&v) as usize;
         if let Some(i) = r.samples.iter().position(|w| w.len() != warps) {
             say(format!(
                 "repeat {i} has {} samples, but the settings launch {warps} warps ({} blocks of {} threads)",
                 r.samples[i].len(),
                 s.blocks,
-                s.block_threads
+                s.block_threads_of(&v)
             ));
         }
         if repeats != s.repeats as usize {

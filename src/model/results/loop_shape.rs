@@ -130,6 +130,19 @@ pub fn loop_shape<S: AsRef<str>>(body: &[S]) -> LoopShape {
     }
 }
 
+/// The accumulation's partials of a loop's `partials` (in order of first appearance) once
+/// `side` side chains are taken out: the last `side` partials of exactly `unroll` FFMAs
+/// each (a side chain takes one FFMA per iteration, and the loop may be unrolled). `None`
+/// when fewer than `side` partials have that length.
+pub fn without_side_chains(partials: &[u32], side: u32, unroll: u32) -> Option<Vec<u32>> {
+    let mut out = partials.to_vec();
+    for _ in 0..side {
+        let i = out.iter().rposition(|&p| p == unroll)?;
+        out.remove(i);
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +171,18 @@ mod tests {
         assert_eq!(loop_shape(&none).loop_ffma, 0);
         assert!(!loop_shape(&none).ffma_accumulates_in_place);
         assert_eq!(sass_opcode("@!P0\tSTL.64 [R1], R2"), "STL");
+    }
+
+    #[test]
+    fn side_chains_are_taken_out_from_the_end() {
+        assert_eq!(
+            without_side_chains(&[7, 6, 1, 1, 1, 1], 4, 1),
+            Some(vec![7, 6])
+        );
+        // chain 7 at K = 8: every partial has one FFMA, side chains or not.
+        assert_eq!(without_side_chains(&[1; 11], 4, 1), Some(vec![1; 7]));
+        assert_eq!(without_side_chains(&[7, 6, 1], 4, 1), None);
+        assert_eq!(without_side_chains(&[7, 6, 2, 2], 2, 2), Some(vec![7, 6]));
+        assert_eq!(without_side_chains(&[7, 6], 0, 1), Some(vec![7, 6]));
     }
 }

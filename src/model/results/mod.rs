@@ -14,13 +14,15 @@ mod loop_shape;
 mod schedule;
 
 pub use contention::Contention;
-pub use loop_shape::{chain_of_each, loop_shape, sass_opcode, sass_operands, LoopShape};
+pub use loop_shape::{
+    chain_of_each, loop_shape, sass_opcode, sass_operands, without_side_chains, LoopShape,
+};
 pub use schedule::{renumber, schedule_digest, total_stall, Control};
 
 use crate::error::{Error, Result};
 use crate::model::gpu::Environment;
 use crate::model::settings::{Mode, RunSettings};
-use crate::model::variant::{Sink, Variant};
+use crate::model::variant::{Context, Sink, Variant};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -30,10 +32,13 @@ fn is_sink_a(s: &Sink) -> bool {
 
 /// Bumped whenever a field changes meaning. 2 added `settings` (and renamed a SASS
 /// summary's `loop_chains` to `loop_partials`); 3 added a variant's `launch_timer` (what
-/// timed its `launch_ms`; events in older files). Files of schema 1 and 2 are still read.
-pub const SCHEMA: u32 = 3;
+/// timed its `launch_ms`; events in older files); 4 added a variant's `context` (the base
+/// context in older files). Files of schema 1 to 3 are still read.
+pub const SCHEMA: u32 = 4;
 /// The oldest schema this accprobe reads.
 pub const OLDEST_SCHEMA: u32 = 1;
+/// The first schema that can hold a context other than the base.
+pub const CONTEXTS_SCHEMA: u32 = 4;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -180,6 +185,9 @@ pub struct VariantResult {
     /// The sink mode (`A`, the documented probe, when absent).
     #[serde(default, skip_serializing_if = "is_sink_a")]
     pub sink: Sink,
+    /// The context (the base, the documented probe's, when absent).
+    #[serde(default, skip_serializing_if = "Context::is_base")]
+    pub context: Context,
     /// Average progress (loop iterations per warp) over warps and repeats: the study's figure.
     pub mean_progress: f64,
     /// Present when per-warp samples exist (measured, not a recorded table).
@@ -209,7 +217,9 @@ pub struct VariantResult {
 
 impl VariantResult {
     pub fn variant(&self) -> Variant {
-        Variant::new(self.chain, self.accumulators).with_sink(self.sink)
+        Variant::new(self.chain, self.accumulators)
+            .with_sink(self.sink)
+            .with_context(self.context)
     }
 
     /// The figure baselines hold: the median over warps and repeats when there are
@@ -226,6 +236,7 @@ impl VariantResult {
             accumulators: variant.accumulators,
             effective: variant.effective(),
             sink: variant.sink,
+            context: variant.context,
             mean_progress,
             summary: None,
             samples: Vec::new(),
@@ -328,6 +339,13 @@ impl Summary {
 impl RunResults {
     pub fn get(&self, v: Variant) -> Option<&VariantResult> {
         self.variants.iter().find(|r| r.variant() == v)
+    }
+
+    /// Whether `v` is a context variant this file cannot hold: it was written before
+    /// contexts existed (schema below [`CONTEXTS_SCHEMA`]) and holds no result for it.
+    /// Such a run is not judged on `v`, never failed or passed for it.
+    pub fn predates(&self, v: Variant) -> bool {
+        !v.is_base() && self.schema < CONTEXTS_SCHEMA && self.get(v).is_none()
     }
 
     pub fn to_json(&self) -> String {
@@ -438,7 +456,16 @@ mod tests {
             profile: "p".into(),
             source: "measured".into(),
             environment: None,
-            variants: vec![VariantResult::measured(Variant::new(7, 1), vec![vec![3]])],
+            variants: vec![
+                VariantResult::measured(Variant::new(7, 1), vec![vec![3]]),
+                VariantResult::measured(
+                    Variant::new(7, 1).with_context(Context {
+                        warps: Some(16),
+                        ..Context::BASE
+                    }),
+                    vec![vec![3; 16]],
+                ),
+            ],
             sass_unavailable: None,
             sass_unreadable: None,
             timings: None,
@@ -446,6 +473,9 @@ mod tests {
         };
         let path = Path::new("r.json");
         assert_eq!(RunResults::from_json(&r.to_json(), path).unwrap(), r);
+        // The base context is not written: older readers' files stay as they were.
+        assert_eq!(r.to_json().matches("\"context\"").count(), 1);
+        assert!(r.to_json().contains("\"warps\": 16"));
         let other = r
             .to_json()
             .replace(&format!("\"schema\": {SCHEMA}"), "\"schema\": 99");

@@ -243,7 +243,7 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), ReportError>
         inputs.push(Input {
             label: label(&results, f),
             file: f.clone(),
-            picks: accprobe::policy_gate::ask(&profile),
+            picks: accprobe::policy_gate::ask(&profile, Some(&results)),
             results,
             profile,
         });

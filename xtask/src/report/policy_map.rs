@@ -56,7 +56,7 @@ pub(super) fn cells(input: &Input) -> Result<Vec<Cell>, String> {
     let Some(picks) = &input.picks else {
         return Err("the profile gates no policy".into());
     };
-    let contexts = policy_contexts(&input.profile);
+    let contexts = policy_contexts(&input.profile, Some(&input.results));
     let placed = placed(&contexts, &input.results, picks)?;
     Ok(contexts
         .iter()

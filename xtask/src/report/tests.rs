@@ -329,7 +329,7 @@ fn a_policy_without_picks_leaves_a_line_and_names_are_cleaned() {
     let input = super::Input {
         label: "run\u{202e}x".into(),
         file: committed(),
-        picks: accprobe::policy_gate::ask(&p),
+        picks: accprobe::policy_gate::ask(&p, Some(&results)),
         results,
         profile: p.clone(),
     };
@@ -344,7 +344,7 @@ fn a_policy_without_picks_leaves_a_line_and_names_are_cleaned() {
         f.name = "stu\u{202e}dy".into();
     }
     let input = super::Input {
-        picks: accprobe::policy_gate::ask(&q),
+        picks: accprobe::policy_gate::ask(&q, Some(&input.results)),
         profile: q,
         ..input
     };
