@@ -67,25 +67,12 @@ impl Wave {
     }
 }
 
-/// The share of a GPU's SMs one wave's blocks may take: [`WAVE_SM_SHARE`] numerator over
-/// denominator. The block scheduler does not give every block of a wave an SM of its own
-/// once a wave comes close to the SM count: on the H200 (132 SMs), a wave of 129 one-block
-/// variants ran on 125 SMs, the last 4 blocks on the SMs of the first 4 (docs/h200.md,
-/// "Waves"), while waves of 69 took 69 SMs. Three quarters leaves the scheduler room.
-pub const WAVE_SM_SHARE: (u32, u32) = (3, 4);
-
 /// How `n` variants of `blocks` blocks each are split into waves on a GPU of `sms` SMs: as
-/// few waves as hold no more blocks than [`WAVE_SM_SHARE`] of the SMs, so that every block
-/// has an SM to itself (blocks that share an SM measure each other), the variants dealt
-/// evenly over them (in order). A variant with more blocks than that runs alone.
+/// few waves as hold no more blocks than there are SMs, so that every block has an SM to
+/// itself (with more, blocks would share SMs and measure each other). A variant with more
+/// blocks than the GPU has SMs runs alone.
 pub fn wave_sets(n: usize, blocks: u32, sms: u32) -> Vec<std::ops::Range<usize>> {
-    let usable = (sms * WAVE_SM_SHARE.0 / WAVE_SM_SHARE.1).max(1);
-    let cap = (usable / blocks.max(1)).max(1) as usize;
-    if n == 0 {
-        return Vec::new();
-    }
-    let waves = n.div_ceil(cap);
-    let per = n.div_ceil(waves);
+    let per = (sms / blocks.max(1)).max(1) as usize;
     (0..n).step_by(per).map(|a| a..(a + per).min(n)).collect()
 }
 
@@ -157,15 +144,13 @@ mod tests {
 
     #[test]
     fn a_wave_never_holds_more_blocks_than_the_gpu_has_sms() {
-        // 69 variants of one block on 132 SMs: one wave (99 SMs may be taken).
+        // 69 variants of one block on 132 SMs: one wave.
         assert_eq!(wave_sets(69, 1, 132), vec![0..69]);
-        assert_eq!(wave_sets(99, 1, 132), vec![0..99]);
-        // 129 (the H200 profile with its contexts): two waves, dealt evenly.
-        assert_eq!(wave_sets(129, 1, 132), vec![0..65, 65..129]);
-        // Two blocks each: at most 49 variants a wave.
-        assert_eq!(wave_sets(69, 2, 132), vec![0..35, 35..69]);
-        assert_eq!(wave_sets(133, 1, 132), vec![0..67, 67..133]);
-        // More blocks than that: each variant alone.
+        // Two blocks each: 66 variants fill the SMs, the other 3 run in a second wave.
+        assert_eq!(wave_sets(69, 2, 132), vec![0..66, 66..69]);
+        assert_eq!(wave_sets(132, 1, 132), vec![0..132]);
+        assert_eq!(wave_sets(133, 1, 132), vec![0..132, 132..133]);
+        // More blocks than SMs: each variant alone.
         assert_eq!(wave_sets(3, 200, 132), vec![0..1, 1..2, 2..3]);
         assert!(wave_sets(0, 1, 132).is_empty());
         // Every variant in exactly one wave, in order.

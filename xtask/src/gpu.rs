@@ -426,13 +426,12 @@ mod tests {
 
     #[test]
     fn the_wave_floor_counts_the_waves_the_matrix_takes() {
-        // 69 one-block variants fit one wave of an H200's 132 SMs; 129 take two
-        // (a wave takes at most three quarters of the SMs).
+        // 129 one-block variants fit one wave of an H200's 132 SMs; 133 take two.
         assert_eq!(
-            floors(69, 1, 132, 11, 0.005),
-            (69.0 * 11.0 * 0.005, 11.0 * 0.005)
+            floors(129, 1, 132, 11, 0.005),
+            (129.0 * 11.0 * 0.005, 11.0 * 0.005)
         );
-        assert_eq!(floors(129, 1, 132, 11, 0.005).1, 2.0 * 11.0 * 0.005);
+        assert_eq!(floors(133, 1, 132, 11, 0.005).1, 2.0 * 11.0 * 0.005);
         assert_eq!(floors(69, 2, 132, 11, 0.005).1, 2.0 * 11.0 * 0.005);
     }
 
