@@ -130,7 +130,7 @@ impl LoadedMatrix {
             cfg: LaunchConfig {
                 grid_dim: (s.blocks, 1, 1),
                 block_dim: (s.block_threads, 1, 1),
-                shared_mem_bytes: 0,
+                shared_mem_bytes: super::matrix::one_block_per_sm(&self.ctx)?,
             },
             budget: s.budget_cycles as i64,
         })

@@ -16,6 +16,23 @@ use crate::model::variant::Variant;
 use cudarc::driver::{sys, CudaContext, CudaModule, CudaStream};
 use std::sync::Arc;
 
+/// The dynamic shared memory every probe launch asks for: more than half of an SM's, so
+/// that no two blocks fit one SM. The kernels use none of it; it only keeps the block
+/// scheduler from placing two variants of a wave on one SM, which it does with blocks of
+/// several shapes (warps, registers) in one wave even where SMs are free: on the H200 a wave
+/// of the profile's 129 variants ran on 125 SMs, 4 pairs sharing one, each 7-41% slower
+/// (docs/h200.md, "One block per SM").
+pub(super) fn one_block_per_sm(ctx: &CudaContext) -> Result<u32, GpuError> {
+    use sys::CUdevice_attribute as A;
+    let per_sm = ctx
+        .attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
+        .map_err(cuda("reading the shared memory per SM"))?;
+    let per_block = ctx
+        .attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        .map_err(cuda("reading the shared memory a block may ask for"))?;
+    Ok((per_sm / 2 + 1024).min(per_block).max(0) as u32)
+}
+
 /// A compiled matrix loaded on a device, with the streams its sets run on.
 pub struct LoadedMatrix {
     pub(super) ctx: Arc<CudaContext>,
@@ -193,6 +210,13 @@ impl LoadedMatrix {
                 self.compiled.log.lines().count()
             ))
         })?;
+        func.set_attribute(
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            one_block_per_sm(&self.ctx)? as i32,
+        )
+        .map_err(cuda(
+            "allowing the shared memory that keeps a block alone on its SM",
+        ))?;
         let local = func
             .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
             .map_err(cuda("reading the local memory size"))?;
