@@ -67,13 +67,30 @@ impl Wave {
     }
 }
 
+/// The most kernels a GPU runs at once: the CUDA C++ Programming Guide's "maximum number of
+/// resident grids per device" for compute capability 7.0 and later. A wave of more waits:
+/// on the H200 (2026-12-02, driver 580.159.04, NVRTC 13.0.88) a wave of 129 one-block
+/// variants ran on 128 SMs, its 129th kernel starting on an SM another had left.
+pub const MAX_CONCURRENT_KERNELS: usize = 128;
+
 /// How `n` variants of `blocks` blocks each are split into waves on a GPU of `sms` SMs: as
-/// few waves as hold no more blocks than there are SMs, so that every block has an SM to
-/// itself (with more, blocks would share SMs and measure each other). A variant with more
-/// blocks than the GPU has SMs runs alone.
+/// few waves as hold no more blocks than there are SMs and no more kernels than the GPU runs
+/// at once ([`MAX_CONCURRENT_KERNELS`]), so that every block has an SM to itself from the
+/// wave's start (with more, blocks would share SMs or wait, and measure each other). The
+/// variants are dealt evenly, in order: 129 variants of one block make waves of 65 and 64,
+/// not 128 and 1. A variant with more blocks than the GPU has SMs runs alone.
 pub fn wave_sets(n: usize, blocks: u32, sms: u32) -> Vec<std::ops::Range<usize>> {
-    let per = (sms / blocks.max(1)).max(1) as usize;
-    (0..n).step_by(per).map(|a| a..(a + per).min(n)).collect()
+    let per = ((sms / blocks.max(1)).max(1) as usize).min(MAX_CONCURRENT_KERNELS);
+    let waves = n.div_ceil(per);
+    let mut sets = Vec::with_capacity(waves);
+    let mut start = 0;
+    for w in 0..waves {
+        // The first `n % waves` waves take one variant more than the others.
+        let len = n / waves + usize::from(w < n % waves);
+        sets.push(start..start + len);
+        start += len;
+    }
+    sets
 }
 
 #[cfg(test)]
@@ -146,15 +163,23 @@ mod tests {
     fn a_wave_never_holds_more_blocks_than_the_gpu_has_sms() {
         // 69 variants of one block on 132 SMs: one wave.
         assert_eq!(wave_sets(69, 1, 132), vec![0..69]);
-        // Two blocks each: 66 variants fill the SMs, the other 3 run in a second wave.
-        assert_eq!(wave_sets(69, 2, 132), vec![0..66, 66..69]);
-        assert_eq!(wave_sets(132, 1, 132), vec![0..132]);
-        assert_eq!(wave_sets(133, 1, 132), vec![0..132, 132..133]);
+        // Two blocks each: 66 variants fill the SMs; 69 take two waves, dealt evenly.
+        assert_eq!(wave_sets(69, 2, 132), vec![0..35, 35..69]);
+        assert_eq!(wave_sets(66, 2, 132), vec![0..66]);
+        // No wave holds more kernels than the GPU runs at once, even where SMs are left.
+        assert_eq!(wave_sets(128, 1, 132), vec![0..128]);
+        assert_eq!(wave_sets(129, 1, 132), vec![0..65, 65..129]);
+        assert_eq!(wave_sets(129, 1, 148), vec![0..65, 65..129]);
+        assert_eq!(wave_sets(300, 1, 1000), vec![0..100, 100..200, 200..300]);
+        assert!(wave_sets(1000, 1, 132)
+            .iter()
+            .all(|w| w.len() <= MAX_CONCURRENT_KERNELS));
+        assert_eq!(wave_sets(133, 1, 132), vec![0..67, 67..133]);
         // More blocks than SMs: each variant alone.
         assert_eq!(wave_sets(3, 200, 132), vec![0..1, 1..2, 2..3]);
         assert!(wave_sets(0, 1, 132).is_empty());
         // Every variant in exactly one wave, in order.
-        for (n, b) in [(69, 3), (24, 7), (1, 1)] {
+        for (n, b) in [(69, 3), (24, 7), (1, 1), (129, 1), (1000, 1)] {
             let flat: Vec<usize> = wave_sets(n, b, 132).into_iter().flatten().collect();
             assert_eq!(flat, (0..n).collect::<Vec<_>>());
         }

@@ -290,7 +290,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// The GPU phase's floors, seconds, of `n` variants of `blocks` blocks each, `launches`
 /// launches of `per_launch` seconds each, on `sms` SMs: serially one launch after another;
 /// as waves, one launch time per wave, as many waves per launch as `wave_sets` makes of
-/// the variants (every context's variants included: a matrix past the SM count takes two).
+/// the variants (every context's variants included: a matrix past the SM count, or past
+/// the 128 kernels a GPU runs at once, takes two).
 fn floors(n: usize, blocks: u32, sms: u32, launches: u32, per_launch: f64) -> (f64, f64) {
     let waves = accprobe::measure::wave_sets(n, blocks, sms).len();
     (
@@ -426,11 +427,13 @@ mod tests {
 
     #[test]
     fn the_wave_floor_counts_the_waves_the_matrix_takes() {
-        // 129 one-block variants fit one wave of an H200's 132 SMs; 133 take two.
+        // 128 one-block variants fit one wave of an H200's 132 SMs; 129 take two, since
+        // the GPU runs at most 128 kernels at once.
         assert_eq!(
-            floors(129, 1, 132, 11, 0.005),
-            (129.0 * 11.0 * 0.005, 11.0 * 0.005)
+            floors(128, 1, 132, 11, 0.005),
+            (128.0 * 11.0 * 0.005, 11.0 * 0.005)
         );
+        assert_eq!(floors(129, 1, 132, 11, 0.005).1, 2.0 * 11.0 * 0.005);
         assert_eq!(floors(133, 1, 132, 11, 0.005).1, 2.0 * 11.0 * 0.005);
         assert_eq!(floors(69, 2, 132, 11, 0.005).1, 2.0 * 11.0 * 0.005);
     }
