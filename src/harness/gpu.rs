@@ -7,6 +7,7 @@ use super::trial::{skip_reason, trial, Ending, Planned};
 use super::REQUIRED_CASE;
 use crate::error::GpuErrorKind;
 use crate::measure::session::GpuSession;
+use crate::model::variant::Variant;
 use crate::policy_gate::Asked;
 use crate::report::junit::{Ended, Status};
 use crate::verdict::cases::{cases, on_device, Case, Check, SpillSource};
@@ -64,10 +65,24 @@ fn predated(session: &GpuSession, case: &Case) -> Option<Skip> {
 pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool) -> Vec<Planned> {
     let suite = suite_name(session);
     let asked = Arc::new(Asked::default());
-    cases(&session.profile)
+    let cases = cases(&session.profile);
+    // The policy is asked once, about every context it is gated in: with the results of
+    // all the policy cases' variants, not only those of the first case that asks (the
+    // other contexts would be told the policy's probe_context instead of what was measured).
+    let is_policy = |c: &Case| matches!(c.check, Check::Policy { .. } | Check::PolicyPick { .. });
+    let mut policy_needs: Vec<Variant> = cases
+        .iter()
+        .filter(|c| is_policy(c))
+        .flat_map(|c| c.needs.iter().copied())
+        .collect();
+    policy_needs.sort();
+    policy_needs.dedup();
+    let policy_needs = Arc::new(policy_needs);
+    cases
         .into_iter()
         .map(|case| {
             let asked = asked.clone();
+            let policy_needs = policy_needs.clone();
             // A recorded file older than a context: still not run with --ignored, since
             // nothing can measure what the file predates.
             let predated = predated(session, &case);
@@ -91,7 +106,14 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
                         return Ending::skipped(skip_reason(&skip), skip.kind(), skip);
                     }
                     let started = Instant::now();
-                    let results = s.results_for(&case.needs);
+                    // A policy case also needs every context the policy is asked about:
+                    // one that could not be measured fails it like its own would.
+                    let results = s.results_for(&case.needs).and_then(|r| {
+                        let all = is_policy(&case)
+                            .then(|| s.results_for(&policy_needs))
+                            .transpose()?;
+                        Ok((r, all))
+                    });
                     let waited = started.elapsed();
                     let ending: Ending = match results {
                         Err(e) if e.kind() == GpuErrorKind::Unavailable => {
@@ -105,8 +127,9 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
                             Ended::new(Status::Failed, e.to_string(), CONFIG_KIND).into()
                         }
                         Err(e) => Ended::new(Status::Failed, e.to_string(), "gpu-error").into(),
-                        Ok(results) => {
-                            let picks = asked.for_case(&case, &s.profile, &results);
+                        Ok((results, all)) => {
+                            let picks =
+                                asked.for_case(&case, &s.profile, all.as_ref().unwrap_or(&results));
                             let mut v = verdict::judge_with(&case, &s.profile, &results, picks);
                             if let (Outcome::Fail(text), Some(hint)) =
                                 (&mut v.outcome, &s.onboarding)
