@@ -440,10 +440,10 @@ mod recorded {
     use super::*;
     use crate::model::variant::{matrix, Sink};
 
-    /// `cuobjdump -sass` of a CUBIN that ran on the H200 (NVRTC 13.0, sm_90): the H200
-    /// profile's 69 variants.
+    /// `cuobjdump -sass` of the CUBINs that ran on the H200 (NVRTC 13.0.88, sm_90,
+    /// 2026-12-02): the H200 profile's 129 variants, its contexts included.
     const H200: &str = include_str!("../../tests/data/h200/sass.txt");
-    /// `nvdisasm` of the same CUBIN (CUDA 13.0's), with its data sections.
+    /// `nvdisasm` 13.2.51 of the same CUBINs, with their data sections.
     const H200_NVDISASM: &str = include_str!("../../tests/data/h200/nvdisasm.txt");
 
     #[test]
@@ -529,8 +529,8 @@ mod recorded {
         let functions = parse(H200).unwrap();
         assert_eq!(
             functions.len(),
-            69,
-            "24 documented variants and 45 sink-isolation ones"
+            129,
+            "24 documented variants, 45 sink-isolation ones and 60 in contexts"
         );
         let sink = [Sink::B, Sink::C, Sink::D];
         let all = matrix(&[7, 13, 29], &[1, 2, 3, 4, 5, 7, 8, 16])
