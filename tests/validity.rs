@@ -46,7 +46,10 @@ fn a_launch_whose_warps_together_outrun_the_issue_bound_fails() {
         *x = over;
     }
     let text = failure(&p, &r, CASE);
-    assert!(text.contains(&format!("best launch's mean {over}.0")), "{text}");
+    assert!(
+        text.contains(&format!("best launch's mean {over}.0")),
+        "{text}"
+    );
     assert!(text.contains("above the physical ceiling"), "{text}");
 }
 
