@@ -144,6 +144,58 @@ fn a_profile_forced_by_name_that_does_not_exist_fails_loudly() {
 }
 
 #[test]
+fn a_recorded_run_older_than_the_contexts_judges_the_policy_on_what_it_measured() {
+    // The 2026-11-30 H200 run holds the study's 69 variants only: the contexts' cases are
+    // skipped as predated, and the base policy cases are judged, never failed for the
+    // contexts the run never measured.
+    let r = accprobe::model::results::RunResults::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("expectations/recorded/h200-2026-11-30.json"),
+    )
+    .unwrap();
+    let target = std::sync::Arc::new(accprobe::measure::target::RecordedTarget::new(0, r).unwrap());
+    let sb = Sandbox::new("predating", &["documented", "h200"]);
+    let (code, report) = sb.run_on(vec![target], &[]);
+    let gpu = report
+        .test_suites
+        .iter()
+        .find(|s| s.name.as_str().starts_with("gpu0"))
+        .unwrap();
+    let failed: Vec<&str> = gpu
+        .test_cases
+        .iter()
+        .filter(|c| {
+            !matches!(
+                c.status,
+                TestCaseStatus::Success { .. } | TestCaseStatus::Skipped { .. }
+            )
+        })
+        .map(|c| c.name.as_str())
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(code, ExitCode::SUCCESS);
+    let status = |name: &str| {
+        gpu.test_cases
+            .iter()
+            .find(|c| c.name.as_str() == name)
+            .map(|c| c.status.clone())
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    assert!(matches!(
+        status("policy::study::chain29"),
+        TestCaseStatus::Success { .. }
+    ));
+    assert!(matches!(
+        status("policy::study::chain7_sinkD"),
+        TestCaseStatus::Success { .. }
+    ));
+    // The known deviation at N = 13 is excused, as on a run with the contexts.
+    assert!(matches!(
+        status("policy::study::chain13"),
+        TestCaseStatus::Skipped { .. }
+    ));
+}
+
+#[test]
 fn one_recorded_h200_goes_through_the_gpu_path_green_with_plain_names() {
     let sb = Sandbox::new("one-device", &["documented", "h200"]);
     let (code, r) = sb.run_on(vec![recorded_h200(0)], &[]);
@@ -154,28 +206,60 @@ fn one_recorded_h200_goes_through_the_gpu_path_green_with_plain_names() {
         (replay_expectation("h200").0 + 1, 0),
         "every case of the profile and the run-level gpu::measure"
     );
-    // The recorded H200 run predates the profile's contexts: their cases are ignored.
+    // The recorded H200 run holds every context the profile measures: nothing is
+    // predated, every loop schedule is blessed, and what is skipped is exactly the
+    // profile's known deviations the GPU judges (the compile-only gate's are not its).
     let p = accprobe::catalog::load(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("expectations/h200.yaml"),
     )
     .unwrap();
     let recorded = p.recorded.clone().unwrap();
-    let predated = accprobe::verdict::cases::cases(&p)
+    let all = accprobe::verdict::cases::cases(&p);
+    let predated: Vec<&str> = all
         .iter()
         .filter(|c| accprobe::verdict::cases::unrecorded(c, &recorded).is_some())
-        .count();
-    assert_eq!(
-        skipped,
-        4 + 69 + predated,
-        "the known deviations: acc2 not the peak at N = 7, 13, 29; the policy at N = 13; \
-         the 69 sass::<variant>::schedule cases of the base contexts, whose baselines predate \
-         the loop schedule; and the cases of the contexts the recorded run predates"
-    );
+        .map(|c| c.name.as_str())
+        .collect();
+    assert!(predated.is_empty(), "{predated:?}");
+    let mut deviations: Vec<&str> = p
+        .known_deviations
+        .keys()
+        .map(|k| k.as_str())
+        .filter(|k| !k.starts_with("compile::"))
+        .collect();
+    deviations.sort();
     let gpu = r
         .test_suites
         .iter()
         .find(|s| s.name.as_str().starts_with("gpu0"))
         .unwrap();
+    let mut skipped_names: Vec<&str> = gpu
+        .test_cases
+        .iter()
+        .filter(|c| matches!(c.status, TestCaseStatus::Skipped { .. }))
+        .map(|c| c.name.as_str())
+        .collect();
+    skipped_names.sort();
+    assert_eq!(skipped, skipped_names.len());
+    assert_eq!(
+        skipped_names, deviations,
+        "the known deviations: acc2 not the peak at N = 7, 13, 29; the policy at N = 13, \
+         and in the contexts at 16 warps (N = 13), 32 warps (N = 7, with and without 48 \
+         values live) and 48 values live (N = 29)"
+    );
+    assert_eq!(skipped, 8, "h200.yaml's 8 known deviations the GPU judges");
+    // The loop schedules are blessed for the base contexts and the contexts alike.
+    let schedules: Vec<&quick_junit::TestCase> = gpu
+        .test_cases
+        .iter()
+        .filter(|c| {
+            c.name.as_str().starts_with("sass::") && c.name.as_str().ends_with("::schedule")
+        })
+        .collect();
+    assert_eq!(schedules.len(), recorded.variants.len(), "one per variant");
+    assert!(schedules
+        .iter()
+        .all(|c| matches!(c.status, TestCaseStatus::Success { .. })));
     assert!(gpu
         .test_cases
         .iter()
@@ -338,7 +422,8 @@ fn an_unreadable_profile_fails_its_own_case_instead_of_vanishing() {
 fn the_junit_of_a_gpu_run_has_times_timestamps_hostname_bodies_and_types() {
     let sb = Sandbox::new("readers", &["documented", "h200"]);
     let mut r = accprobe::model::results::RunResults::load(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("expectations/recorded/h200-2026-11-30.json"),
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("expectations/recorded/h200-2026-12-02-contexts-wave.json"),
     )
     .unwrap();
     // One variant slower than its baseline, another with a changed SASS loop.
@@ -438,12 +523,29 @@ fn the_junit_of_a_gpu_run_has_times_timestamps_hostname_bodies_and_types() {
         body.contains("--- blessed loop\n+++ measured loop\n") && body.contains("+BRA `(.L_x_9) ;"),
         "the diff keeps its lines in the body: {body}"
     );
-    assert_eq!(
-        types
-            .iter()
-            .filter(|(_, t, _)| t == "known-deviation")
-            .count(),
-        4,
+    // Every known deviation the GPU judges is skipped as one, and nothing else is: the
+    // recorded run (the one h200.yaml names) holds every context, so no case is predated.
+    let p = accprobe::catalog::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("expectations/h200.yaml"),
+    )
+    .unwrap();
+    let mut deviations: Vec<&str> = p
+        .known_deviations
+        .keys()
+        .map(|k| k.as_str())
+        .filter(|k| !k.starts_with("compile::"))
+        .collect();
+    deviations.sort();
+    let mut known: Vec<&str> = types
+        .iter()
+        .filter(|(_, t, _)| t == "known-deviation")
+        .map(|(n, _, _)| n.as_str())
+        .collect();
+    known.sort();
+    assert_eq!(known, deviations, "{types:?}");
+    assert_eq!(known.len(), 8, "{types:?}");
+    assert!(
+        types.iter().all(|(_, t, _)| t != "cannot-judge"),
         "{types:?}"
     );
 }

@@ -70,10 +70,14 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
     // all the policy cases' variants, not only those of the first case that asks (the
     // other contexts would be told the policy's probe_context instead of what was measured).
     let is_policy = |c: &Case| matches!(c.check, Check::Policy { .. } | Check::PolicyPick { .. });
+    // A context the target's results predate is left out: its cases are skipped, and the
+    // policy is asked about what was measured (`policy_contexts` leaves it out too).
+    let predates = |v: &Variant| session.target().is_ok_and(|t| t.predates(*v));
     let mut policy_needs: Vec<Variant> = cases
         .iter()
         .filter(|c| is_policy(c))
         .flat_map(|c| c.needs.iter().copied())
+        .filter(|v| !predates(v))
         .collect();
     policy_needs.sort();
     policy_needs.dedup();
