@@ -233,7 +233,7 @@ fn a_gpu_that_stays_busy_makes_timing_cases_errors_never_regressions() {
     let script = vec![clean(), busy(), clean(), busy(), clean(), busy()];
     let s = session(&t, &dir, Script::new(script), 2);
     let p = s.profile.clone();
-    // What the recorded device holds (its file predates the profile's contexts).
+    // What the recorded device holds (the contexts run: every variant and context).
     let vs: Vec<Variant> = p
         .probe
         .variants()
@@ -258,29 +258,27 @@ fn a_gpu_that_stays_busy_makes_timing_cases_errors_never_regressions() {
         ),
         other => panic!("{other:?}"),
     }
+    let mut schedules = 0;
     for c in cases(&p)
         .into_iter()
         .filter(|c| !c.needs.iter().any(|v| t.predates(*v)))
     {
         let o = evaluate(&c, &p, &r);
         assert!(!o.is_fail(), "{}: {o:?}", c.name);
-        // Timing cases are errors; code shape and spills are still judged.
+        // Timing cases are errors; code shape, loop schedules (blessed with the run) and
+        // spills are still judged.
         let timing = ["probe::", "invariant::acc2", "validity::", "policy::"]
             .iter()
             .any(|x| c.name.starts_with(x));
-        if c.name.starts_with("sass::") && c.name.ends_with("::schedule") {
-            // The committed baselines predate the loop schedule: judged, and not passed.
-            assert!(
-                matches!(&o, Outcome::Skipped(why) if why.contains("no schedule digest blessed")),
-                "{}: {o:?}",
-                c.name
-            );
-        } else if c.name.starts_with("sass::") || c.name.starts_with("invariant::no_spills") {
+        if c.name.starts_with("sass::") || c.name.starts_with("invariant::no_spills") {
             assert!(matches!(o, Outcome::Pass(_)), "{}: {o:?}", c.name);
+            schedules += c.name.ends_with("::schedule") as usize;
         } else if timing && !c.needs.is_empty() {
             assert!(o.is_error(), "{}: {o:?}", c.name);
         }
     }
+    // Every measured loop's schedule was judged, not skipped.
+    assert_eq!(schedules, vs.len());
     drop(s);
 }
 

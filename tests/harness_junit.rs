@@ -23,11 +23,13 @@ fn child() {
     common::harness::child_main();
 }
 
+/// The H200 run h200.yaml records (expectations/recorded/h200-2026-12-02-contexts-wave.json):
+/// every variant it measures, its contexts too.
 fn h200_run() -> RunResults {
-    RunResults::load(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("expectations/recorded/h200-2026-11-30.json"),
-    )
-    .unwrap()
+    accprobe::catalog::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("expectations/h200.yaml"))
+        .unwrap()
+        .recorded
+        .expect("h200.yaml records a run")
 }
 
 /// The committed H200 run as a run after an injected `--maxrregcount=16` reads: every

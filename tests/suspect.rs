@@ -45,10 +45,29 @@ fn a_slower_variant_with_the_same_code_and_toolchain_suspects_the_hardware() {
     let m = fail(&p, &r, V);
     assert!(m.contains("slower than its baseline"), "{m}");
     let e = r.environment.as_ref().unwrap();
-    let expected = format!(
-        "\nfirst suspect: the hardware, clocks or contention (same SASS and toolchain) — same SASS (loop schedule not compared: no schedule digest blessed or decoded; re-bless on the GPU), same driver and NVRTC; SM clock measured {:.0} MHz, rated {:.0} MHz",
+    let clock = format!(
+        "SM clock measured {:.0} MHz, rated {:.0} MHz",
         e.sm_clock_measured_mhz.unwrap(),
         e.sm_clock_rated_mhz.unwrap()
+    );
+    // The baselines carry the loop schedules the run was blessed with: the schedule is
+    // compared too, and the same.
+    let expected = format!(
+        "\nfirst suspect: the hardware, clocks or contention (same SASS and toolchain) — same SASS, same driver and NVRTC; {clock}"
+    );
+    assert!(m.contains(&expected), "{m}");
+    assert!(!m.contains("loop schedule not compared"), "{m}");
+    // Baselines blessed before the schedule was decoded say the schedule was not compared.
+    let mut q = p.clone();
+    let b = q.baselines.as_mut().unwrap();
+    assert!(b.sass[&V["probe::".len()..]].schedule_digest.is_some());
+    for s in b.sass.values_mut() {
+        s.schedule_digest = None;
+        s.loop_control.clear();
+    }
+    let m = fail(&q, &r, V);
+    let expected = format!(
+        "\nfirst suspect: the hardware, clocks or contention (same SASS and toolchain) — same SASS (loop schedule not compared: no schedule digest blessed or decoded; re-bless on the GPU), same driver and NVRTC; {clock}"
     );
     assert!(m.contains(&expected), "{m}");
 }
