@@ -84,6 +84,31 @@ fn bless_refuses_under_every_ci_system_and_says_what_counts() {
     assert!(refuse_if_ci(both).is_err());
 }
 
+/// The results file the committed h200 profile names under `recorded:`, relative to its
+/// folder (read from the profile, so that a re-recorded run needs no change here).
+fn h200_recorded_file() -> String {
+    let text = std::fs::read_to_string(root().join("expectations/h200.yaml")).unwrap();
+    let at = text
+        .find("\nrecorded:\n")
+        .expect("h200.yaml has a recorded: section");
+    text[at..]
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("results: "))
+        .expect("recorded: names its results")
+        .trim()
+        .to_string()
+}
+
+/// Copies the H200 profile into `dir` as [`copy_h200_profile_to`] does, with the results
+/// file it records now (the contexts run), which that helper's list predates.
+fn copy_h200_to(dir: &std::path::Path) {
+    copy_h200_profile_to(dir);
+    let f = h200_recorded_file();
+    let to = dir.join(&f);
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    std::fs::copy(root().join("expectations").join(&f), to).unwrap();
+}
+
 /// The committed H200 run, and the profile it belongs to.
 fn h200_run() -> (Profile, RunResults) {
     let p = load("h200");
@@ -230,7 +255,7 @@ fn bless_writes_a_loadable_generated_file_and_a_readable_diff() {
     assert!(unchanged.diff.is_empty(), "{:?}", unchanged.diff);
     // The written file loads as this profile's baselines.
     std::fs::write(&file, &b.contents).unwrap();
-    copy_h200_profile_to(&dir);
+    copy_h200_to(&dir);
     let reloaded = catalog::load(&dir.join("h200.yaml")).unwrap();
     assert_eq!(
         reloaded.baselines.unwrap().progress["chain7_acc1_effective1"],
@@ -248,23 +273,55 @@ fn bless_carries_sass_digests_and_loop_bodies_into_the_generated_file() {
     std::fs::create_dir_all(dir.join("baselines")).unwrap();
     let file = dir.join("baselines/h200.yaml");
     let plain = load("h200");
-    // The committed baselines are what blessing the committed run gives, but for the loop
-    // schedules, which they predate: blessing adds one per variant and changes nothing else.
+    // Every variant of the matrix, the contexts' included, carries its SASS in the run.
+    let variants = p.probe.variants().len();
+    assert_eq!(variants, r.variants.len());
+    assert_eq!(p.baselines.as_ref().unwrap().sass.len(), variants);
+    // The committed baselines are what blessing the committed run with the committed SASS
+    // gives, digests and loop schedules included: nothing to change.
     let same = bless::prepare(&p, &r, "run.json", "cmd", &file, plain.baselines.as_ref());
-    assert_eq!(same.diff.len(), 69, "{:?}", same.diff);
-    assert!(
-        same.diff
-            .iter()
-            .all(|l| l.starts_with("+ ") && l.contains(": loop schedule ")),
-        "{:?}",
-        same.diff
-    );
+    assert!(same.diff.is_empty(), "{:?}", same.diff);
     let again = bless::prepare(&p, &r, "run.json", "cmd", &file, p.baselines.as_ref());
     assert!(again.diff.is_empty(), "{:?}", again.diff);
+    // One kernel's SASS otherwise: blessing it reports that variant's digest and nothing
+    // else's.
+    let changed = mutate(&sass, "chain7_acc1_effective1", "FFMA", "FMUL");
+    let (_, other) = h200_blessed(&sass, &changed);
+    let one = bless::prepare(
+        &p,
+        &other,
+        "run.json",
+        "cmd",
+        &file,
+        plain.baselines.as_ref(),
+    );
+    assert!(
+        !one.diff.is_empty()
+            && one
+                .diff
+                .iter()
+                .all(|l| l.starts_with("~ chain7_acc1_effective1: ")),
+        "{:?}",
+        one.diff
+    );
+    assert!(
+        one.diff.iter().any(|l| l.contains("SASS digest")),
+        "{:?}",
+        one.diff
+    );
     let b = bless::prepare(&p, &r, "run.json", "cmd", &file, None);
     assert_eq!(
         b.diff.iter().filter(|l| l.contains("SASS digest")).count(),
-        69,
+        variants,
+        "{:?}",
+        b.diff
+    );
+    assert_eq!(
+        b.diff
+            .iter()
+            .filter(|l| l.contains(": loop schedule "))
+            .count(),
+        variants,
         "{:?}",
         b.diff
     );
@@ -276,7 +333,7 @@ fn bless_carries_sass_digests_and_loop_bodies_into_the_generated_file() {
         b.diff
     );
     std::fs::write(&file, &b.contents).unwrap();
-    copy_h200_profile_to(&dir);
+    copy_h200_to(&dir);
     let reloaded = catalog::load(&dir.join("h200.yaml")).unwrap();
     assert_eq!(reloaded.baselines.unwrap().sass, p.baselines.unwrap().sass);
     std::fs::remove_dir_all(dir).unwrap();
@@ -288,7 +345,7 @@ fn bless_records_the_compile_options_and_a_file_without_them_still_loads() {
     let dir = std::env::temp_dir().join(format!("accprobe-bless-opts-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("baselines")).unwrap();
-    copy_h200_profile_to(&dir);
+    copy_h200_to(&dir);
     let p = catalog::load(&dir.join("h200.yaml")).unwrap();
     let mut r = p.recorded.clone().unwrap();
     let options = vec!["--gpu-architecture=sm_90".to_string(), "-O3".to_string()];
@@ -328,7 +385,7 @@ fn any_string_in_the_results_is_written_so_that_the_profile_reads_it_back() {
     let dir = std::env::temp_dir().join(format!("accprobe-bless-del-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("baselines")).unwrap();
-    copy_h200_profile_to(&dir);
+    copy_h200_to(&dir);
     let p = catalog::load(&dir.join("h200.yaml")).unwrap();
     let mut r = p.recorded.clone().unwrap();
     let odd = "580.159.04\u{7f}\u{85}\t\"'#: x";
@@ -350,7 +407,7 @@ fn blessing_the_blessed_run_again_changes_nothing_even_on_a_rounding_tie() {
     let dir = std::env::temp_dir().join(format!("accprobe-bless-tie-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("baselines")).unwrap();
-    copy_h200_profile_to(&dir);
+    copy_h200_to(&dir);
     let p = catalog::load(&dir.join("h200.yaml")).unwrap();
     let mut r = p.recorded.clone().unwrap();
     let v = r
@@ -384,7 +441,7 @@ const BLESS_CHILD: &str = "ACCPROBE_TEST_BLESS_CHILD";
 fn h200_folder(tag: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("accprobe-bless-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    copy_h200_profile_to(&dir);
+    copy_h200_to(&dir);
     std::fs::create_dir_all(dir.join("baselines")).unwrap();
     std::fs::copy(
         root().join("expectations/baselines/h200.yaml"),

@@ -96,12 +96,23 @@ fn a_context_without_a_blessed_pick_fails_asking_for_one() {
 
 #[test]
 fn bless_records_a_changed_pick_as_a_diff_line() {
+    // The contexts measure K = 1, 2, 4 and 8 only: a default of 3 picks a K the committed
+    // run does not hold there, and bless refuses it, naming the context.
     let p = changed(&[("default_accumulators: 2", "default_accumulators: 3")]);
     let r = p.recorded.clone().unwrap();
+    let e = accprobe::bless::policy_picks(&p, &r)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("refusing to bless: policy study in context chain7_w16: its pick acc3 is not in the results"),
+        "{e}"
+    );
+    // A default of 1, measured everywhere: chain13's pick changes and is a diff line.
+    let p = changed(&[("default_accumulators: 2", "default_accumulators: 1")]);
     let file = p.baselines.as_ref().unwrap().file.clone();
     let picks = accprobe::bless::policy_picks(&p, &r).unwrap();
-    assert_eq!(picks["chain13"].accumulators, 3);
-    assert_eq!(picks["chain13"].progress, 140844.0);
+    assert_eq!(picks["chain13"].accumulators, 1);
+    assert_eq!(picks["chain13"].progress, 108695.0);
     let b = accprobe::bless::prepare_with(
         &p,
         &r,
@@ -113,13 +124,19 @@ fn bless_records_a_changed_pick_as_a_diff_line() {
     );
     assert!(
         b.diff
-            .contains(&"~ policy pick chain13: acc2 (144926.0) -> acc3 (140844.0)".to_string()),
+            .contains(&"~ policy pick chain13: acc2 (144926.0) -> acc1 (108695.0)".to_string()),
+        "{:?}",
+        b.diff
+    );
+    // The side chains' context still gets the wide K (acc4), as blessed: no diff line.
+    assert!(
+        !b.diff.iter().any(|l| l.contains("policy pick chain13_s4:")),
         "{:?}",
         b.diff
     );
     assert!(
         b.contents
-            .contains("policy_picks:\n  chain13:\n    accumulators: 3\n"),
+            .contains("policy_picks:\n  chain13:\n    accumulators: 1\n"),
         "{}",
         b.contents
     );

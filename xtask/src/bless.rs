@@ -80,22 +80,22 @@ mod tests {
     //! On the committed results files, no GPU needed.
     use crate::bless;
     use crate::paths::find_profile;
-    use crate::testing::{committed, expectations};
+    use crate::testing::{blessed_from, expectations};
     use std::path::Path;
 
     #[test]
     fn bless_dry_run_prints_no_change_for_the_committed_run_and_writes_nothing() {
         let file = expectations().join("baselines/h200.yaml");
         let before = std::fs::read(&file).unwrap();
-        bless::run(&expectations(), "h200", &committed(), false, true).unwrap();
+        bless::run(&expectations(), "h200", &blessed_from(), false, true).unwrap();
         assert_eq!(std::fs::read(&file).unwrap(), before);
-        let e = bless::run(&expectations(), "nonesuch", &committed(), false, true).unwrap_err();
+        let e = bless::run(&expectations(), "nonesuch", &blessed_from(), false, true).unwrap_err();
         assert!(
             e.to_string().contains("no profile named \"nonesuch\""),
             "{e}"
         );
         // A profile that matches no GPU says so in words, not as a Rust struct.
-        let e = bless::run(&expectations(), "documented", &committed(), false, true)
+        let e = bless::run(&expectations(), "documented", &blessed_from(), false, true)
             .unwrap_err()
             .to_string();
         assert!(
@@ -113,25 +113,25 @@ mod tests {
         for sub in ["baselines", "policies", "recorded"] {
             std::fs::create_dir_all(copy.join(sub)).unwrap();
         }
-        for f in [
-            "h200.yaml",
-            "policies/study.yaml",
-            "recorded/h200-2026-11-30-wave.json",
-        ] {
+        let recorded = format!(
+            "recorded/{}",
+            blessed_from().file_name().unwrap().to_string_lossy()
+        );
+        for f in ["h200.yaml", "policies/study.yaml", &recorded] {
             std::fs::copy(expectations().join(f), copy.join(f)).unwrap();
         }
         std::fs::write(copy.join("baselines/h200.yaml"), "profile: h200\nmeasured: {results: x, gpu_name: x, driver_version: x, nvrtc_version: x, date: x}\nprogress: {}\n").unwrap();
         // What bless writes for the committed run, put there beforehand.
         let p = find_profile(&copy, "h200").unwrap();
-        let r = accprobe::model::results::RunResults::load(&committed()).unwrap();
-        let label = bless::label(&committed());
+        let r = accprobe::model::results::RunResults::load(&blessed_from()).unwrap();
+        let label = bless::label(&blessed_from());
         let command = format!("cargo xtask bless --profile h200 --from {label}");
         let file = copy.join("baselines/h200.yaml");
         let b = accprobe::bless::prepare(&p, &r, &label, &command, &file, p.baselines.as_ref());
         std::fs::write(&file, &b.contents).unwrap();
         let before = std::fs::metadata(&file).unwrap();
         // Not a dry run: nothing to write, so it succeeds even where CI is set.
-        bless::run(&copy, "h200", &committed(), false, false).unwrap();
+        bless::run(&copy, "h200", &blessed_from(), false, false).unwrap();
         let after = std::fs::metadata(&file).unwrap();
         assert_eq!(
             (before.ino(), before.mtime(), before.mtime_nsec()),
@@ -143,8 +143,8 @@ mod tests {
     #[test]
     fn the_bless_header_names_the_results_file_without_absolute_paths() {
         assert_eq!(
-            bless::label(&committed()),
-            "expectations/recorded/h200-2026-11-30-wave.json",
+            bless::label(&blessed_from()),
+            "expectations/recorded/h200-2026-12-02-contexts-wave.json",
             "relative to the workspace"
         );
         let tmp = tempfile::tempdir().unwrap();

@@ -11,7 +11,14 @@ pub fn expectations() -> PathBuf {
     root().join("expectations")
 }
 
-/// The run the H200 baselines were blessed from (wave mode, the profile's).
+/// The H200 study's committed wave run: its 69 variants (the base and sink-isolation
+/// ones), before the contexts were measured.
 pub fn committed() -> PathBuf {
     root().join("expectations/recorded/h200-2026-11-30-wave.json")
+}
+
+/// The run the H200 baselines are blessed from (wave mode, with the contexts: the
+/// profile's `recorded:` results).
+pub fn blessed_from() -> PathBuf {
+    root().join("expectations/recorded/h200-2026-12-02-contexts-wave.json")
 }
