@@ -237,11 +237,25 @@ mod recorded {
         let r = super::parse(H200).unwrap();
         assert_eq!(
             r.len(),
-            69,
-            "24 documented variants and 45 sink-isolation ones"
+            129,
+            "24 documented variants, 45 sink-isolation ones and 60 in contexts"
         );
-        assert!(r
-            .values()
-            .all(|x| x.spill_store_bytes + x.spill_load_bytes == 0 && x.registers >= 16));
+        assert!(r.values().all(|x| x.registers >= 16));
+        // Only acc8 at 32 warps with 48 values live spills: 64 registers a thread do not
+        // hold it (the H200 run of 2026-12-02, NVRTC 13.0.88).
+        let mut spilled: Vec<&str> = r
+            .iter()
+            .filter(|(_, x)| x.spill_store_bytes + x.spill_load_bytes > 0)
+            .map(|(name, _)| name.as_str())
+            .collect();
+        spilled.sort();
+        assert_eq!(
+            spilled,
+            [
+                "chain13_acc8_effective8_w32_v48",
+                "chain29_acc8_effective8_w32_v48",
+                "chain7_acc8_effective7_w32_v48"
+            ]
+        );
     }
 }
