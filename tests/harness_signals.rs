@@ -314,7 +314,7 @@ fn assert_interrupted(
     assert!(r.failures >= 1, "{context}: a CI must read the file as red");
     if got.is_empty() {
         assert!(
-            m.contains("before its cases were planned"),
+            m.contains("before its cases were planned") && m.contains("is not green because"),
             "{context}: {m}"
         );
         return 0;

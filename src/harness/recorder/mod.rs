@@ -268,7 +268,7 @@ impl Recorder {
             } else {
                 format!(
                     "the run was interrupted by {signal} before its cases were planned: \
-                     no case ran"
+                     no case ran; {NOT_GREEN}"
                 )
             };
             records.push(Record {
@@ -389,10 +389,13 @@ fn interrupted_message(signal: &str, finished: usize, unfinished: usize) -> Stri
     };
     format!(
         "the run was interrupted by {signal}: {finished} cases finished, {unfinished} did \
-         not{skipped}; the run is not green because it was stopped before its end, so its \
-         results, tables and closing summary may be missing"
+         not{skipped}; {NOT_GREEN}"
     )
 }
+
+/// Why an interrupted run is red, whenever the signal came.
+const NOT_GREEN: &str = "the run is not green because it was stopped before its end, so its \
+                         results, tables and closing summary may be missing";
 
 /// On a termination signal: write the JUnit file with what finished and what did not
 /// (before the plan: one failing `run::interrupted` case), then exit 128 + the signal
