@@ -6,8 +6,10 @@
 #
 # 1. copies expectations/ to a scratch folder without the H200's profile, baselines and
 #    recorded results: the H200 is then a GPU no profile names;
-# 2. runs `xtask onboard` there (draft profile, baselines, recorded results, and the
-#    measurements it drafted from), and keeps the folder;
+# 2. runs `xtask onboard` there (the study's probe with its contexts, serially, as a
+#    wave, then $ONBOARD_RUNS more runs, default 10, in the mode it chooses; draft profile
+#    with contexts and wider baselines, baselines, recorded results, and the measurements
+#    it drafted from), and keeps the folder;
 # 3. runs the suite with the draft 20 times in a row (ci/device/run.sh);
 # 4. runs `xtask onboard` a second time, which must refuse (exit 1, naming the file);
 # 5. measures the ceilings 3 times against the committed profiles (h200.yaml's
@@ -41,7 +43,7 @@ ls -R "$scratch/expectations" > "$here/scratch-before.txt"
 
 # 2. Onboard.
 "$xtask" --expectations "$scratch/expectations" onboard --out "$here/measured" \
-  > "$here/onboard-1.log" 2>&1
+  --runs "${ONBOARD_RUNS:-10}" > "$here/onboard-1.log" 2>&1
 note "onboard 1: exit $?"
 cp -r "$scratch/expectations" "$here/expectations"
 # The drafted profile: the one *.yaml there besides the study's.

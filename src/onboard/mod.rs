@@ -1,21 +1,25 @@
 //! Onboarding a GPU no profile names: a draft profile and its baselines from one
 //! measurement of the study's probe on it, in both modes, and of its physical ceilings.
 //!
-//! Drafting ([`draft`]) is a pure function of what was measured (the serial and wave
-//! [`RunResults`], the [`Ceilings`]) and the study's profile: the match block, the
-//! study's probe settings, invariants and policy gate, the default mode `agree` chooses
-//! ([`mode`]), the compile-only section, the validity ceilings as measured
-//! ([`ceilings`]), a known deviation for every case that does not hold
-//! ([`deviations`]), the text laid out by [`render`]; the baselines are the blessing of
+//! Drafting ([`draft_with`]) is a pure function of what was measured (the serial and wave
+//! [`RunResults`], the [`Ceilings`], and more runs in the chosen mode) and the study's
+//! profile: the match block, the study's probe settings with the contexts the
+//! measurement holds ([`contexts`]), invariants and policy gate, the default mode `agree`
+//! chooses on the base context ([`mode`]), the compile-only section, the validity
+//! ceilings as measured ([`ceilings`]), a known deviation for every case that does not
+//! hold ([`deviations`]), the wider baselines of the variants that moved between runs
+//! ([`steadiness`]), the text laid out by [`render`]; the baselines are the blessing of
 //! the chosen mode's results (`bless::check`, `bless::prepare`). [`Draft::write`] puts it
 //! on disk through `bless::write_generated` (the folder's lock, never under CI, never
 //! over a file), after [`Draft::refuse_existing`]: onboarding never replaces a profile,
 //! baselines or recorded results file. `cargo xtask onboard` measures and calls these.
 
 pub mod ceilings;
+pub mod contexts;
 pub mod deviations;
 pub mod mode;
 mod render;
+pub mod steadiness;
 
 use crate::bless::{self, Blessing};
 use crate::catalog;
@@ -27,6 +31,7 @@ use crate::model::settings::Mode;
 pub use ceilings::Ceilings;
 pub use deviations::Deviation;
 use std::path::{Path, PathBuf};
+pub use steadiness::Wide;
 
 /// The architectures the compile-only section of a draft names: the gate's (sm_80 to
 /// sm_120, docs/toolchains.md).
@@ -38,6 +43,9 @@ pub const COMPILE_TOOLCHAINS: [&str; 3] = ["12.4", "12.8", "13.0"];
 pub const BASELINES_TOLERANCE: f64 = 0.005;
 /// The largest difference of medians at which wave mode is chosen (`agree`'s default).
 pub const AGREE_TOLERANCE: f64 = 0.005;
+/// How many runs onboarding measures in the chosen mode besides the serial and wave ones
+/// (`cargo xtask onboard --runs`), for each variant's steadiness ([`steadiness`]).
+pub const DEFAULT_RUNS: usize = 10;
 
 /// The name of a profile for `gpu_name`: lowercase, the vendor dropped, every run of
 /// other characters one `-` (`NVIDIA H200` -> `h200`, `NVIDIA GeForce RTX 4090` ->
@@ -61,7 +69,7 @@ pub fn slug(gpu_name: &str) -> String {
 pub fn hint(gpu: &GpuIdentity) -> String {
     let name = slug(&gpu.name);
     format!(
-        "no profile names GPU {:?}: run `cargo xtask onboard` on this machine; it measures the study's probe (serial and wave) and the GPU's ceilings and writes a draft profile expectations/{name}.yaml (known deviations, ceilings, mode) with its baselines expectations/baselines/{name}.yaml, for review and commit",
+        "no profile names GPU {:?}: run `cargo xtask onboard` on this machine; it measures the study's probe and its contexts (serial and wave, then more runs in the mode it chooses) and the GPU's ceilings and writes a draft profile expectations/{name}.yaml (known deviations, ceilings, mode) with its baselines expectations/baselines/{name}.yaml, for review and commit",
         gpu.name
     )
 }
@@ -91,15 +99,43 @@ pub struct Draft {
     pub deviations: Vec<Deviation>,
     /// Cases whose verdict differs between the two modes: a reviewer looks at these.
     pub mode_dependent: Vec<String>,
+    /// Cases that fail in some runs of the chosen mode and hold in others, with how many
+    /// of them they fail in: neither a known deviation nor a pass keeps them green.
+    pub unsteady: Vec<(String, usize)>,
+    /// The runs measured in the chosen mode, the blessed one among them.
+    pub runs: usize,
+    /// The variants whose baselines are drafted wider, and why.
+    pub wider: Vec<Wide>,
     pub ceilings: Ceilings,
 }
 
-/// Drafts profile `name` (default: [`slug`] of the GPU's name) in the folder `dir` (the
-/// study's profile's), from `m`. Refused with the reason: a name that is no profile
-/// name; results measured under another profile name, on another GPU than each other or
-/// than the ceilings, or that `bless::check` refuses; ceilings that cannot be a ceiling;
-/// a disturbed measurement.
+/// The mode a draft from `serial` and `wave` chooses ([`mode::Agreement::mode`], on the
+/// base context's variants), and why: the mode onboarding measures its extra runs in.
+pub fn chosen_mode(serial: &RunResults, wave: &RunResults) -> Result<(Mode, String)> {
+    Ok(mode::compare(serial, wave, AGREE_TOLERANCE)
+        .map_err(Error::msg)?
+        .mode())
+}
+
+/// [`draft_with`] from the serial and wave runs alone.
 pub fn draft(study: &Profile, dir: &Path, name: Option<&str>, m: &Measured) -> Result<Draft> {
+    draft_with(study, dir, name, m, &[])
+}
+
+/// Drafts profile `name` (default: [`slug`] of the GPU's name) in the folder `dir` (the
+/// study's profile's), from `m` and `runs`, more runs measured in the mode `m` makes the
+/// draft choose (their steadiness widens baselines and shows unsteady cases). Refused
+/// with the reason: a name that is no profile name; results measured under another
+/// profile name, on another GPU, driver or NVRTC than each other or than the ceilings,
+/// an extra run in another mode, or results that `bless::check` refuses; ceilings that
+/// cannot be a ceiling; a disturbed measurement; a variant no tolerance holds.
+pub fn draft_with(
+    study: &Profile,
+    dir: &Path,
+    name: Option<&str>,
+    m: &Measured,
+    runs: &[RunResults],
+) -> Result<Draft> {
     let env = m.serial.environment.as_ref().ok_or_else(|| {
         Error::msg("the serial results have no environment: onboarding needs a measurement")
     })?;
@@ -151,6 +187,31 @@ pub fn draft(study: &Profile, dir: &Path, name: Option<&str>, m: &Measured) -> R
         Mode::Serial => &m.serial,
     };
     let chosen_env = chosen.environment.as_ref().unwrap_or(env);
+    for (i, r) in runs.iter().enumerate() {
+        let which = format!("extra run {} of {}", i + 1, runs.len());
+        let e = r.environment.as_ref().ok_or_else(|| {
+            Error::msg(format!(
+                "{which} has no environment: onboarding needs a measurement"
+            ))
+        })?;
+        if e.identity() != gpu
+            || (&e.driver_version, &e.nvrtc_version)
+                != (&chosen_env.driver_version, &chosen_env.nvrtc_version)
+        {
+            return Err(Error::msg(format!(
+                "{which} measured {:?} (compute capability {}), driver {}, NVRTC {}; the {mode:?} run {:?} (compute capability {}), driver {}, NVRTC {}: onboarding needs every run from one GPU and toolchain",
+                e.gpu_name, e.compute_capability, e.driver_version, e.nvrtc_version,
+                chosen_env.gpu_name, chosen_env.compute_capability, chosen_env.driver_version, chosen_env.nvrtc_version
+            )));
+        }
+        if r.mode != mode || r.profile != chosen.profile {
+            return Err(Error::msg(format!(
+                "{which} was measured in {:?} mode under profile {:?}: onboarding chose {mode:?} mode, measured under {:?}",
+                r.mode, r.profile, chosen.profile
+            )));
+        }
+    }
+    let drafted_probe = contexts::measured(&contexts::with_defaults(&study.probe), chosen);
     let recorded_rel = format!(
         "recorded/{name}-{}-{}.json",
         chosen_env.date.get(..10).unwrap_or("measured"),
@@ -165,11 +226,15 @@ pub fn draft(study: &Profile, dir: &Path, name: Option<&str>, m: &Measured) -> R
         .as_ref()
         .map(|g| format!("policies/{}.yaml", g.source.name()));
     let compute_capability = gpu.compute_capability.clone();
-    let render_with = |deviations: &[Deviation]| {
+    let same_mode: Vec<&RunResults> = std::iter::once(chosen).chain(runs).collect();
+    let render_with = |deviations: &[Deviation], wider: &[Wide]| {
         render::profile(&render::Parts {
             name: &name,
             study,
+            probe: &drafted_probe,
             measured: chosen,
+            runs: same_mode.len(),
+            wider,
             gpu_name: &gpu.name,
             compute_capability: &compute_capability,
             mode,
@@ -186,13 +251,34 @@ pub fn draft(study: &Profile, dir: &Path, name: Option<&str>, m: &Measured) -> R
     };
     // The draft without deviations reads back as the profile the cases are judged by
     // (its recorded results are not on disk yet: judged on the measurement itself).
-    let without = without_recorded(&render_with(&[]));
+    let without = without_recorded(&render_with(&[], &[]));
     let bare = catalog::parse(&without, &profile_file)?;
-    let deviations = deviations::find(&bare, chosen).map_err(Error::msg)?;
+    let mut deviations = deviations::find(&bare, chosen).map_err(Error::msg)?;
     let other = match mode {
         Mode::Wave => &m.serial,
         Mode::Serial => &m.wave,
     };
+    let (unsteady, counts) = unsteady(&bare, &deviations, runs)?;
+    if !runs.is_empty() {
+        for (d, k) in deviations.iter_mut().zip(counts) {
+            d.reason.push_str(&format!(
+                "; failing in {k} of the {} {} runs measured",
+                same_mode.len(),
+                render::mode_word(mode)
+            ));
+        }
+    }
+    let mut all: Vec<&RunResults> = same_mode.clone();
+    all.push(other);
+    let gpu_short = gpu.name.strip_prefix("NVIDIA ").unwrap_or(&gpu.name);
+    let when = format!(
+        "{gpu_short}, {}, driver {}, NVRTC {}",
+        dates(&all),
+        chosen_env.driver_version,
+        chosen_env.nvrtc_version
+    );
+    let wider = steadiness::wider(&bare.probe.variants(), chosen, &all, &when)
+        .map_err(|e| Error::msg(format!("{e}: onboard again on an idle GPU")))?;
     let other_deviations = deviations::find(&bare, other).map_err(Error::msg)?;
     let names = |d: &[Deviation]| d.iter().map(|d| d.case.clone()).collect::<Vec<_>>();
     let (here, there) = (names(&deviations), names(&other_deviations));
@@ -203,7 +289,7 @@ pub fn draft(study: &Profile, dir: &Path, name: Option<&str>, m: &Measured) -> R
         .cloned()
         .collect();
     mode_dependent.sort();
-    let profile_text = render_with(&deviations);
+    let profile_text = render_with(&deviations, &wider);
     let profile = catalog::parse(&without_recorded(&profile_text), &profile_file)?;
     if chosen.profile != name {
         return Err(Error::msg(format!(
@@ -234,8 +320,48 @@ pub fn draft(study: &Profile, dir: &Path, name: Option<&str>, m: &Measured) -> R
         mode_why,
         deviations,
         mode_dependent,
+        unsteady,
+        runs: same_mode.len(),
+        wider,
         ceilings: c.clone(),
     })
+}
+
+/// The unsteady cases with the runs each fails in, and the runs each deviation fails in.
+type Unsteady = (Vec<(String, usize)>, Vec<usize>);
+
+/// The cases whose verdict on `runs` differs from the chosen run's (`found` its
+/// deviations), each with the number of runs (the chosen one among them) it fails in;
+/// and for each of `found`, the same number. `Err`: a run was disturbed.
+fn unsteady(bare: &Profile, found: &[Deviation], runs: &[RunResults]) -> Result<Unsteady> {
+    let mut failing: std::collections::BTreeMap<String, usize> =
+        found.iter().map(|d| (d.case.clone(), 1)).collect();
+    for (i, r) in runs.iter().enumerate() {
+        let here = deviations::find(bare, r)
+            .map_err(|e| Error::msg(format!("extra run {}: {e}", i + 1)))?;
+        for d in here {
+            *failing.entry(d.case).or_insert(0) += 1;
+        }
+    }
+    let n = runs.len() + 1;
+    let counts = found.iter().map(|d| failing[&d.case]).collect();
+    let unsteady = failing.into_iter().filter(|&(_, k)| k < n).collect();
+    Ok((unsteady, counts))
+}
+
+/// The days `runs` were measured on: "2026-12-02", or "2026-12-02 to 2026-12-03".
+fn dates(runs: &[&RunResults]) -> String {
+    let mut days: Vec<&str> = runs
+        .iter()
+        .filter_map(|r| r.environment.as_ref())
+        .map(|e| e.date.get(..10).unwrap_or(&e.date))
+        .collect();
+    days.sort_unstable();
+    match (days.first(), days.last()) {
+        (Some(a), Some(b)) if a != b => format!("{a} to {b}"),
+        (Some(a), _) => a.to_string(),
+        _ => "date unknown".into(),
+    }
 }
 
 /// The profile and baselines files profile `name` has in `dir`: what onboarding checks

@@ -4,15 +4,21 @@
 
 use super::ceilings::Ceilings;
 use super::deviations::Deviation;
+use super::steadiness::{Wide, LEAST, MARGIN, MOVED, STEP};
 use crate::expectations::profile::{Invariant, Profile, Validity};
 use crate::model::results::RunResults;
-use crate::model::settings::Mode;
+use crate::model::settings::{Mode, ProbeSettings};
 
 /// What the sections are made from.
 pub(super) struct Parts<'a> {
     pub name: &'a str,
     pub study: &'a Profile,
+    /// The drafted probe: the study's, with the contexts the measurement holds.
+    pub probe: &'a ProbeSettings,
     pub measured: &'a RunResults,
+    /// How many runs were measured in the chosen mode (the blessed one among them).
+    pub runs: usize,
+    pub wider: &'a [Wide],
     pub gpu_name: &'a str,
     pub compute_capability: &'a str,
     pub mode: Mode,
@@ -33,7 +39,7 @@ pub(super) fn quoted(text: &str) -> String {
 }
 
 /// A comment block at column 0 ([`comment_at`]).
-fn comment(lines: &[String]) -> String {
+pub(super) fn comment(lines: &[String]) -> String {
     comment_at("", lines)
 }
 
@@ -63,12 +69,13 @@ fn list<T: std::fmt::Display>(items: &[T]) -> String {
     format!("[{}]", items.join(", "))
 }
 
-/// The whole file: each section of the draft, in file order. A new profile section (the
-/// heuristic gate's contexts, say) is one more entry of this list and one function.
+/// The whole file: each section of the draft, in file order. A new profile section is one
+/// more entry of this list and one function.
 pub(super) fn profile(p: &Parts) -> String {
     [
         header(p),
         probe(p),
+        super::contexts::section(p.probe),
         invariants(p),
         policy_gate(p),
         compile_only(p),
@@ -77,6 +84,9 @@ pub(super) fn profile(p: &Parts) -> String {
         baselines(p),
         recorded(p),
     ]
+    .into_iter()
+    .filter(|s| !s.is_empty())
+    .collect::<Vec<_>>()
     .join("\n")
 }
 
@@ -96,9 +106,11 @@ fn when(r: &RunResults) -> String {
 
 fn header(p: &Parts) -> String {
     let mut s = comment(&[format!(
-        "{} (compute capability {}): drafted by `cargo xtask onboard` from a measurement of the study's probe on this GPU in serial and wave mode, {}. Review every known deviation below before committing it; from then on the file is hand-written. The per-variant baselines it references are generated into baselines/{}.yaml.",
+        "{} (compute capability {}): drafted by `cargo xtask onboard` from measurements of the study's probe on this GPU in serial and wave mode and {} more {} run(s), {}. Review every known deviation below before committing it; from then on the file is hand-written. The per-variant baselines it references are generated into baselines/{}.yaml.",
         p.gpu_name,
         p.compute_capability,
+        p.runs.saturating_sub(1),
+        mode_word(p.mode),
         when(p.measured),
         p.name
     )]);
@@ -121,7 +133,7 @@ fn header(p: &Parts) -> String {
 }
 
 fn probe(p: &Parts) -> String {
-    let q = &p.study.probe;
+    let q = p.probe;
     let mut s = comment(&[format!(
         "The study's probe settings (profile {:?}).",
         p.study.name
@@ -254,12 +266,45 @@ fn known_deviations(p: &Parts) -> String {
     s
 }
 
+pub(super) fn mode_word(m: Mode) -> &'static str {
+    match m {
+        Mode::Wave => "wave",
+        Mode::Serial => "serial",
+    }
+}
+
 fn baselines(p: &Parts) -> String {
-    format!(
+    let mut s = format!(
         "baselines:\n  file: {}\n  tolerance: {:?}\n",
         quoted(&format!("baselines/{}.yaml", p.name)),
         p.baselines_tolerance
-    )
+    );
+    if p.wider.is_empty() {
+        return s;
+    }
+    s.push_str(&comment_at(
+        "  ",
+        &[format!(
+            "Variants whose median moved more than {:.1}% from its baseline in any run onboarding measured ({} {} run(s), the blessed one among them, and the other mode's; {}, {}): each widened to {MARGIN} times its largest distance from it, rounded up to {:.1}%, at least {:.0}% (the H200's rule, docs/profiles.md). REVIEW: a width is what the gate no longer sees of that variant.",
+            MOVED * 100.0,
+            p.runs,
+            mode_word(p.mode),
+            p.gpu_name,
+            when(p.measured),
+            STEP * 100.0,
+            LEAST * 100.0
+        )],
+    ));
+    s.push_str("  wider:\n");
+    for w in p.wider {
+        s.push_str(&format!(
+            "    {}:\n      tolerance: {:?}\n      reason: {}\n",
+            quoted(&w.variant),
+            w.tolerance,
+            quoted(&w.reason)
+        ));
+    }
+    s
 }
 
 fn recorded(p: &Parts) -> String {

@@ -179,6 +179,12 @@ pub fn agree(dir: &Path, name: Option<&str>, tolerance: f64, out: &Path) -> crat
         wave.variants.len(),
         if accepted { "ACCEPTED" } else { "NOT accepted" }
     );
+    if let Some((name, d)) = &agreement.worst_context {
+        say!(
+            "the other contexts' variants are not judged (they move between modes and runs): worst difference {:.3}% ({name})",
+            d * 100.0
+        );
+    }
     write_json(
         out,
         &Agreement {

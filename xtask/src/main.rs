@@ -139,7 +139,8 @@ enum Command {
         results: Option<PathBuf>,
     },
     /// Measure the profile serially and as a wave on this GPU and compare each variant;
-    /// wave mode is accepted when every variant's median agrees within the tolerance.
+    /// wave mode is accepted when every base-context variant's median agrees within the
+    /// tolerance (the other contexts' are shown, not judged: they move between runs).
     Agree {
         /// Profile name (default: the one that matches the GPU, else `documented`).
         #[arg(long)]
@@ -167,11 +168,14 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Onboard the GPU at hand, which no profile names: measure the study's probe
-    /// serially and as a wave and the GPU's ceilings, then write a draft profile
-    /// expectations/<name>.yaml (match block, the study's probe and invariants, the mode
-    /// `agree` chooses, the measured ceilings, a known deviation for each case that does
-    /// not hold), its baselines and its recorded results, and print what to review.
+    /// Onboard the GPU at hand, which no profile names: measure the study's probe with
+    /// the heuristic gate's contexts serially and as a wave, then --runs more times in
+    /// the mode chosen, and the GPU's ceilings; then write a draft profile
+    /// expectations/<name>.yaml (match block, the study's probe, contexts and invariants,
+    /// the mode `agree` chooses on the base context, the measured ceilings, a known
+    /// deviation for each case that does not hold, wider baselines for the variants that
+    /// moved between runs), its baselines and its recorded results, and print what to
+    /// review.
     /// Never overwrites a file; refuses under CI. With --compare: judge a drafted profile
     /// against a hand-written one instead (no GPU).
     Onboard {
@@ -185,10 +189,15 @@ enum Command {
         /// workspace).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// How many more runs to measure in the chosen mode after the serial and wave
+        /// ones: every variant's steadiness over all runs gives the draft's wider
+        /// baselines (0: the serial and wave runs alone).
+        #[arg(long, default_value_t = accprobe::onboard::DEFAULT_RUNS)]
+        runs: usize,
         /// A drafted profile to compare with --against (its known deviations by case,
         /// its baselines within the hand-written baselines' tolerance); exits 1 when they
         /// disagree.
-        #[arg(long, requires = "against", conflicts_with_all = ["name", "device", "out"])]
+        #[arg(long, requires = "against", conflicts_with_all = ["name", "device", "out", "runs"])]
         compare: Option<PathBuf>,
         /// The hand-written profile --compare judges the draft against.
         #[arg(long, requires = "compare")]
@@ -356,6 +365,7 @@ fn run(cli: &Cli) -> Done {
             name,
             device,
             out,
+            runs,
             compare,
             against,
         } => match (compare, against) {
@@ -363,7 +373,7 @@ fn run(cli: &Cli) -> Done {
             _ => {
                 set_device(*device);
                 let out = or_workspace(out, onboard::default_out())?;
-                onboard::run(dir, name.as_deref(), &out)
+                onboard::run(dir, name.as_deref(), *runs, &out)
             }
         },
         Command::Ceilings { device, out } => {

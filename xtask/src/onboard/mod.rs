@@ -1,7 +1,8 @@
 //! `cargo xtask onboard`: a GPU no profile names, onboarded in one reviewed step. It
-//! measures the study's probe serially and as a wave and the GPU's ceilings (through
-//! `measure::session`, under the device's lock), drafts the profile, its baselines and
-//! its recorded results (`accprobe::onboard`), writes them (never over a file, never
+//! measures the study's probe with its contexts serially and as a wave, then `--runs`
+//! more times in the mode the draft chooses, and the GPU's ceilings (through
+//! `measure::session`, a session per run, under the device's lock), drafts the profile,
+//! its baselines and its recorded results (`accprobe::onboard`), writes them (never over a file, never
 //! under CI) and prints what the reviewer should look at. `cargo xtask ceilings`
 //! measures and prints the ceilings alone (`ceilings`); `onboard --compare` judges a
 //! draft against a hand-written profile (`compare`).
@@ -12,6 +13,7 @@ use accprobe::catalog;
 use accprobe::expectations::profile::Profile;
 use accprobe::measure::device;
 use accprobe::model::ceilings::Ceilings;
+use accprobe::model::results::RunResults;
 use accprobe::model::settings::Mode;
 use accprobe::onboard::{self, Draft, Measured};
 use accprobe::output::write_atomic;
@@ -34,8 +36,9 @@ fn refuse_taken(dir: &Path, name: &str) -> Result<(), crate::Failure> {
     onboard::refuse_existing(&onboard::profile_files(dir, name)).map_err(|e| e.to_string().into())
 }
 
-/// `cargo xtask onboard`: measure, draft, write, review. `out` keeps the measurements.
-pub fn run(dir: &Path, name: Option<&str>, out: &Path) -> crate::Done {
+/// `cargo xtask onboard`: measure, draft, write, review. `out` keeps the measurements;
+/// `runs` more runs are measured in the chosen mode, for each variant's steadiness.
+pub fn run(dir: &Path, name: Option<&str>, runs: usize, out: &Path) -> crate::Done {
     bless::refuse_under_ci().map_err(|e| e.to_string())?;
     if let Some(n) = name {
         refuse_taken(dir, n)?;
@@ -47,13 +50,13 @@ pub fn run(dir: &Path, name: Option<&str>, out: &Path) -> crate::Done {
     onboard::refuse_named(&profiles, &gpu).map_err(|e| e.to_string())?;
     let name = name.map_or_else(|| onboard::slug(&gpu.name), str::to_string);
     refuse_taken(dir, &name)?;
-    let mut measuring = study.clone();
-    measuring.name = name.clone();
+    let measuring = onboard::contexts::measuring(&study, &name);
     let why = format!(
-        "onboarding {:?} (compute capability {}) as profile {name:?}: the study's probe",
+        "onboarding {:?} (compute capability {}) as profile {name:?}: the study's probe and its contexts",
         gpu.name, gpu.compute_capability
     );
-    let bar = crate::progress::steps(3);
+    let bar = crate::progress::steps(3 + runs as u64);
+    let mut extra = Vec::new();
     let measured = (|| -> Result<Measured, crate::Failure> {
         bar.set_message("serial run");
         let mut p = measuring.clone();
@@ -66,6 +69,15 @@ pub fn run(dir: &Path, name: Option<&str>, out: &Path) -> crate::Done {
         let wave_session = session_on(device::detect()?, p, why.clone(), Some(default_cache()));
         let wave = wave_session.measure_all()?;
         bar.inc(1);
+        let (mode, _) = onboard::chosen_mode(&serial, &wave).map_err(|e| e.to_string())?;
+        for i in 0..runs {
+            bar.set_message(format!("{mode:?} run {}/{runs}", i + 1));
+            let mut p = measuring.clone();
+            p.probe.mode = mode;
+            let s = session_on(device::detect()?, p, why.clone(), Some(default_cache()));
+            extra.push(s.measure_all()?);
+            bar.inc(1);
+        }
         bar.set_message("ceilings");
         let ceilings = wave_session.measure_ceilings()?;
         bar.inc(1);
@@ -77,18 +89,31 @@ pub fn run(dir: &Path, name: Option<&str>, out: &Path) -> crate::Done {
     })();
     bar.finish_and_clear();
     let measured = measured?;
-    keep(out, &name, &measured)?;
-    onboard_measured(dir, &study, &name, &measured, |v| std::env::var(v).ok())
+    keep(out, &name, &measured, &extra)?;
+    onboard_measured(dir, &study, &name, &measured, &extra, |v| {
+        std::env::var(v).ok()
+    })
 }
 
-/// Where the measurements are kept: `out/<name>-serial.json`, `-wave.json` and
-/// `-ceilings.json`, whatever happens to the draft.
-fn keep(out: &Path, name: &str, m: &Measured) -> crate::Done {
+/// Where the measurements are kept: `out/<name>-serial.json`, `-wave.json`, each extra
+/// run as `-<mode>-<i>.json` and `-ceilings.json`, whatever happens to the draft.
+fn keep(out: &Path, name: &str, m: &Measured, extra: &[RunResults]) -> crate::Done {
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    for (file, text) in [
+    let mut files = vec![
         (out.join(format!("{name}-serial.json")), m.serial.to_json()),
         (out.join(format!("{name}-wave.json")), m.wave.to_json()),
-    ] {
+    ];
+    for (i, r) in extra.iter().enumerate() {
+        let mode = match r.mode {
+            Mode::Wave => "wave",
+            Mode::Serial => "serial",
+        };
+        files.push((
+            out.join(format!("{name}-{mode}-{}.json", i + 1)),
+            r.to_json(),
+        ));
+    }
+    for (file, text) in files {
         write_atomic(&file, &text).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     }
     write_json(&out.join(format!("{name}-ceilings.json")), &m.ceilings)?;
@@ -97,16 +122,17 @@ fn keep(out: &Path, name: &str, m: &Measured) -> crate::Done {
     Ok(())
 }
 
-/// Drafts and writes profile `name` from `m`, then prints the review; `var` reads the
-/// environment for the CI refusal.
+/// Drafts and writes profile `name` from `m` and the `extra` runs, then prints the
+/// review; `var` reads the environment for the CI refusal.
 pub fn onboard_measured(
     dir: &Path,
     study: &Profile,
     name: &str,
     m: &Measured,
+    extra: &[RunResults],
     var: impl Fn(&str) -> Option<String>,
 ) -> crate::Done {
-    let d = onboard::draft(study, dir, Some(name), m).map_err(|e| e.to_string())?;
+    let d = onboard::draft_with(study, dir, Some(name), m, extra).map_err(|e| e.to_string())?;
     d.write_unless_ci(var).map_err(|e| e.to_string())?;
     for line in review(&d, study) {
         say!("{line}");
@@ -149,6 +175,40 @@ pub fn review(d: &Draft, study: &Profile) -> Vec<String> {
             "  holds in one mode only (look at these twice): {}",
             d.mode_dependent.join(", ")
         ));
+    }
+    if !d.unsteady.is_empty() {
+        let cases: Vec<String> = d
+            .unsteady
+            .iter()
+            .map(|(c, k)| format!("{c} (fails in {k} of {})", d.runs))
+            .collect();
+        out.push(format!(
+            "  UNSTEADY, failing in some runs of the chosen mode and holding in others (neither a deviation nor a pass keeps them green; measure again or widen by hand): {}",
+            cases.join(", ")
+        ));
+    }
+    if d.wider.is_empty() {
+        out.push(format!(
+            "baselines: every variant within {:.1}% of its baseline in all {} runs measured ({} in the chosen mode, 1 in the other): no wider tolerance",
+            onboard::steadiness::MOVED * 100.0,
+            d.runs + 1,
+            d.runs
+        ));
+    } else {
+        out.push(format!(
+            "wider baselines ({}), variants that moved more than {:.1}% from their baseline in the {} runs measured: each is what the gate no longer sees of it:",
+            d.wider.len(),
+            onboard::steadiness::MOVED * 100.0,
+            d.runs + 1
+        ));
+        for w in &d.wider {
+            out.push(format!(
+                "  {}: ±{:.1}% ({})",
+                w.variant,
+                w.tolerance * 100.0,
+                w.reason
+            ));
+        }
     }
     out.extend(ceilings_lines(&d.ceilings, p, study));
     out.push("written:".into());
@@ -203,7 +263,6 @@ mod tests {
     //! On the committed H200 runs, treated as those of a GPU no profile names.
     use super::*;
     use crate::testing::expectations;
-    use accprobe::model::results::RunResults;
     use std::path::PathBuf;
 
     fn without_h200() -> (tempfile::TempDir, PathBuf) {
@@ -220,8 +279,9 @@ mod tests {
     fn measured() -> Measured {
         let r = |f: &str| RunResults::load(&expectations().join("recorded").join(f)).unwrap();
         Measured {
-            serial: r("h200-2026-11-30.json"),
-            wave: r("h200-2026-11-30-wave.json"),
+            // With the contexts (2026-12-02): what `onboard` measures now.
+            serial: r("h200-2026-12-02-contexts-serial.json"),
+            wave: r("h200-2026-12-02-contexts-wave.json"),
             // Synthetic, not a measurement: the figures h200.yaml types in.
             ceilings: serde_json::from_str(
                 &std::fs::read_to_string(
@@ -237,21 +297,25 @@ mod tests {
     fn onboarding_writes_the_draft_and_the_review_names_what_to_look_at() {
         let (_tmp, dir) = without_h200();
         let s = study(&dir).unwrap();
-        onboard_measured(&dir, &s, "h200", &measured(), |_| None).unwrap();
+        onboard_measured(&dir, &s, "h200", &measured(), &[], |_| None).unwrap();
         let d = onboard::draft(&s, &dir, Some("h200"), &measured()).unwrap();
         let text = review(&d, &s).join("\n");
         for want in [
             "drafted profile \"h200\" for NVIDIA H200 (compute capability 9.0)",
             "mode: wave (wave and serial medians agree",
-            "known deviations (4)",
+            "known deviations (8)",
+            "  policy::study::chain13_w16: the study's policy picks acc2 at N=13",
             "  invariant::acc2_is_peak::chain13: on the H200 acc7, acc8 and acc16 reach 149,253.0",
             "  policy::study::chain13: the study's policy picks acc2",
             "validity: ffma_latency_cycles 4, schedulers_per_sm 4",
             "(4 warp FFMAs per cycle) and 4 warp schedulers; measured 4.00 warp FFMAs per cycle: the same",
             "types in ffma_latency_cycles 4, schedulers_per_sm 4 (Hopper's): the same",
+            "the 60 variants of the other contexts are not judged",
+            "wider baselines (8), variants that moved more than 0.3% from their baseline in the 2 runs measured",
+            "  chain29_acc2_effective2_w16: ±6.5% (median 61,880.0 in the blessed wave run; medians 61,880.0 to 61,880.0 in 1 wave run (0.00% from it at most), 58,824.0 to 58,824.0 in 1 serial run (4.94% from it at most)",
             "h200.yaml",
             "baselines/h200.yaml",
-            "recorded/h200-2026-11-30-wave.json",
+            "recorded/h200-2026-12-02-wave.json",
             "cargo test --release --test probe",
             "git add",
         ] {
@@ -299,7 +363,7 @@ mod tests {
         assert!(
             lines
                 .iter()
-                .any(|l| l == "known deviations: the same 4 cases"),
+                .any(|l| l == "known deviations: the same 8 cases"),
             "{lines:?}"
         );
     }
@@ -308,7 +372,7 @@ mod tests {
     fn a_second_onboarding_refuses_naming_the_file_and_changes_nothing() {
         let (_tmp, dir) = without_h200();
         let s = study(&dir).unwrap();
-        onboard_measured(&dir, &s, "h200", &measured(), |_| None).unwrap();
+        onboard_measured(&dir, &s, "h200", &measured(), &[], |_| None).unwrap();
         let before = std::fs::read(dir.join("h200.yaml")).unwrap();
         let e = refuse_taken(&dir, "h200").unwrap_err().to_string();
         assert!(
@@ -316,7 +380,7 @@ mod tests {
                 && e.contains("never overwrites"),
             "{e}"
         );
-        let e = onboard_measured(&dir, &s, "h200", &measured(), |_| None)
+        let e = onboard_measured(&dir, &s, "h200", &measured(), &[], |_| None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("never overwrites"), "{e}");

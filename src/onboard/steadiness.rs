@@ -1,0 +1,167 @@
+//! How steady each variant is, from every run onboarding measured, and the wider baseline
+//! tolerances a draft takes from it (`baselines.wider`).
+//!
+//! On the H200 (2026-12-02, driver 580.159.04, NVRTC 13.0.88) the study's variants measure
+//! the same run to run (0.00034%), but context variants at 16 or 32 warps or 48 live
+//! values move between runs and modes by up to 5.19%: their warps lock into one of a few
+//! issue rates per launch. Widths taken from 5 runs gave 3 false reds in a 30-run soak;
+//! widths by the rule below taken from 37 runs gave none in the next 30. The rule
+//! ([`tolerance`]): a variant whose median moved more than [`MOVED`] from its baseline in
+//! any run gets [`MARGIN`] times its largest distance, rounded up to [`STEP`], at least
+//! [`LEAST`].
+
+use crate::model::results::RunResults;
+use crate::model::settings::Mode;
+use crate::model::variant::Variant;
+use crate::report::thousands as figure;
+
+/// A variant that moved more than this from its baseline in any run is widened.
+pub const MOVED: f64 = 0.003;
+/// Its width: this many times its largest distance from the baseline...
+pub const MARGIN: f64 = 1.25;
+/// ...rounded up to a multiple of this...
+pub const STEP: f64 = 0.005;
+/// ...and at least this.
+pub const LEAST: f64 = 0.01;
+
+/// One variant's wider tolerance and its reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wide {
+    pub variant: String,
+    pub tolerance: f64,
+    /// The largest distance of a median from the baseline, over every run.
+    pub moved: f64,
+    pub reason: String,
+}
+
+/// The width for a largest distance `moved` (a fraction): `None` when it needs none
+/// (at most [`MOVED`]); `Err` when it is not a number, or no tolerance below 1 holds it.
+pub fn tolerance(moved: f64) -> Result<Option<f64>, String> {
+    if !moved.is_finite() {
+        return Err(format!("a distance of {moved} from the baseline"));
+    }
+    if moved <= MOVED {
+        return Ok(None);
+    }
+    // In whole steps, so that 1.25 x 0.8% is 2 steps of 0.5%, not 2.0000000001.
+    let steps = (moved * MARGIN / STEP - 1e-9).ceil().max(LEAST / STEP);
+    let t = steps / (1.0 / STEP);
+    if t >= 1.0 {
+        return Err(format!(
+            "moved {:.2}% from its baseline: no tolerance below 100% holds it",
+            moved * 100.0
+        ));
+    }
+    Ok(Some(t))
+}
+
+/// A baseline as the baselines file holds it (to 0.1), which the verdicts compare with.
+fn blessed(progress: f64) -> f64 {
+    (progress * 10.0).round() / 10.0
+}
+
+/// The wider tolerances of `variants`, whose baselines are blessed from `baseline`, from
+/// every run in `runs` (the baseline's run among them). A run written before contexts is
+/// not counted for the contexts it predates; `Err` names a variant a run lacks, or one no
+/// tolerance holds. `when` ends each reason: "H200, 2026-12-02, driver ..., NVRTC ...".
+pub fn wider(
+    variants: &[Variant],
+    baseline: &RunResults,
+    runs: &[&RunResults],
+    when: &str,
+) -> Result<Vec<Wide>, String> {
+    let mut out = Vec::new();
+    for &v in variants {
+        let Some(b) = baseline.get(v) else {
+            continue;
+        };
+        let base = blessed(b.baseline_progress());
+        let mut moved: f64 = 0.0;
+        let mut by_mode: Vec<(Mode, Vec<f64>)> = Vec::new();
+        for r in runs {
+            if r.predates(v) {
+                continue;
+            }
+            let x = r
+                .get(v)
+                .ok_or_else(|| format!("{v}: not in one of the {:?} runs", r.mode))?
+                .baseline_progress();
+            let d = (x - base).abs() / base;
+            moved = if d.is_nan() { f64::NAN } else { moved.max(d) };
+            match by_mode.iter_mut().find(|(m, _)| *m == r.mode) {
+                Some((_, xs)) => xs.push(x),
+                None => by_mode.push((r.mode, vec![x])),
+            }
+        }
+        let Some(t) = tolerance(moved).map_err(|e| format!("{v}: {e}"))? else {
+            continue;
+        };
+        // Each mode's runs: their medians' range and largest distance.
+        by_mode.sort_by_key(|(m, _)| *m != baseline.mode);
+        let groups: Vec<String> = by_mode
+            .iter()
+            .map(|(m, xs)| {
+                let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let d = xs
+                    .iter()
+                    .map(|x| (x - base).abs() / base)
+                    .fold(0.0, f64::max);
+                format!(
+                    "{} to {} in {} {} run{} ({:.2}% from it at most)",
+                    figure(lo),
+                    figure(hi),
+                    xs.len(),
+                    mode_word(*m),
+                    if xs.len() == 1 { "" } else { "s" },
+                    d * 100.0
+                )
+            })
+            .collect();
+        out.push(Wide {
+            variant: v.name(),
+            tolerance: t,
+            moved,
+            reason: format!(
+                "median {} in the blessed {} run; medians {}; {MARGIN} times the largest distance, rounded up to {:.1}%, at least {:.0}%; {when}",
+                figure(base),
+                mode_word(baseline.mode),
+                groups.join(", "),
+                STEP * 100.0,
+                LEAST * 100.0
+            ),
+        });
+    }
+    Ok(out)
+}
+
+fn mode_word(m: Mode) -> &'static str {
+    match m {
+        Mode::Wave => "wave",
+        Mode::Serial => "serial",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_width_is_a_quarter_more_than_the_largest_move_in_half_percent_steps() {
+        assert_eq!(tolerance(0.0), Ok(None));
+        assert_eq!(tolerance(0.003), Ok(None));
+        // Just past 0.3%: the least width.
+        assert_eq!(tolerance(0.0031), Ok(Some(0.01)));
+        // The H200's figures (2026-12-02): 5.34% -> 7%, 4.94% -> 6.5%, 1.08% -> 1.5%.
+        assert_eq!(tolerance(0.0534), Ok(Some(0.07)));
+        assert_eq!(tolerance(0.0494), Ok(Some(0.065)));
+        assert_eq!(tolerance(0.0108), Ok(Some(0.015)));
+        // Exactly on a step stays on it.
+        assert_eq!(tolerance(0.016), Ok(Some(0.02)));
+        assert!(tolerance(f64::NAN).is_err());
+        assert!(tolerance(f64::INFINITY).is_err());
+        assert!(tolerance(0.9)
+            .unwrap_err()
+            .contains("no tolerance below 100%"));
+    }
+}
