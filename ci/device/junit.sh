@@ -11,7 +11,8 @@
 #   gpu::busy naming the python3 PID, the timing cases skipped "not judged: see gpu::busy");
 # - no-device.xml: CUDA_VISIBLE_DEVICES= with ACCPROBE_REQUIRE_GPU=1 (gpu::required failing
 #   with "cuInit: CUDA_ERROR_NO_DEVICE ...", the GPU cases skipped);
-# - interrupted.xml: SIGTERM about 0.3 s after the start (run::interrupted failing).
+# - interrupted.xml: SIGTERM INTERRUPT_AFTER (0.6) s after the start, while it measures
+#   (run::interrupted failing, the unfinished cases skipped).
 #
 # Each is the GPU suite only (`--skip replay:: --skip compile::`). Files land in
 # $OUT/all/junit/: the four JUnit files, a log and a results file each, and junit.txt with
@@ -74,7 +75,7 @@ run no-device CUDA_VISIBLE_DEVICES= ACCPROBE_REQUIRE_GPU=1
 ACCPROBE_JUNIT=$out/interrupted.xml ACCPROBE_RESULTS=$out/interrupted.json \
   "$bin" "${gpu_only[@]}" > "$out/interrupted.log" 2>&1 &
 pid=$!
-sleep 0.3
+sleep "${INTERRUPT_AFTER:-0.6}"
 kill -TERM "$pid" 2>/dev/null
 wait "$pid"
 echo "interrupted: exit $? (143 when SIGTERM ended it)" | tee -a "$summary"
