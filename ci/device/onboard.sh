@@ -7,7 +7,7 @@
 # 1. copies expectations/ to a scratch folder without the H200's profile, baselines and
 #    recorded results: the H200 is then a GPU no profile names;
 # 2. runs `xtask onboard` there (the study's probe with its contexts, serially, as a
-#    wave, then $ONBOARD_RUNS more runs, default 10, in the mode it chooses; draft profile
+#    wave, then $ONBOARD_RUNS more runs, default 30, in the mode it chooses; draft profile
 #    with contexts and wider baselines, baselines, recorded results, and the measurements
 #    it drafted from), and keeps the folder;
 # 3. runs the suite with the draft 20 times in a row (ci/device/run.sh);
@@ -43,7 +43,7 @@ ls -R "$scratch/expectations" > "$here/scratch-before.txt"
 
 # 2. Onboard.
 "$xtask" --expectations "$scratch/expectations" onboard --out "$here/measured" \
-  --runs "${ONBOARD_RUNS:-10}" > "$here/onboard-1.log" 2>&1
+  --runs "${ONBOARD_RUNS:-30}" > "$here/onboard-1.log" 2>&1
 note "onboard 1: exit $?"
 cp -r "$scratch/expectations" "$here/expectations"
 # The drafted profile: the one *.yaml there besides the study's.
