@@ -175,11 +175,15 @@ fn the_known_deviations_are_the_hand_written_profiles_with_the_contexts_policy_l
     let (_tmp, dir) = without_h200();
     let d = drafted(&dir);
     let hand = catalog::load(&root().join("expectations/h200.yaml")).unwrap();
+    // The runs were measured on the H200 where the unsteady one holds: the draft has every
+    // strict deviation and not that one.
     let written: Vec<&String> = hand
         .known_deviations
-        .keys()
-        .filter(|c| !c.starts_with("compile::"))
+        .iter()
+        .filter(|(c, k)| !c.starts_with("compile::") && !k.unsteady)
+        .map(|(c, _)| c)
         .collect();
+    assert!(hand.known_deviations["policy::study::chain29_w16"].unsteady);
     let found: Vec<&String> = d.profile.known_deviations.keys().collect();
     assert_eq!(found, written);
     for case in [

@@ -318,7 +318,7 @@ fn documented_profile_passes_on_its_recorded_table() {
 }
 
 #[test]
-fn h200_profile_is_green_on_its_recorded_run_with_eight_known_deviations() {
+fn h200_profile_is_green_on_its_recorded_run_with_nine_known_deviations() {
     let p = load("h200");
     let r = p.recorded.clone().unwrap();
     let env = r.environment.as_ref().unwrap();
@@ -341,7 +341,8 @@ fn h200_profile_is_green_on_its_recorded_run_with_eight_known_deviations() {
     }
     // acc2 is not the peak at N = 7, 13, 29; the study's policy loses more than 2% at N = 13
     // and in four contexts (16 warps at N = 13, 32 warps at N = 7, 48 live values at
-    // N = 29, both at N = 7). Every case of the run is judged: the contexts and the loop
+    // N = 29, both at N = 7); at 16 warps and N = 29 it holds on this H200 and not on
+    // another (unsteady). Every case of the run is judged: the contexts and the loop
     // schedules are blessed.
     deviations.sort();
     assert_eq!(
@@ -353,10 +354,49 @@ fn h200_profile_is_green_on_its_recorded_run_with_eight_known_deviations() {
             "policy::study::chain13",
             "policy::study::chain13_w16",
             "policy::study::chain29_v48",
+            "policy::study::chain29_w16",
             "policy::study::chain7_w32",
             "policy::study::chain7_w32_v48",
         ]
     );
+}
+
+#[test]
+fn an_unsteady_known_deviation_is_excused_whether_it_holds_or_fails() {
+    // policy::study::chain29_w16 holds on one H200 and fails on another (h200.yaml).
+    let p = load("h200");
+    assert!(p.known_deviations["policy::study::chain29_w16"].unsteady);
+    let mut r = p.recorded.clone().unwrap();
+    match outcome(&p, &r, "policy::study::chain29_w16") {
+        Outcome::KnownDeviation { detail, .. } => {
+            assert!(
+                detail.starts_with("unsteady, holds this time: "),
+                "{detail}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    // The other H200's figures: acc2 below 98% of acc8.
+    let w16 = *p
+        .probe
+        .contexts
+        .iter()
+        .find(|c| c.to_string() == "w16")
+        .unwrap();
+    for (v, m) in [
+        (Variant::new(29, 2), 58_825.2),
+        (Variant::new(29, 8), 60_975.9),
+    ] {
+        set(&mut r, v.with_context(w16), m);
+    }
+    match outcome(&p, &r, "policy::study::chain29_w16") {
+        Outcome::KnownDeviation { detail, .. } => {
+            assert!(detail.contains("96.47% of the best"), "{detail}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // A strict deviation is still failed for holding again.
+    assert!(!p.known_deviations["policy::study::chain13_w16"].unsteady);
 }
 
 #[test]

@@ -4,15 +4,29 @@ use super::{FailureKind, Outcome};
 use crate::expectations::profile::Profile;
 
 /// Applies the profile's known deviations to case `name`'s raw outcome, strictly: a
-/// deviation that fails is excused, one that holds again fails. With the kind of the
-/// failure, where it fails (`kind_of_failure` for a failure of the check itself).
+/// deviation that fails is excused, one that holds again fails, unless it is measured to be
+/// unsteady (`unsteady: true`: it holds on some GPUs of the model and fails on others),
+/// which is excused either way, saying which it did. With the kind of the failure, where it
+/// fails (`kind_of_failure` for a failure of the check itself).
 pub(super) fn apply(
     name: &str,
     profile: &Profile,
     raw: Outcome,
     kind_of_failure: impl FnOnce() -> FailureKind,
 ) -> (Outcome, Option<FailureKind>) {
-    match (profile.known_deviations.get(name).map(|d| &d.reason), raw) {
+    let deviation = profile.known_deviations.get(name);
+    if let (Some(d), Outcome::Pass(detail)) = (deviation, &raw) {
+        if d.unsteady {
+            return (
+                Outcome::KnownDeviation {
+                    reason: d.reason.clone(),
+                    detail: format!("unsteady, holds this time: {detail}"),
+                },
+                None,
+            );
+        }
+    }
+    match (deviation.map(|d| &d.reason), raw) {
         (None, Outcome::Fail(text)) => (Outcome::Fail(text), Some(kind_of_failure())),
         (None, raw) => (raw, None),
         (Some(reason), Outcome::Fail(detail)) => (

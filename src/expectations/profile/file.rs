@@ -136,6 +136,9 @@ pub(super) enum InvariantFile {
 pub(super) struct DeviationFile {
     pub(super) case: Spanned<String>,
     pub(super) reason: Spanned<String>,
+    /// The case holds on some GPUs of the model and fails on others: excused either way.
+    #[serde(default)]
+    pub(super) unsteady: bool,
 }
 
 #[derive(Deserialize)]

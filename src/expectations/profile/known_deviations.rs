@@ -24,6 +24,7 @@ pub(super) fn read(
         }
         let deviation = KnownDeviation {
             reason: d.reason.value.clone(),
+            unsteady: d.unsteady,
             line: d.case.referenced.line(),
             column: d.case.referenced.column(),
         };

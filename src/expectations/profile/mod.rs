@@ -115,6 +115,10 @@ impl std::fmt::Display for GpuMatch {
 #[derive(Debug, Clone, PartialEq)]
 pub struct KnownDeviation {
     pub reason: String,
+    /// Measured to hold on some GPUs (or runs) and to fail on others: excused whether it
+    /// fails or holds, never failed for holding again (`unsteady: true`; the reason says
+    /// where each was measured).
+    pub unsteady: bool,
     /// 1-based line and column of the case name in the profile.
     pub line: u64,
     pub column: u64,

@@ -24,14 +24,29 @@ pub(super) fn comparison(d: &Profile, h: &Profile) -> (Vec<String>, bool) {
     let mut out = Vec::new();
     let mut agree = true;
     // The compile-only gate's deviations come from its blessed digests, which a draft does
-    // not have yet (the review says how to add them): only the measured ones compare.
-    fn measured(p: &Profile) -> Vec<&String> {
+    // not have yet (the review says how to add them): only the measured ones compare. A
+    // deviation the hand-written profile marks unsteady holds on some GPUs of the model and
+    // fails on others: a draft from one GPU may have it or not.
+    let unsteady: Vec<&String> = h
+        .known_deviations
+        .iter()
+        .filter(|(_, k)| k.unsteady)
+        .map(|(c, _)| c)
+        .collect();
+    let measured = |p: &'_ Profile| -> Vec<String> {
         p.known_deviations
             .keys()
-            .filter(|c| !c.starts_with("compile::"))
+            .filter(|c| !c.starts_with("compile::") && !unsteady.contains(c))
+            .cloned()
             .collect()
-    }
+    };
     let (dk, hk) = (measured(d), measured(h));
+    if !unsteady.is_empty() {
+        out.push(format!(
+            "not compared: the unsteady deviations of {} {:?} (they hold on some GPUs and fail on others)",
+            h.name, unsteady
+        ));
+    }
     let compile_only: Vec<&String> = h
         .known_deviations
         .keys()
@@ -47,7 +62,7 @@ pub(super) fn comparison(d: &Profile, h: &Profile) -> (Vec<String>, bool) {
         out.push(format!("known deviations: the same {} cases", dk.len()));
     } else {
         agree = false;
-        let only = |a: &[&String], b: &[&String]| -> Vec<String> {
+        let only = |a: &[String], b: &[String]| -> Vec<String> {
             a.iter()
                 .filter(|c| !b.contains(c))
                 .map(|c| c.to_string())
