@@ -13,35 +13,13 @@ use accprobe::catalog;
 use accprobe::expectations::profile::Profile;
 use accprobe::model::results::RunResults;
 use accprobe::model::settings::Mode;
-use accprobe::onboard::{self, Ceilings, Draft, Measured};
+use accprobe::onboard::{self, Draft, Measured};
 use accprobe::verdict::cases::cases;
 use accprobe::verdict::{evaluate, Outcome};
+use common::onboard::{ceilings, recorded, without_h200};
 use common::root;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-
-/// A copy of expectations/ with only the study's profile and policy.
-fn without_h200() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("expectations");
-    for f in ["documented.yaml", "policies/study.yaml"] {
-        let to = dir.join(f);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(root().join("expectations").join(f), to).unwrap();
-    }
-    (tmp, dir)
-}
-
-fn recorded(file: &str) -> RunResults {
-    RunResults::load(&root().join("expectations/recorded").join(file)).unwrap()
-}
-
-/// Synthetic ceilings (the figures h200.yaml types in), dated like the runs.
-fn ceilings() -> Ceilings {
-    let text =
-        std::fs::read_to_string(root().join("tests/data/onboard/synthetic-ceilings.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
+use std::path::Path;
 
 fn measured() -> Measured {
     Measured {

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test file uses a part
 
 pub mod harness;
+pub mod onboard;
 
 use accprobe::catalog;
 use accprobe::compile::{read_sass, Sass};
