@@ -77,9 +77,9 @@ pub fn unknown_layout(arch: Option<&str>) -> Option<String> {
 /// The reuse flags an instruction's text marks: bit i for the operand port the i-th source
 /// operand (the operands after the destination) written `R9.reuse` is read through. The
 /// ports are the operands' order, except FADD's second source, which goes through the third
-/// port (FADD is an FFMA's a x 1 + c): on the H200's 129 kernels (NVRTC 13.0.88) every
+/// port (FADD is an FFMA's a x 1 + c): in the recorded H200 SASS every
 /// `FADD Rd, Ra, Rb.reuse` sets reuse bit 2, and every other instruction the bit of its
-/// operand's place.
+/// operand's place (`recorded` tests in compile/sass.rs).
 pub fn reuse_marks(text: &str) -> u8 {
     let ops = crate::model::results::sass_operands(&text.replace(".reuse", ".REUSEMARK"));
     let fadd = text

@@ -242,7 +242,7 @@ mod recorded {
         );
         assert!(r.values().all(|x| x.registers >= 16));
         // Only acc8 at 32 warps with 48 values live spills: 64 registers a thread do not
-        // hold it (the H200 run of 2026-12-02, NVRTC 13.0.88).
+        // hold it.
         let mut spilled: Vec<&str> = r
             .iter()
             .filter(|(_, x)| x.spill_store_bytes + x.spill_load_bytes > 0)

@@ -440,8 +440,8 @@ mod recorded {
     use super::*;
     use crate::model::variant::{matrix, Sink};
 
-    /// `cuobjdump -sass` of the CUBINs that ran on the H200 (NVRTC 13.0.88, sm_90,
-    /// 2026-12-02): the H200 profile's 129 variants, its contexts included.
+    /// `cuobjdump -sass` of the CUBINs the H200 profile's recorded run measured (sm_90,
+    /// tests/data/h200/): its 129 variants, its contexts included.
     const H200: &str = include_str!("../../tests/data/h200/sass.txt");
     /// `nvdisasm` 13.2.51 of the same CUBINs, with their data sections.
     const H200_NVDISASM: &str = include_str!("../../tests/data/h200/nvdisasm.txt");

@@ -68,9 +68,9 @@ impl Wave {
 }
 
 /// The most kernels a GPU runs at once: the CUDA C++ Programming Guide's "maximum number of
-/// resident grids per device" for compute capability 7.0 and later. A wave of more waits:
-/// on the H200 (2026-12-02, driver 580.159.04, NVRTC 13.0.88) a wave of 129 one-block
-/// variants ran on 128 SMs, its 129th kernel starting on an SM another had left.
+/// resident grids per device" for compute capability 7.0 and later. In a wave of more, a
+/// kernel waits for another to end and starts on the SM it left (docs/h200.md, "One block
+/// per SM").
 pub const MAX_CONCURRENT_KERNELS: usize = 128;
 
 /// How `n` variants of `blocks` blocks each are split into waves on a GPU of `sms` SMs: as

@@ -44,9 +44,8 @@ pub const BASELINES_TOLERANCE: f64 = 0.005;
 /// The largest difference of medians at which wave mode is chosen (`agree`'s default).
 pub const AGREE_TOLERANCE: f64 = 0.005;
 /// How many runs onboarding measures in the chosen mode besides the serial and wave ones
-/// (`cargo xtask onboard --runs`), for each variant's steadiness ([`steadiness`]). On the
-/// H200 (2026-12-02, driver 580.159.04, NVRTC 13.0.88) widths from 5 runs gave 3 false reds
-/// in the next 30, widths from 37 runs none: 30 more runs cost about 15 s.
+/// (`cargo xtask onboard --runs`), for each variant's steadiness ([`steadiness`]): too few
+/// runs give widths that the next runs exceed (docs/profiles.md, docs/reliability.md).
 pub const DEFAULT_RUNS: usize = 30;
 
 /// The name of a profile for `gpu_name`: lowercase, the vendor dropped, every run of

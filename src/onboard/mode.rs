@@ -3,10 +3,9 @@
 //!
 //! Only the base context's variants (the study's, every sink mode) are judged: the
 //! variants of other contexts are known to move between modes and between runs of one
-//! mode (on the H200, 2026-12-02, driver 580.159.04, NVRTC 13.0.88: up to 5.19% serial
-//! against wave at 16 and 32 warps and 48 live values, where the study's 69 variants
-//! agree to 0.0003%), so their differences are reported, and measured into their
-//! baselines' widths (`super::steadiness`), not held against a mode.
+//! mode (docs/h200.md, "How steady the contexts are"), so their differences are reported,
+//! and measured into their baselines' widths (`super::steadiness`), not held against a
+//! mode.
 
 use crate::model::results::RunResults;
 use crate::model::settings::Mode;

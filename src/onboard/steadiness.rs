@@ -1,11 +1,10 @@
 //! How steady each variant is, from every run onboarding measured, and the wider baseline
 //! tolerances a draft takes from it (`baselines.wider`).
 //!
-//! On the H200 (2026-12-02, driver 580.159.04, NVRTC 13.0.88) the study's variants measure
-//! the same run to run (0.00034%), but context variants at 16 or 32 warps or 48 live
-//! values move between runs and modes by up to 5.19%: their warps lock into one of a few
-//! issue rates per launch. Widths taken from 5 runs gave 3 false reds in a 30-run soak;
-//! widths by the rule below taken from 37 runs gave none in the next 30. The rule
+//! The study's variants measure the same run to run, but context variants at 16 or 32
+//! warps or 48 live values move between runs and modes: their warps lock into one of a
+//! few issue rates per launch (docs/h200.md, "How steady the contexts are"), so their
+//! widths are measured over many runs, not typed in. The rule
 //! ([`tolerance`]): a variant whose median moved more than [`MOVED`] from its baseline in
 //! any run gets [`MARGIN`] times its largest distance, rounded up to [`STEP`], at least
 //! [`LEAST`].
@@ -152,7 +151,7 @@ mod tests {
         assert_eq!(tolerance(0.003), Ok(None));
         // Just past 0.3%: the least width.
         assert_eq!(tolerance(0.0031), Ok(Some(0.01)));
-        // The H200's figures (2026-12-02): 5.34% -> 7%, 4.94% -> 6.5%, 1.08% -> 1.5%.
+        // The H200's figures: 5.34% -> 7%, 4.94% -> 6.5%, 1.08% -> 1.5%.
         assert_eq!(tolerance(0.0534), Ok(Some(0.07)));
         assert_eq!(tolerance(0.0494), Ok(Some(0.065)));
         assert_eq!(tolerance(0.0108), Ok(Some(0.015)));

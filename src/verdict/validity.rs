@@ -22,9 +22,9 @@ fn settings(results: &RunResults) -> Result<RunSettings, Outcome> {
 /// `v`'s progress does not exceed the launch's physical ceilings. A scheduler issues one
 /// instruction a cycle, shared by its warps: that bounds the mean of a launch's warps (the
 /// issue bound at the launch's warps per scheduler), not any one warp, which the scheduler
-/// may favour (at 32 warps on an H200 SM, one warp of a launch made 1.4x the launch's mean,
-/// 2026-12-02, driver 580.159.04, NVRTC 13.0.88). Each warp is bounded by the FFMA latency of
-/// its partials and by the issue of a scheduler it had to itself.
+/// may favour (on an H200 SM at 32 warps, one warp of a launch can make 1.4x the launch's
+/// mean). Each warp is bounded by the FFMA latency of its partials and by the issue of a
+/// scheduler it had to itself.
 pub(super) fn ceiling(
     v: Variant,
     r: &VariantResult,
