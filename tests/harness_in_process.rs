@@ -221,13 +221,7 @@ fn one_recorded_h200_goes_through_the_gpu_path_green_with_plain_names() {
         .map(|c| c.name.as_str())
         .collect();
     assert!(predated.is_empty(), "{predated:?}");
-    let mut deviations: Vec<&str> = p
-        .known_deviations
-        .keys()
-        .map(|k| k.as_str())
-        .filter(|k| !k.starts_with("compile::"))
-        .collect();
-    deviations.sort();
+    let deviations = gpu_deviations(&p);
     let gpu = r
         .test_suites
         .iter()
@@ -532,13 +526,7 @@ fn the_junit_of_a_gpu_run_has_times_timestamps_hostname_bodies_and_types() {
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("expectations/h200.yaml"),
     )
     .unwrap();
-    let mut deviations: Vec<&str> = p
-        .known_deviations
-        .keys()
-        .map(|k| k.as_str())
-        .filter(|k| !k.starts_with("compile::"))
-        .collect();
-    deviations.sort();
+    let deviations = gpu_deviations(&p);
     let mut known: Vec<&str> = types
         .iter()
         .filter(|(_, t, _)| t == "known-deviation")
@@ -641,4 +629,17 @@ fn a_required_gpu_whose_cases_a_filter_leaves_out_is_not_green() {
         &RunOptions::default(),
     );
     assert_eq!(code, ExitCode::SUCCESS);
+}
+
+/// The known deviations of `p` the GPU suite judges (the compile-only gate's are not its),
+/// sorted.
+fn gpu_deviations(p: &accprobe::expectations::profile::Profile) -> Vec<&str> {
+    let mut deviations: Vec<&str> = p
+        .known_deviations
+        .keys()
+        .map(|k| k.as_str())
+        .filter(|k| !k.starts_with("compile::"))
+        .collect();
+    deviations.sort();
+    deviations
 }
