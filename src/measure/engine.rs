@@ -1,17 +1,18 @@
-//! The engine: runs a set of prepared variants (slots) as successive waves on the device,
-//! and keeps what each launch gave.
+//! The engine: runs a run's prepared variants (slots), group by group, as the host paces
+//! their launches (`pacing`), and keeps what each launch gave.
 
 use super::cuda;
 use super::matrix::LoadedMatrix;
-use super::memory::{Regions, SetMemory, POISON_U64};
+use super::memory::{Regions, RunMemory, POISON_U64};
 use super::outputs::check_outputs;
-use super::waves::{Schedule, Wave};
+use super::pacing::{pace, Lanes};
+use super::waves::Group;
 use crate::error::GpuError;
 use crate::model::results::{LaunchTimer, VariantResult};
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::Variant;
 use cudarc::driver::{
-    result, sys, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
+    result, sys, CudaEvent, CudaFunction, CudaStream, DriverError, LaunchConfig, PushKernelArg,
 };
 use std::sync::Arc;
 
@@ -20,15 +21,13 @@ use std::sync::Arc;
 pub const OPERAND_A: f32 = 0.9999;
 pub const OPERAND_B: f32 = 0.001;
 
-/// One variant of a set: its kernel, stream and what its launches gave.
+/// One variant of a run: its kernel, stream and what its launches gave.
 pub(super) struct Slot {
     pub(super) v: Variant,
     pub(super) func: CudaFunction,
     pub(super) stream: Arc<CudaStream>,
+    /// Where its launch 0 keeps its buffers (set by the run's layout).
     pub(super) regions: Regions,
-    /// Recorded after the variant's launches of a wave were queued; the copy stream waits
-    /// on it before reading back.
-    pub(super) done: CudaEvent,
     /// Per launch, with [`LaunchTimer::Events`].
     pub(super) events: Vec<(CudaEvent, CudaEvent)>,
     pub(super) result: VariantResult,
@@ -37,124 +36,86 @@ pub(super) struct Slot {
 }
 
 impl LoadedMatrix {
-    /// Runs `slots` (laid out as `regions`, one per variant of the set), `warmup_launches +
-    /// repeats` launches each, as successive waves of the `schedule`:
+    /// Runs `slots`, `warmup_launches + repeats` launches each, in `groups` (ranges of
+    /// slots) one after another, each group's slots at once, as [`pace`] orders them:
     ///
     /// ```text
-    /// copy stream:     poison ─ ready ┐                      ┌ wait done (each) ─ read back ─ poison ─ ...
-    /// host:                           └ wait ─ launch each ┐ │ check the wave before
-    /// variant streams:                         kernel ─ done ┘
+    /// copy stream:   poison all ┐                          ┌ read back group 0      ┌ read back group 1
+    /// host:                     └ wait ─ launch 0 of each ─┤ next launch of a slot   │ check group 0 ...
+    /// slot streams:                      kernel ─ kernel ─ ... as each one's last ends
     /// ```
     ///
-    /// The host waits for `ready`, so the variant streams need not.
-    ///
-    /// One allocation holds every variant's buffers; a wave's variants are poisoned by one
-    /// copy and read back by one copy into page-locked memory. The host queues the end of
-    /// a wave and the poison of the next while the wave runs. The page-locked read-back
-    /// holds one wave: once the host has waited for the poison of a wave, the read-back of
-    /// the wave before has landed, and the host checks it while the wave runs, before it
-    /// queues the read-back that overwrites it.
+    /// One allocation holds every launch's buffers, poisoned by one fill before the first
+    /// launch, so that no launch waits for a copy; a group's launches are read back by one
+    /// copy into page-locked memory once they have all ended, and checked while the next
+    /// group runs. No stream waits on another: the host saw what a copy or launch follows
+    /// complete before it queued it.
     pub(super) fn run(
         &self,
-        regions: &[Regions],
-        slots: Vec<Slot>,
+        mut slots: Vec<Slot>,
+        groups: &[std::ops::Range<usize>],
         s: &ProbeSettings,
         timer: LaunchTimer,
-        schedule: Schedule,
     ) -> Result<Vec<VariantResult>, (Option<Variant>, GpuError)> {
         let mut blame = None;
-        self.run_blaming(regions, slots, s, timer, schedule, &mut blame)
-            .map_err(|e| (blame, e))
-    }
-
-    /// [`Self::run`], setting `blame` to the variant whose launch the GPU refused.
-    fn run_blaming(
-        &self,
-        regions: &[Regions],
-        mut slots: Vec<Slot>,
-        s: &ProbeSettings,
-        timer: LaunchTimer,
-        schedule: Schedule,
-        blame: &mut Option<Variant>,
-    ) -> Result<Vec<VariantResult>, GpuError> {
-        if slots.is_empty() {
-            return Ok(Vec::new());
-        }
-        let placed: Vec<Regions> = slots.iter().map(|x| x.regions).collect();
-        let waves = Wave::plan(&placed, s.launches() as usize, schedule);
-        let image = Regions::poison_image(regions);
-        let mut memory = SetMemory::new(&self.ctx, &image, Wave::read_back_bytes(&waves))?;
-        let queue = self.queue(s)?;
-        crate::trace::mark(format!(
-            "{} variant(s) set up: {} bytes, {} wave(s)",
-            slots.len(),
-            image.len(),
-            waves.len()
-        ));
-        // The wave whose read-back is queued and not yet checked.
-        let mut landing: Option<&Wave> = None;
-        for wave in &waves {
-            queue.poison(&memory, wave, landing, &slots)?;
-            queue.launch(&memory, &slots[wave.slots.clone()], wave.launch, blame)?;
-            queue.end(&slots[wave.slots.clone()])?;
-            // The wave before landed before `ready` completed: checked now, before this
-            // wave's read-back replaces it.
-            if let Some(before) = landing.take() {
-                Self::check_wave(&mut slots, before, &memory, s)?;
-            }
-            queue.read_back(&mut memory, wave)?;
-            landing = Some(wave);
-        }
-        if let Some(last) = landing {
-            queue.land(last, &slots)?;
-            crate::trace::mark("last wave read back");
-            Self::check_wave(&mut slots, last, &memory, s)?;
-        }
-        drop(memory);
-        crate::trace::mark("read-backs checked, memory freed");
+        self.run_blaming(&mut slots, groups, s, &mut blame)
+            .map_err(|e| (blame, e))?;
         Ok(slots
             .into_iter()
             .map(|x| Self::close(x, s, timer))
             .collect())
     }
 
-    /// The copy stream, its event and the launch settings a set's waves share.
-    fn queue(&self, s: &ProbeSettings) -> Result<Queue, GpuError> {
-        let untimed = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
-        Ok(Queue {
-            copies: self.stream(0)?,
-            ready: self
-                .ctx
-                .new_event(untimed)
-                .map_err(cuda("creating events"))?,
+    /// [`Self::run`], setting `blame` to the variant whose launch the GPU refused.
+    fn run_blaming(
+        &self,
+        slots: &mut [Slot],
+        groups: &[std::ops::Range<usize>],
+        s: &ProbeSettings,
+        blame: &mut Option<Variant>,
+    ) -> Result<(), GpuError> {
+        if slots.is_empty() {
+            return Ok(());
+        }
+        let launches = s.launches() as usize;
+        let vs: Vec<Variant> = slots.iter().map(|x| x.v).collect();
+        let (regions, blocks, bytes) = Regions::lay_out(&vs, groups, launches, s);
+        for (slot, r) in slots.iter_mut().zip(regions) {
+            slot.regions = r;
+        }
+        let mut group_of = vec![0; slots.len()];
+        for (g, block) in blocks.iter().enumerate() {
+            group_of[block.slots.clone()].fill(g);
+        }
+        let memory = RunMemory::new(&self.ctx, bytes, Group::read_back_bytes(&blocks))?;
+        let copies = self.stream(0)?;
+        memory.poison(&copies)?;
+        // The host waits for the poison, so the slot streams need not.
+        copies.synchronize().map_err(cuda("poisoning outputs"))?;
+        crate::trace::mark(format!(
+            "{} variant(s) set up: {bytes} bytes, {} group(s) of {launches} launch(es)",
+            slots.len(),
+            blocks.len(),
+        ));
+        let mut lanes = CudaLanes {
+            slots,
+            vs: &vs,
+            blocks: &blocks,
+            group_of,
+            memory,
+            copies,
             cfg: LaunchConfig {
                 grid_dim: (s.blocks, 1, 1),
                 block_dim: (s.block_threads, 1, 1),
                 shared_mem_bytes: super::matrix::one_block_per_sm(&self.ctx)?,
             },
             budget: s.budget_cycles as i64,
-        })
-    }
-
-    /// Checks and keeps what each slot of `wave` gave, from the read-back, which must have
-    /// landed (and its events, if any, completed).
-    fn check_wave(
-        slots: &mut [Slot],
-        wave: &Wave,
-        memory: &SetMemory,
-        s: &ProbeSettings,
-    ) -> Result<(), GpuError> {
-        let back = memory.back(0, wave.bytes());
-        for slot in &mut slots[wave.slots.clone()] {
-            let ms = match slot.events.get(wave.launch) {
-                Some((begin, end)) => {
-                    Some(begin.elapsed_ms(end).map_err(cuda("reading event times"))? as f64)
-                }
-                None => None,
-            };
-            let values = slot.regions.read(back, wave.lo);
-            Self::finish(slot, s, wave.launch as u32, values, ms);
-        }
+            settings: s,
+            blame,
+        };
+        pace(&mut lanes, groups, launches)?;
+        drop(lanes);
+        crate::trace::mark("read-backs checked, memory freed");
         Ok(())
     }
 
@@ -218,136 +179,120 @@ impl LoadedMatrix {
     }
 }
 
-/// What the waves of one set share: the copy stream that poisons and reads back each wave,
-/// the event the host waits for before it launches one, and the launch settings.
-struct Queue {
+/// The CUDA side of a run's pacing: each slot launches on its own stream, a launch has ended
+/// when its stream is idle, and each group is read back by one copy on the copy stream.
+struct CudaLanes<'a> {
+    slots: &'a mut [Slot],
+    vs: &'a [Variant],
+    blocks: &'a [Group],
+    /// The group of each slot.
+    group_of: Vec<usize>,
+    memory: RunMemory,
     copies: Arc<CudaStream>,
-    /// Recorded on `copies` after a wave's poison.
-    ready: CudaEvent,
     cfg: LaunchConfig,
     budget: i64,
+    settings: &'a ProbeSettings,
+    blame: &'a mut Option<Variant>,
 }
 
-impl Queue {
-    /// Poisons `wave`'s bytes and waits until they are written, and so until the wave
-    /// before (`landing`, whose read-back is queued) and its read-back are done.
-    fn poison(
-        &self,
-        memory: &SetMemory,
-        wave: &Wave,
-        landing: Option<&Wave>,
-        slots: &[Slot],
-    ) -> Result<(), GpuError> {
-        unsafe {
-            result::memcpy_htod_async(
-                memory.at(wave.lo),
-                &memory.poison()[wave.lo..wave.hi],
-                self.copies.cu_stream(),
-            )
-        }
-        .map_err(cuda("poisoning outputs"))?;
-        self.ready
-            .record(&self.copies)
-            .map_err(cuda("recording an event"))?;
-        // The host waits for the poison, then launches: the kernels start as they are
-        // queued, microseconds apart. Released together by the event instead, they would
-        // start at the same instant, and some would lock into a slower loop rate.
-        self.ready.synchronize().map_err(|e| match landing {
-            // An error of the kernels (an illegal address) shows here, after the wave
-            // that made it: named, as far as the wave says.
-            Some(before) => GpuError::cuda(running(before, slots), e),
-            None => GpuError::cuda("poisoning outputs", e),
-        })
+impl CudaLanes<'_> {
+    /// What the GPU was doing at `launch` of `slot`'s group, for an error it reports.
+    fn running(&self, slot: usize, launch: usize) -> String {
+        let g = &self.blocks[self.group_of[slot]];
+        g.describe(&self.vs[g.slots.clone()], launch)
     }
+}
 
-    /// Queues launch `launch` of each of a wave's `slots`, each on its stream (with its
-    /// events in serial mode), setting `blame` to a variant whose launch the GPU refuses.
-    /// No stream waits on `ready`: the host saw it complete, so the poison is written
-    /// before any of these launches is queued.
-    fn launch(
-        &self,
-        memory: &SetMemory,
-        slots: &[Slot],
-        launch: usize,
-        blame: &mut Option<Variant>,
-    ) -> Result<(), GpuError> {
-        for slot in slots {
-            let st = slot.stream.clone();
-            if let Some((begin, _)) = slot.events.get(launch) {
-                begin.record(&st).map_err(cuda("recording an event"))?;
-            }
-            let r = slot.regions;
-            let (out, progress, elapsed, sm_ids) = (
-                memory.at(r.out),
-                memory.at(r.progress),
-                memory.at(r.elapsed),
-                memory.at(r.sm_ids),
-            );
-            let mut b = st.launch_builder(&slot.func);
-            b.arg(&OPERAND_A)
-                .arg(&OPERAND_B)
-                .arg(&self.budget)
-                .arg(&out)
-                .arg(&progress)
-                .arg(&elapsed)
-                .arg(&sm_ids);
-            // A context may set its own block (docs/study.md, "Contexts").
-            let cfg = LaunchConfig {
-                block_dim: (slot.v.context.block_threads(self.cfg.block_dim.0), 1, 1),
-                ..self.cfg
-            };
-            unsafe { b.launch(cfg) }.map_err(|e| {
-                *blame = Some(slot.v);
-                GpuError::cuda(format!("launching {}", slot.v), e)
-            })?;
-            if let Some((_, end)) = slot.events.get(launch) {
-                end.record(&st).map_err(cuda("recording an event"))?;
-            }
+impl Lanes for CudaLanes<'_> {
+    /// With its events in serial mode; sets `blame` to a variant whose launch the GPU
+    /// refuses.
+    fn launch(&mut self, i: usize, launch: usize) -> Result<(), GpuError> {
+        let at = self.blocks[self.group_of[i]].at(launch);
+        let slot = &self.slots[i];
+        let st = &slot.stream;
+        if let Some((begin, _)) = slot.events.get(launch) {
+            begin.record(st).map_err(cuda("recording an event"))?;
+        }
+        let r = slot.regions.shifted(at);
+        let m = &self.memory;
+        let (out, progress, elapsed, sm_ids) = (
+            m.at(r.out),
+            m.at(r.progress),
+            m.at(r.elapsed),
+            m.at(r.sm_ids),
+        );
+        let mut b = st.launch_builder(&slot.func);
+        b.arg(&OPERAND_A)
+            .arg(&OPERAND_B)
+            .arg(&self.budget)
+            .arg(&out)
+            .arg(&progress)
+            .arg(&elapsed)
+            .arg(&sm_ids);
+        // A context may set its own block (docs/study.md, "Contexts").
+        let cfg = LaunchConfig {
+            block_dim: (slot.v.context.block_threads(self.cfg.block_dim.0), 1, 1),
+            ..self.cfg
+        };
+        unsafe { b.launch(cfg) }.map_err(|e| {
+            *self.blame = Some(slot.v);
+            GpuError::cuda(format!("launching {}", slot.v), e)
+        })?;
+        if let Some((_, end)) = slot.events.get(launch) {
+            end.record(st).map_err(cuda("recording an event"))?;
         }
         Ok(())
     }
 
-    /// Marks the end of a wave on each slot's stream and has the copy stream wait for it.
-    /// Called once every launch of the wave is queued: an event waits in its hardware
-    /// queue for the work before it, and would hold back the launches queued behind it.
-    fn end(&self, slots: &[Slot]) -> Result<(), GpuError> {
-        for slot in slots {
-            slot.done
-                .record(&slot.stream)
-                .map_err(cuda("recording an event"))?;
-            self.copies
-                .wait(&slot.done)
-                .map_err(cuda("waiting for an event"))?;
+    /// An error of the kernels (an illegal address) shows here, named as far as the group
+    /// says.
+    fn ended(&mut self, i: usize, launch: usize) -> Result<bool, GpuError> {
+        let stream = self.slots[i].stream.cu_stream();
+        match unsafe { sys::cuStreamQuery(stream) }.result() {
+            Ok(()) => Ok(true),
+            Err(DriverError(sys::CUresult::CUDA_ERROR_NOT_READY)) => Ok(false),
+            Err(e) => Err(GpuError::cuda(self.running(i, launch), e)),
         }
-        Ok(())
     }
 
-    /// Queues `wave`'s read-back into the page-locked read-back, after its kernels.
-    fn read_back(&self, memory: &mut SetMemory, wave: &Wave) -> Result<(), GpuError> {
-        let at = memory.at(wave.lo);
+    fn read_back(&mut self, group: usize) -> Result<(), GpuError> {
+        let g = &self.blocks[group];
+        let at = self.memory.at(g.lo);
         unsafe {
             result::memcpy_dtoh_async(
-                memory.back_mut(0, wave.bytes()),
+                self.memory.back_mut(0, g.bytes()),
                 at,
                 self.copies.cu_stream(),
             )
         }
-        .map_err(cuda("reading outputs"))
+        .map_err(cuda("reading outputs"))?;
+        crate::trace::mark(format!(
+            "group {} of {}: every launch ended",
+            group + 1,
+            self.blocks.len()
+        ));
+        Ok(())
     }
 
-    /// Waits for the `last` wave's read-back.
-    fn land(&self, last: &Wave, slots: &[Slot]) -> Result<(), GpuError> {
-        self.copies
-            .synchronize()
-            .map_err(|e| GpuError::cuda(running(last, slots), e))
+    /// Keeps what each launch of the group gave, each slot's launches in order.
+    fn check(&mut self, group: usize) -> Result<(), GpuError> {
+        let g = &self.blocks[group];
+        self.copies.synchronize().map_err(cuda("reading outputs"))?;
+        let back = self.memory.back(0, g.bytes());
+        for slot in &mut self.slots[g.slots.clone()] {
+            for launch in 0..g.launches {
+                let ms = match slot.events.get(launch) {
+                    Some((begin, end)) => {
+                        Some(begin.elapsed_ms(end).map_err(cuda("reading event times"))? as f64)
+                    }
+                    None => None,
+                };
+                let values = slot.regions.shifted(g.at(launch)).read(back, g.lo);
+                LoadedMatrix::finish(slot, self.settings, launch as u32, values, ms);
+            }
+        }
+        Ok(())
     }
-}
-
-/// What the GPU was doing for `wave`, for an error it reports: the variant in serial mode,
-/// so that a kernel that faults is named.
-fn running(wave: &Wave, slots: &[Slot]) -> String {
-    let vs: Vec<Variant> = slots[wave.slots.clone()].iter().map(|x| x.v).collect();
-    wave.describe(&vs)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use super::cuda;
 use super::engine::Slot;
 use super::isolation::{each_its_own, without_refused};
 use super::memory::Regions;
-use super::waves::Schedule;
+use super::waves::wave_sets;
 use crate::compile::Compiled;
 use crate::error::GpuError;
 use crate::measure::device::Device;
@@ -40,7 +40,7 @@ pub struct LoadedMatrix {
     modules: Vec<Arc<CudaModule>>,
     compiled: Compiled,
     /// Made with the module, so that measuring does not make (and destroy) them: the
-    /// copy stream first, then one per kernel of the CUBIN for the variants of a set.
+    /// copy stream first, then one per kernel of the CUBIN for the variants of a run.
     streams: Vec<Arc<CudaStream>>,
 }
 
@@ -104,11 +104,10 @@ impl LoadedMatrix {
     ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
         crate::trace::mark(format!("preparing {} variant(s), one at a time", vs.len()));
         let launches = s.launches() as usize;
-        let (regions, _) = Regions::lay_out(vs, s);
         let mut slots = Vec::new();
         let mut outcome: Vec<Option<Result<VariantResult, GpuError>>> = Vec::new();
-        for (i, (&v, &r)) in vs.iter().zip(&regions).enumerate() {
-            match self.slot(i, v, r, LaunchTimer::Events, launches) {
+        for (i, &v) in vs.iter().enumerate() {
+            match self.slot(i, v, LaunchTimer::Events, launches) {
                 Ok(slot) => {
                     slots.push(slot);
                     outcome.push(None);
@@ -116,8 +115,10 @@ impl LoadedMatrix {
                 Err(e) => outcome.push(Some(Err(e))),
             }
         }
+        // Each variant a group of its own: one launch on the GPU at a time.
+        let groups: Vec<std::ops::Range<usize>> = (0..slots.len()).map(|i| i..i + 1).collect();
         let mut measured = self
-            .run(&regions, slots, s, LaunchTimer::Events, Schedule::OneByOne)
+            .run(slots, &groups, s, LaunchTimer::Events)
             .map_err(|(_, e)| e)?
             .into_iter();
         Ok(outcome
@@ -132,41 +133,48 @@ impl LoadedMatrix {
             .collect())
     }
 
-    /// Wave mode: every variant at once, one stream each, each launch timed by the kernel.
-    /// A variant the GPU refuses to load or launch gets its own error and the wave runs
-    /// again without it; any other failure is every variant's (see [`without_refused`]).
+    /// Wave mode: the variants in wave sets (`wave_sets` on a GPU of `sms` SMs), the sets one
+    /// after another, each set's variants at once, one stream each, each launch timed by the
+    /// kernel. A variant the GPU refuses to load or launch gets its own error and the run
+    /// goes again without it; any other failure is every variant's (see
+    /// [`without_refused`]).
     pub fn measure_wave(
         &self,
         vs: &[Variant],
         s: &ProbeSettings,
+        sms: u32,
     ) -> Vec<Result<VariantResult, GpuError>> {
         without_refused(
             vs,
-            |set| self.wave_set(set, s),
+            |set| self.wave_run(set, s, sms),
             || self.ctx.synchronize().is_ok(),
         )
     }
 
-    /// [`Self::measure_wave`] of one set: `Err` when the wave failed, with the variant to
+    /// [`Self::measure_wave`] of one try: `Err` when the run failed, with the variant to
     /// blame when it is known (one the GPU refused to load or launch).
-    fn wave_set(
+    fn wave_run(
         &self,
         vs: &[Variant],
         s: &ProbeSettings,
+        sms: u32,
     ) -> Result<Vec<VariantResult>, (Option<Variant>, GpuError)> {
-        crate::trace::mark(format!("preparing a wave of {} variant(s)", vs.len()));
+        let sets = wave_sets(vs.len(), s.blocks, sms);
+        crate::trace::mark(format!(
+            "preparing {} variant(s) in {} wave set(s)",
+            vs.len(),
+            sets.len()
+        ));
         let launches = s.launches() as usize;
-        let (regions, _) = Regions::lay_out(vs, s);
         let slots = vs
             .iter()
-            .zip(&regions)
             .enumerate()
-            .map(|(i, (&v, &r))| {
-                self.slot(i, v, r, LaunchTimer::Kernel, launches)
+            .map(|(i, &v)| {
+                self.slot(i, v, LaunchTimer::Kernel, launches)
                     .map_err(|e| (Some(v), e))
             })
             .collect::<Result<Vec<Slot>, _>>()?;
-        self.run(&regions, slots, s, LaunchTimer::Kernel, Schedule::Together)
+        self.run(slots, &sets, s, LaunchTimer::Kernel)
     }
 
     /// Stream `i` of the matrix's own (0: the copy stream), or a new one past them.
@@ -177,12 +185,12 @@ impl LoadedMatrix {
         }
     }
 
-    /// The `index`th variant of a set: its kernel, stream, regions and events.
+    /// The `index`th variant of a run: its kernel, stream and events (its regions come with
+    /// the run's layout).
     fn slot(
         &self,
         index: usize,
         v: Variant,
-        regions: Regions,
         timer: LaunchTimer,
         launches: usize,
     ) -> Result<Slot, GpuError> {
@@ -238,7 +246,6 @@ impl LoadedMatrix {
             local_bytes: local as u32,
         });
         result.sass = self.compiled.sass.summary(&name).cloned();
-        let untimed = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
         let timed = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         let mut events = Vec::new();
         if timer == LaunchTimer::Events {
@@ -253,11 +260,7 @@ impl LoadedMatrix {
             v,
             func,
             stream: self.stream(index + 1)?,
-            regions,
-            done: self
-                .ctx
-                .new_event(untimed)
-                .map_err(cuda("creating events"))?,
+            regions: Regions::default(),
             events,
             result,
             elapsed_sum: 0.0,

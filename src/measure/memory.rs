@@ -1,22 +1,26 @@
-//! Where a set's buffers lie and the memory that holds them: one device allocation for
-//! every variant of a set (outputs, progress, timers and SM ids, each region aligned to 256
-//! bytes), its poison image in page-locked host memory, and one page-locked wave's
+//! Where a run's buffers lie and the memory that holds them: one device allocation for
+//! every launch of every variant of a run (outputs, progress, timers and SM ids, each region
+//! aligned to 256 bytes), poisoned once before the first launch, and one group's page-locked
 //! read-back.
 
 use super::cuda;
+use super::waves::Group;
 use crate::error::GpuError;
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::Variant;
-use cudarc::driver::{result, sys, CudaContext};
+use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use std::sync::Arc;
 
-/// A NaN pattern no kernel computes: an output still holding it was never written.
-pub(super) const POISON_F32: u32 = 0x7FBA_DBAD;
-pub(super) const POISON_U64: u64 = u64::MAX;
+/// The 32-bit word every buffer is filled with before the first launch: as an output, a NaN
+/// no kernel computes; as progress or a timer (two of them), a count no launch reaches; as
+/// an SM id, no SM's. A value still holding it was never written.
+pub(super) const POISON_WORD: u32 = 0x7FBA_DBAD;
+pub(super) const POISON_F32: u32 = POISON_WORD;
+pub(super) const POISON_U64: u64 = (POISON_WORD as u64) << 32 | POISON_WORD as u64;
 
-/// Where one variant's buffers lie in the set's one allocation (byte offsets; each region
-/// aligned to 256 bytes).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Where one launch of one variant keeps its buffers in the run's one allocation (byte
+/// offsets; each region aligned to 256 bytes, the four contiguous from `out`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub(super) struct Regions {
     pub(super) out: usize,
     pub(super) outputs: usize,
@@ -27,25 +31,23 @@ pub(super) struct Regions {
 }
 
 impl Regions {
-    /// The poison image of a set laid out as `regions`: every region of every variant
-    /// poisoned, up to where the last one ends.
-    pub(super) fn poison_image(regions: &[Regions]) -> Vec<u8> {
-        // The variants' regions lie one after another: the last ends the set's bytes.
-        let bytes = regions.last().map_or(0, Regions::end);
-        let mut image = vec![0u8; bytes];
-        for r in regions {
-            r.poison(&mut image);
-        }
-        image
-    }
-
-    /// The regions of every variant of a set, one after another, and the total size.
-    pub(super) fn lay_out(vs: &[Variant], s: &ProbeSettings) -> (Vec<Regions>, usize) {
+    /// The regions of launch 0 of every variant of a run (one after another, a group's
+    /// variants together) and the groups' blocks: group `g` holds the variants `groups[g]`,
+    /// each of its `launches` launches their regions anew, one launch after another
+    /// ([`Group::at`]). Returns the regions, the groups and the run's bytes.
+    pub(super) fn lay_out(
+        vs: &[Variant],
+        groups: &[std::ops::Range<usize>],
+        launches: usize,
+        s: &ProbeSettings,
+    ) -> (Vec<Regions>, Vec<Group>, usize) {
         let align = |x: usize| x.div_ceil(256) * 256;
         let mut at = 0;
-        let regions = vs
-            .iter()
-            .map(|v| {
+        let mut regions = Vec::with_capacity(vs.len());
+        let mut blocks = Vec::with_capacity(groups.len());
+        for slots in groups {
+            let lo = at;
+            for v in &vs[slots.clone()] {
                 let warps = s.warps_of(v) as usize;
                 let outputs = (s.blocks * s.block_threads_of(v) * v.outputs_per_thread()) as usize;
                 let r = Regions {
@@ -57,30 +59,38 @@ impl Regions {
                     warps,
                 };
                 at = r.end();
-                r
-            })
-            .collect();
-        (regions, at)
-    }
-
-    /// The poison every launch starts from: outputs a NaN no kernel computes, the timers,
-    /// progress and SM ids all ones.
-    pub(super) fn poison(&self, image: &mut [u8]) {
-        for x in image[self.out..self.out + 4 * self.outputs].chunks_exact_mut(4) {
-            x.copy_from_slice(&POISON_F32.to_ne_bytes());
+                regions.push(r);
+            }
+            let per_launch = at - lo;
+            at = lo + per_launch * launches;
+            blocks.push(Group {
+                slots: slots.clone(),
+                lo,
+                per_launch,
+                launches,
+            });
         }
-        image[self.progress..self.progress + 8 * self.warps].fill(0xFF);
-        image[self.elapsed..self.elapsed + 8 * self.warps].fill(0xFF);
-        image[self.sm_ids..self.sm_ids + 4 * self.warps].fill(0xFF);
+        (regions, blocks, at)
     }
 
-    /// Where the variant's last region ends (its regions are contiguous from `out`).
+    /// These regions moved `by` bytes on (another launch's).
+    pub(super) fn shifted(&self, by: usize) -> Regions {
+        Regions {
+            out: self.out + by,
+            progress: self.progress + by,
+            elapsed: self.elapsed + by,
+            sm_ids: self.sm_ids + by,
+            ..*self
+        }
+    }
+
+    /// Where the last region ends (the regions are contiguous from `out`).
     pub(super) fn end(&self) -> usize {
         self.sm_ids + (4 * self.warps).div_ceil(256) * 256
     }
 
     /// One launch's outputs, progress, timers and SM ids out of a read-back that starts at
-    /// byte `base` of the set's layout.
+    /// byte `base` of the run's layout.
     pub(super) fn read(
         &self,
         back: &[u8],
@@ -108,30 +118,29 @@ impl Regions {
     }
 }
 
-/// Device memory and page-locked host memory for one set, freed once the context has
-/// finished everything queued on it (also when queuing stopped half-way with an error).
-pub(super) struct SetMemory {
+/// Device memory for every launch of a run and one group's page-locked read-back, freed
+/// once the context has finished everything queued on it (also when queuing stopped
+/// half-way with an error).
+pub(super) struct RunMemory {
     pub(super) ctx: Arc<CudaContext>,
     pub(super) device: sys::CUdeviceptr,
-    /// The poison image, copied to the device before each launch.
-    pub(super) poison: *mut u8,
     pub(super) bytes: usize,
-    /// Every wave's read-back, one after another.
+    /// One group's read-back (the largest group's every launch).
     pub(super) back: *mut u8,
     pub(super) back_bytes: usize,
 }
 
-impl SetMemory {
+impl RunMemory {
+    /// `bytes` on the device (a multiple of 4: every region is aligned) and a page-locked
+    /// read-back of `back_bytes`.
     pub(super) fn new(
         ctx: &Arc<CudaContext>,
-        image: &[u8],
+        bytes: usize,
         back_bytes: usize,
-    ) -> Result<SetMemory, GpuError> {
-        let bytes = image.len();
-        let mut m = SetMemory {
+    ) -> Result<RunMemory, GpuError> {
+        let mut m = RunMemory {
             ctx: ctx.clone(),
             device: 0,
-            poison: std::ptr::null_mut(),
             bytes,
             back: std::ptr::null_mut(),
             back_bytes,
@@ -139,18 +148,20 @@ impl SetMemory {
         // The raw allocations below act on the thread's current context.
         ctx.bind_to_thread().map_err(cuda("binding the context"))?;
         unsafe {
-            m.device = result::malloc_sync(bytes).map_err(cuda("allocating buffers"))?;
-            m.poison =
-                result::malloc_host(bytes, 0).map_err(cuda("allocating host buffers"))? as *mut u8;
-            m.back = result::malloc_host(back_bytes, 0).map_err(cuda("allocating host buffers"))?
-                as *mut u8;
-            std::slice::from_raw_parts_mut(m.poison, bytes).copy_from_slice(image);
+            m.device = result::malloc_sync(bytes.max(4)).map_err(cuda("allocating buffers"))?;
+            m.back = result::malloc_host(back_bytes.max(1), 0)
+                .map_err(cuda("allocating host buffers"))? as *mut u8;
         }
         Ok(m)
     }
 
-    pub(super) fn poison(&self) -> &[u8] {
-        unsafe { std::slice::from_raw_parts(self.poison, self.bytes) }
+    /// Fills every buffer of the run with [`POISON_WORD`], queued on `stream`.
+    pub(super) fn poison(&self, stream: &CudaStream) -> Result<(), GpuError> {
+        unsafe {
+            sys::cuMemsetD32Async(self.device, POISON_WORD, self.bytes / 4, stream.cu_stream())
+                .result()
+        }
+        .map_err(cuda("poisoning outputs"))
     }
 
     /// `len` bytes of the read-back at `at`, to copy into (the device writes them).
@@ -159,7 +170,7 @@ impl SetMemory {
         unsafe { std::slice::from_raw_parts_mut(self.back.add(at), len) }
     }
 
-    /// `len` bytes of the read-back at `at`, once the context was synchronised.
+    /// `len` bytes of the read-back at `at`, once the copy into it has completed.
     pub(super) fn back(&self, at: usize, len: usize) -> &[u8] {
         assert!(at + len <= self.back_bytes);
         unsafe { std::slice::from_raw_parts(self.back.add(at), len) }
@@ -170,7 +181,7 @@ impl SetMemory {
     }
 }
 
-impl Drop for SetMemory {
+impl Drop for RunMemory {
     fn drop(&mut self) {
         // Nothing may still write here: wait for everything queued, then free.
         let _ = self.ctx.bind_to_thread();
@@ -179,10 +190,8 @@ impl Drop for SetMemory {
             if self.device != 0 {
                 let _ = result::free_sync(self.device);
             }
-            for p in [self.poison, self.back] {
-                if !p.is_null() {
-                    let _ = result::free_host(p as *mut std::ffi::c_void);
-                }
+            if !self.back.is_null() {
+                let _ = result::free_host(self.back as *mut std::ffi::c_void);
             }
         }
     }
@@ -212,8 +221,13 @@ pub(super) mod tests {
         }
     }
 
+    /// What the device's poison leaves in `bytes` bytes (the memset, on the host).
+    fn poisoned(bytes: usize) -> Vec<u8> {
+        POISON_WORD.to_ne_bytes().repeat(bytes / 4)
+    }
+
     #[test]
-    fn a_set_lays_its_variants_out_apart_aligned_and_poisoned() {
+    fn a_run_lays_every_launch_of_its_variants_out_apart_aligned_and_poisoned() {
         let s = settings();
         let w32 = crate::model::variant::Context {
             warps: Some(32),
@@ -225,9 +239,24 @@ pub(super) mod tests {
             Variant::new(29, 1),
             Variant::new(7, 2).with_context(w32),
         ];
-        let (regions, bytes) = Regions::lay_out(&vs, &s);
-        // Every region of every variant, as byte ranges: aligned, inside, disjoint.
-        let mut ranges: Vec<(usize, usize)> = regions
+        let launches = 3;
+        let (regions, groups, bytes) = Regions::lay_out(&vs, &[0..3, 3..4], launches, &s);
+        assert_eq!(bytes % 4, 0, "poisoned by 32-bit words");
+        // Every region of every launch of every variant, as byte ranges: aligned, inside,
+        // disjoint.
+        let every: Vec<Regions> = groups
+            .iter()
+            .flat_map(|g| {
+                let regions = &regions;
+                (0..launches).flat_map(move |l| {
+                    regions[g.slots.clone()]
+                        .iter()
+                        .map(move |r| r.shifted(g.at(l)))
+                })
+            })
+            .collect();
+        assert_eq!(every.len(), vs.len() * launches);
+        let mut ranges: Vec<(usize, usize)> = every
             .iter()
             .flat_map(|r| {
                 [
@@ -243,11 +272,17 @@ pub(super) mod tests {
             assert!(w[0].1 <= w[1].0, "{:?} overlaps {:?}", w[0], w[1]);
         }
         assert!(ranges.iter().all(|&(a, b)| a % 256 == 0 && b <= bytes));
+        // Each group's block holds its launches, one after another; the blocks tile the run.
+        assert_eq!((groups[0].lo, groups[1].lo), (0, groups[0].bytes()));
         assert_eq!(
+            groups[1].lo + groups[1].bytes(),
             bytes,
-            regions.last().unwrap().end(),
-            "the last region ends the set"
+            "the last group ends the run"
         );
+        for g in &groups {
+            assert_eq!(g.per_launch, regions[g.slots.end - 1].end() - g.lo);
+            assert_eq!(g.bytes(), g.per_launch * launches);
+        }
         assert_eq!(regions[0].outputs, 2 * 96, "one output per thread");
         assert_eq!(
             regions[1].outputs,
@@ -258,16 +293,14 @@ pub(super) mod tests {
         // A context's block: two blocks of 32 warps each.
         assert_eq!((regions[3].warps, regions[3].outputs), (64, 2 * 1024));
 
-        let mut image = vec![0u8; bytes];
-        for r in &regions {
-            r.poison(&mut image);
-        }
+        let mut image = poisoned(bytes);
         // A launch that wrote nothing reads back as poison everywhere...
-        for r in &regions {
+        for r in &every {
             let (out, progress, elapsed, sm_ids) = r.read(&image, 0);
             assert_eq!(out.len(), r.outputs);
-            assert!(out.iter().all(|x| x.to_bits() == POISON_F32));
-            assert!(sm_ids.iter().all(|&x| x == u32::MAX));
+            assert!(out.iter().all(|x| x.to_bits() == POISON_F32 && x.is_nan()));
+            assert!(progress.iter().chain(&elapsed).all(|&x| x == POISON_U64));
+            assert!(sm_ids.iter().all(|&x| x == POISON_WORD));
             assert_eq!(
                 check_outputs("t", &out, &progress, &elapsed),
                 vec![
@@ -276,15 +309,27 @@ pub(super) mod tests {
                 ]
             );
         }
-        // ...and what a kernel writes at its offsets is what is read, for that variant only.
-        let r = regions[1];
+        // ...and what a kernel writes at its offsets is what is read, for that launch of
+        // that variant only, out of its group's read-back.
+        let g = &groups[0];
+        let r = regions[1].shifted(g.at(2));
         image[r.progress + 8..r.progress + 16].copy_from_slice(&1234u64.to_ne_bytes());
         image[r.sm_ids + 4..r.sm_ids + 8].copy_from_slice(&77u32.to_ne_bytes());
         image[r.out..r.out + 4].copy_from_slice(&2.5f32.to_ne_bytes());
-        let (out, progress, _, sm_ids) = r.read(&image, 0);
+        let back = &image[g.lo..g.lo + g.bytes()];
+        let (out, progress, _, sm_ids) = r.read(back, g.lo);
         assert_eq!((out[0], progress[1], sm_ids[1]), (2.5, 1234, 77));
-        assert_eq!(progress[0], u64::MAX);
-        let (_, other, _, _) = regions[0].read(&image, 0);
-        assert!(other.iter().all(|&p| p == u64::MAX));
+        assert_eq!(progress[0], POISON_U64);
+        let (_, earlier, _, _) = regions[1].shifted(g.at(1)).read(back, g.lo);
+        let (_, other, _, _) = regions[0].shifted(g.at(2)).read(back, g.lo);
+        assert!(earlier.iter().chain(&other).all(|&p| p == POISON_U64));
+    }
+
+    #[test]
+    fn the_poison_is_no_value_a_launch_writes() {
+        // Progress is iterations and a timer nanoseconds: 2^62 of either is decades.
+        const { assert!(POISON_U64 > 1 << 62) };
+        assert!(f32::from_bits(POISON_F32).is_nan());
+        assert_ne!(f32::from_bits(POISON_F32).to_bits(), f32::NAN.to_bits());
     }
 }

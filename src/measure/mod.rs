@@ -3,16 +3,17 @@
 //! afterwards, each timed and tagged with the SMs its blocks ran on.
 //!
 //! Two modes, one engine (`LoadedMatrix::run`): **serial** runs one variant at a
-//! time, each launch timed by CUDA events; **wave** launches every variant of a set at
-//! once, one stream each (one block each lands on its own SM), repeats as successive
-//! waves, and times each launch by the kernel's own `%globaltimer` (events would hold
-//! launches back in the driver's hardware queues). Produces plain
-//! [`crate::model::results::VariantResult`]s.
+//! time, each launch timed by CUDA events; **wave** runs every variant of a wave set at
+//! once, one stream each (one block each lands on its own SM), each variant's next launch
+//! queued by the host as soon as its last has ended, and times each launch by the kernel's
+//! own `%globaltimer` (events would hold launches back in the driver's hardware queues).
+//! Produces plain [`crate::model::results::VariantResult`]s.
 //!
 //! - `matrix`: the loaded matrix and the two modes' entry points;
-//! - `memory`: where a set's buffers lie, and the memory that holds them;
-//! - `waves`: how a set's launches are grouped into waves;
-//! - `engine`: runs a set's waves and keeps what each launch gave;
+//! - `memory`: where a run's buffers lie, and the memory that holds them;
+//! - `waves`: the groups a run's variants run in, and how many a wave may hold;
+//! - `pacing`: the order in which the host queues a run's launches;
+//! - `engine`: runs a run's groups on the GPU and keeps what each launch gave;
 //! - `outputs`: what is wrong with one launch's outputs;
 //! - `isolation`: a variant the GPU refuses fails alone;
 //! - `sm_sharing`: blocks that shared an SM are measured again apart.
@@ -30,6 +31,7 @@ mod isolation;
 mod matrix;
 mod memory;
 mod outputs;
+mod pacing;
 mod sm_sharing;
 mod waves;
 

@@ -269,21 +269,23 @@ impl Target for CudaTarget {
             .bind_to_thread()
             .map_err(|e| GpuError::cuda(format!("binding device {}", self.device.ordinal), e))?;
         match settings.mode {
-            Mode::Wave => Ok(crate::measure::wave_sets(
-                variants.len(),
-                settings.blocks,
-                self.device.sm_count,
-            )
-            .into_iter()
-            .flat_map(|set| {
-                // One block per SM is wave mode's premise: checked, and what broke it
-                // measured again (see `own_sms`).
-                let vs = &variants[set];
-                crate::measure::own_sms(vs, probe.measure_wave(vs, settings), |again| {
-                    probe.measure_wave(again, settings)
-                })
-            })
-            .collect()),
+            Mode::Wave => {
+                let sms = self.device.sm_count;
+                let mut rs = probe.measure_wave(variants, settings, sms).into_iter();
+                // One block per SM is wave mode's premise: checked for each wave set, and
+                // what broke it measured again (see `own_sms`).
+                Ok(
+                    crate::measure::wave_sets(variants.len(), settings.blocks, sms)
+                        .into_iter()
+                        .flat_map(|set| {
+                            let of_set: Vec<_> = rs.by_ref().take(set.len()).collect();
+                            crate::measure::own_sms(&variants[set], of_set, |again| {
+                                probe.measure_wave(again, settings, sms)
+                            })
+                        })
+                        .collect(),
+                )
+            }
             Mode::Serial => Ok(probe.measure_serial(variants, settings)),
         }
     }

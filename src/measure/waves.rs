@@ -1,69 +1,44 @@
-//! How a set's launches are grouped into waves, and how many variants a wave may hold.
+//! How a run's launches are grouped: the groups of variants that run at once, and how many
+//! variants a wave may hold.
 
-use super::memory::Regions;
 use crate::model::variant::Variant;
 
-/// How the launches of a set are grouped into waves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Schedule {
-    /// Each wave launches every variant (wave mode).
-    Together,
-    /// Each wave is one launch of one variant; all of a variant's launches, then the
-    /// next variant's (serial mode).
-    OneByOne,
-}
-
-/// One wave of a set: the slots it launches, the launch it is for each of them, and the
-/// bytes of the set's layout it poisons and reads back (`lo..hi`, from the first slot's
-/// outputs to the end of the last slot's regions).
+/// A group of a run's variants that run at once, each its launches one after another (a
+/// wave set in wave mode, one variant in serial mode), and where its launches keep their
+/// buffers: launch `l` of the group at `lo + l * per_launch`, its variants' regions one
+/// after another (`memory::Regions::lay_out`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Wave {
+pub(super) struct Group {
     pub(super) slots: std::ops::Range<usize>,
-    pub(super) launch: usize,
     pub(super) lo: usize,
-    pub(super) hi: usize,
+    pub(super) per_launch: usize,
+    pub(super) launches: usize,
 }
 
-impl Wave {
-    /// The waves of `launches` launches of each slot (its regions in `placed`).
-    pub(super) fn plan(placed: &[Regions], launches: usize, schedule: Schedule) -> Vec<Wave> {
-        if placed.is_empty() {
-            return Vec::new();
-        }
-        let wave = |slots: std::ops::Range<usize>, launch: usize| Wave {
-            lo: placed[slots.start].out,
-            hi: placed[slots.end - 1].end(),
-            slots,
-            launch,
-        };
-        match schedule {
-            Schedule::Together => (0..launches).map(|l| wave(0..placed.len(), l)).collect(),
-            Schedule::OneByOne => (0..placed.len())
-                .flat_map(|i| (0..launches).map(move |l| wave(i..i + 1, l)))
-                .collect(),
-        }
+impl Group {
+    /// How far launch `launch`'s regions lie past launch 0's.
+    pub(super) fn at(&self, launch: usize) -> usize {
+        launch * self.per_launch
     }
 
+    /// The bytes of every launch of the group.
     pub(super) fn bytes(&self) -> usize {
-        self.hi - self.lo
+        self.per_launch * self.launches
     }
 
-    pub(super) fn describe(&self, vs: &[Variant]) -> String {
+    /// What the GPU was doing at `launch` of this group (its variants `vs`), for an error
+    /// it reports: the variant when the group is one, so that a kernel that faults is named.
+    pub(super) fn describe(&self, vs: &[Variant], launch: usize) -> String {
         match vs {
-            [v] => format!("running {v} (launch {})", self.launch),
-            _ => format!(
-                "running a wave of {} variants (launch {})",
-                vs.len(),
-                self.launch
-            ),
+            [v] => format!("running {v} (launch {launch})"),
+            _ => format!("running a wave of {} variants (launch {launch})", vs.len()),
         }
     }
 
-    /// The page-locked read-back `waves` need: one wave's, since each wave's read-back is
-    /// checked before the next one lands (see `LoadedMatrix::run`), so that it does not
-    /// grow with the repeats.
-    pub(super) fn read_back_bytes(waves: &[Wave]) -> usize {
-        waves.iter().map(Wave::bytes).max().unwrap_or(0)
+    /// The page-locked read-back `groups` need: the largest group's, since each group's is
+    /// checked before the next one's is queued (see `pacing::pace`).
+    pub(super) fn read_back_bytes(groups: &[Group]) -> usize {
+        groups.iter().map(Group::bytes).max().unwrap_or(0)
     }
 }
 
@@ -96,67 +71,31 @@ pub fn wave_sets(n: usize, blocks: u32, sms: u32) -> Vec<std::ops::Range<usize>>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::memory::tests::settings;
 
     #[test]
-    fn waves_launch_each_slot_once_per_launch_and_read_back_one_wave_at_a_time() {
-        let s = settings();
-        let vs = [
-            Variant::new(7, 2),
-            Variant::new(13, 4).with_sink(crate::model::variant::Sink::C),
-            Variant::new(29, 1),
-        ];
-        let (placed, bytes) = Regions::lay_out(&vs, &s);
-        // Wave mode: every slot in each wave, the wave spanning the whole layout.
-        let together = Wave::plan(&placed, 3, Schedule::Together);
+    fn a_group_names_its_variant_alone_and_counts_a_wave() {
+        let g = Group {
+            slots: 0..3,
+            lo: 512,
+            per_launch: 1024,
+            launches: 4,
+        };
+        assert_eq!((g.at(0), g.at(3), g.bytes()), (0, 3072, 4096));
+        let vs = [Variant::new(7, 2), Variant::new(13, 4)];
         assert_eq!(
-            together.iter().map(|w| w.launch).collect::<Vec<_>>(),
-            [0, 1, 2]
-        );
-        assert!(together
-            .iter()
-            .all(|w| w.slots == (0..3) && (w.lo, w.hi) == (0, bytes)));
-        // Serial mode: a slot's launches one after another, then the next slot's, each
-        // wave spanning that slot's regions alone.
-        let one_by_one = Wave::plan(&placed, 2, Schedule::OneByOne);
-        assert_eq!(
-            one_by_one
-                .iter()
-                .map(|w| (w.slots.clone(), w.launch))
-                .collect::<Vec<_>>(),
-            [
-                (0..1, 0),
-                (0..1, 1),
-                (1..2, 0),
-                (1..2, 1),
-                (2..3, 0),
-                (2..3, 1)
-            ]
-        );
-        for w in &one_by_one {
-            let r = placed[w.slots.start];
-            assert_eq!((w.lo, w.hi), (r.out, r.end()));
-        }
-        // The page-locked read-back holds one wave, however many launches there are.
-        for schedule in [Schedule::Together, Schedule::OneByOne] {
-            let back = |launches| Wave::read_back_bytes(&Wave::plan(&placed, launches, schedule));
-            assert_eq!(back(1), back(1100), "{schedule:?}");
-        }
-        assert_eq!(Wave::read_back_bytes(&together), bytes);
-        assert_eq!(
-            Wave::read_back_bytes(&one_by_one),
-            placed.iter().map(|r| r.end() - r.out).max().unwrap()
-        );
-        assert!(Wave::plan(&[], 3, Schedule::Together).is_empty());
-        // A serial wave's error names its variant; a wave mode one counts them.
-        assert_eq!(
-            one_by_one[3].describe(&vs[1..2]),
-            format!("running {} (launch 1)", vs[1])
+            g.describe(&vs[..1], 2),
+            format!("running {} (launch 2)", vs[0])
         );
         assert_eq!(
-            together[2].describe(&vs),
-            "running a wave of 3 variants (launch 2)"
+            g.describe(&vs, 1),
+            "running a wave of 2 variants (launch 1)"
         );
+        let small = Group {
+            per_launch: 256,
+            ..g.clone()
+        };
+        assert_eq!(Group::read_back_bytes(&[small, g]), 4096);
+        assert_eq!(Group::read_back_bytes(&[]), 0);
     }
 
     #[test]
