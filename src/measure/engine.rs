@@ -5,7 +5,7 @@ use super::cuda;
 use super::matrix::LoadedMatrix;
 use super::memory::{Regions, RunMemory, POISON_U64};
 use super::outputs::check_outputs;
-use super::pacing::{pace, Lanes, Pacing};
+use super::pacing::{pace, Lanes};
 use super::waves::Group;
 use crate::error::GpuError;
 use crate::model::results::{LaunchTimer, VariantResult};
@@ -112,9 +112,8 @@ impl LoadedMatrix {
             budget: s.budget_cycles as i64,
             settings: s,
             blame,
-            started: std::time::Instant::now(),
         };
-        pace(&mut lanes, groups, launches, Pacing::from_env())?;
+        pace(&mut lanes, groups, launches)?;
         drop(lanes);
         crate::trace::mark("read-backs checked, memory freed");
         Ok(())
@@ -194,7 +193,6 @@ struct CudaLanes<'a> {
     budget: i64,
     settings: &'a ProbeSettings,
     blame: &'a mut Option<Variant>,
-    started: std::time::Instant,
 }
 
 impl CudaLanes<'_> {
@@ -255,10 +253,6 @@ impl Lanes for CudaLanes<'_> {
             Err(DriverError(sys::CUresult::CUDA_ERROR_NOT_READY)) => Ok(false),
             Err(e) => Err(GpuError::cuda(self.running(i, launch), e)),
         }
-    }
-
-    fn now(&mut self) -> u64 {
-        self.started.elapsed().as_nanos() as u64
     }
 
     fn read_back(&mut self, group: usize) -> Result<(), GpuError> {

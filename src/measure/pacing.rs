@@ -16,40 +16,6 @@ use std::collections::VecDeque;
 /// next to end is among the first few, and a sweep stays short.
 const LOOKAHEAD: usize = 4;
 
-/// When a slot's next launch is queued.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Pace {
-    /// Each launch of a group once every slot's launch before has ended: the group's
-    /// kernels start together, each round, on an idle GPU.
-    Waves,
-    /// Each slot's next launch as soon as its own last one has ended.
-    Streams,
-}
-
-/// How the host paces launches: when, and how long a slot's stream (or, in waves, the
-/// group) stays idle at least before the next launch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Pacing {
-    pub(super) pace: Pace,
-    pub(super) gap_ns: u64,
-}
-
-impl Pacing {
-    /// `ACCPROBE_PACE`: `waves` or `streams`, each with an optional `:MICROSECONDS` gap.
-    pub(super) fn from_env() -> Pacing {
-        let text = std::env::var("ACCPROBE_PACE").unwrap_or_default();
-        let (pace, gap) = text.split_once(':').unwrap_or((&text, "0"));
-        Pacing {
-            pace: if pace == "waves" {
-                Pace::Waves
-            } else {
-                Pace::Streams
-            },
-            gap_ns: gap.trim().parse::<u64>().unwrap_or(0) * 1000,
-        }
-    }
-}
-
 /// What the pacing drives: a slot (a variant of the run) launches on a stream of its own.
 pub(super) trait Lanes {
     /// Queues launch `launch` of slot `slot` on its idle stream.
@@ -60,8 +26,6 @@ pub(super) trait Lanes {
     fn read_back(&mut self, group: usize) -> Result<(), GpuError>;
     /// Waits for `group`'s read-back and checks what each of its launches gave.
     fn check(&mut self, group: usize) -> Result<(), GpuError>;
-    /// Nanoseconds on a clock of the host's.
-    fn now(&mut self) -> u64;
 }
 
 /// Runs `launches` launches of every slot of each group of `groups` (slot ranges), the
@@ -71,7 +35,6 @@ pub(super) fn pace(
     lanes: &mut impl Lanes,
     groups: &[std::ops::Range<usize>],
     launches: usize,
-    pacing: Pacing,
 ) -> Result<(), GpuError> {
     if launches == 0 {
         return Ok(());
@@ -89,9 +52,24 @@ pub(super) fn pace(
         if let Some(before) = unchecked.take() {
             lanes.check(before)?;
         }
-        match pacing.pace {
-            Pace::Streams => streams(lanes, slots, launches, pacing.gap_ns)?,
-            Pace::Waves => waves(lanes, slots, launches, pacing.gap_ns)?,
+        // Each slot's last queued launch, oldest first.
+        let mut queued: VecDeque<(usize, usize)> = slots.clone().map(|i| (i, 0)).collect();
+        while !queued.is_empty() {
+            let (mut k, mut running) = (0, 0);
+            while k < queued.len() && running < LOOKAHEAD {
+                let (i, l) = queued[k];
+                if lanes.ended(i, l)? {
+                    queued.remove(k);
+                    if l + 1 < launches {
+                        lanes.launch(i, l + 1)?;
+                        queued.push_back((i, l + 1));
+                    }
+                } else {
+                    running += 1;
+                    k += 1;
+                }
+            }
+            std::hint::spin_loop();
         }
         lanes.read_back(g)?;
         unchecked = Some(g);
@@ -102,87 +80,9 @@ pub(super) fn pace(
     }
 }
 
-/// The launches after the first of a group's `slots`, each slot's next `gap_ns` after its
-/// last was seen to end; returns once every launch has ended.
-fn streams(
-    lanes: &mut impl Lanes,
-    slots: &std::ops::Range<usize>,
-    launches: usize,
-    gap_ns: u64,
-) -> Result<(), GpuError> {
-    // Each slot's last queued launch, oldest first, and when it was seen to end.
-    let mut queued: VecDeque<(usize, usize, Option<u64>)> =
-        slots.clone().map(|i| (i, 0, None)).collect();
-    while !queued.is_empty() {
-        let (mut k, mut running) = (0, 0);
-        while k < queued.len() && running < LOOKAHEAD {
-            let (i, l, seen) = queued[k];
-            let seen = match seen {
-                Some(t) => t,
-                None if lanes.ended(i, l)? => {
-                    if l + 1 == launches {
-                        queued.remove(k);
-                        continue;
-                    }
-                    let t = lanes.now();
-                    queued[k].2 = Some(t);
-                    t
-                }
-                None => {
-                    running += 1;
-                    k += 1;
-                    continue;
-                }
-            };
-            if lanes.now() >= seen + gap_ns {
-                queued.remove(k);
-                lanes.launch(i, l + 1)?;
-                queued.push_back((i, l + 1, None));
-            } else {
-                k += 1;
-            }
-        }
-        std::hint::spin_loop();
-    }
-    Ok(())
-}
-
-/// The launches after the first of a group's `slots` in rounds: each round once every
-/// launch of the one before has ended, and `gap_ns` more; returns once the last has ended.
-fn waves(
-    lanes: &mut impl Lanes,
-    slots: &std::ops::Range<usize>,
-    launches: usize,
-    gap_ns: u64,
-) -> Result<(), GpuError> {
-    for l in 0..launches {
-        for i in slots.clone() {
-            while !lanes.ended(i, l)? {
-                std::hint::spin_loop();
-            }
-        }
-        if l + 1 == launches {
-            break;
-        }
-        let seen = lanes.now();
-        while lanes.now() < seen + gap_ns {
-            std::hint::spin_loop();
-        }
-        for i in slots.clone() {
-            lanes.launch(i, l + 1)?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const STREAMS: Pacing = Pacing {
-        pace: Pace::Streams,
-        gap_ns: 0,
-    };
 
     #[derive(Debug, Clone, PartialEq)]
     enum Step {
@@ -255,11 +155,6 @@ mod tests {
             self.steps.push(Step::Check(group));
             Ok(())
         }
-
-        fn now(&mut self) -> u64 {
-            self.clock += 1;
-            self.clock
-        }
     }
 
     fn position(steps: &[Step], s: Step) -> usize {
@@ -274,7 +169,7 @@ mod tests {
         // Slot 1 is slow on its first launch: the others go on without it.
         let mut gpu = Fake::new(|i, l| if (i, l) == (1, 0) { 400 } else { 50 + i as u64 });
         let groups = [0..4, 4..6];
-        pace(&mut gpu, &groups, 3, STREAMS).unwrap();
+        pace(&mut gpu, &groups, 3).unwrap();
         let steps = gpu.steps;
         // Every launch once, each slot's in order, each after the one before it ended.
         for i in 0..6 {
@@ -318,59 +213,9 @@ mod tests {
     }
 
     #[test]
-    fn in_waves_each_round_starts_once_the_round_before_has_ended_and_the_gap_passed() {
-        let mut gpu = Fake::new(|i, _| 10 + 7 * i as u64);
-        let waves = Pacing {
-            pace: Pace::Waves,
-            gap_ns: 30,
-        };
-        pace(&mut gpu, std::slice::from_ref(&(0..3)), 3, waves).unwrap();
-        let steps = gpu.steps;
-        for l in 1..3 {
-            let first = position(&steps, Step::Launch(0, l));
-            assert!((0..3).all(|i| position(&steps, Step::Ended(i, l - 1)) < first));
-            assert_eq!(
-                steps[first..first + 3],
-                [0, 1, 2].map(|i| Step::Launch(i, l))
-            );
-        }
-        assert_eq!(
-            steps[steps.len() - 2..],
-            [Step::ReadBack(0), Step::Check(0)]
-        );
-    }
-
-    #[test]
-    fn a_gap_keeps_a_stream_idle_that_long_after_its_launch_ended() {
-        // With a gap of 40 ticks, each slot's next launch comes 40 or more ticks after
-        // its last was seen to end; the clock of the fake is the count of questions.
-        let gapped = Pacing {
-            pace: Pace::Streams,
-            gap_ns: 40,
-        };
-        let mut gpu = Fake::new(|_, _| 20);
-        pace(&mut gpu, std::slice::from_ref(&(0..2)), 3, gapped).unwrap();
-        let mut plain = Fake::new(|_, _| 20);
-        pace(&mut plain, std::slice::from_ref(&(0..2)), 3, STREAMS).unwrap();
-        assert!(
-            gpu.clock >= plain.clock + 2 * 40,
-            "{} against {}",
-            gpu.clock,
-            plain.clock
-        );
-        let launched = |f: &Fake| {
-            f.steps
-                .iter()
-                .filter(|s| matches!(s, Step::Launch(..)))
-                .count()
-        };
-        assert_eq!((launched(&gpu), launched(&plain)), (6, 6));
-    }
-
-    #[test]
     fn serial_groups_of_one_run_one_launch_at_a_time() {
         let mut gpu = Fake::new(|_, _| 3);
-        pace(&mut gpu, &[0..1, 1..2], 2, STREAMS).unwrap();
+        pace(&mut gpu, &[0..1, 1..2], 2).unwrap();
         assert_eq!(
             gpu.steps,
             [
@@ -394,7 +239,7 @@ mod tests {
     fn a_refused_launch_stops_the_run_and_nothing_is_checked_after_it() {
         let mut gpu = Fake::new(|_, _| 5);
         gpu.refuse = Some((2, 1));
-        let e = pace(&mut gpu, &[0..3, 3..4], 2, STREAMS).unwrap_err();
+        let e = pace(&mut gpu, &[0..3, 3..4], 2).unwrap_err();
         assert!(e.to_string().contains("launching 2"), "{e}");
         assert!(!gpu
             .steps
@@ -402,7 +247,7 @@ mod tests {
             .any(|s| matches!(s, Step::ReadBack(_) | Step::Check(_) | Step::Launch(3, _))));
         // No launches, nothing to do.
         let mut idle = Fake::new(|_, _| 5);
-        pace(&mut idle, &[0..2, 2..3], 0, STREAMS).unwrap();
+        pace(&mut idle, &[0..2, 2..3], 0).unwrap();
         assert!(idle.steps.is_empty());
     }
 }
