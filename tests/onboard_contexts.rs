@@ -153,15 +153,18 @@ fn the_known_deviations_are_the_hand_written_profiles_with_the_contexts_policy_l
     let (_tmp, dir) = without_h200();
     let d = drafted(&dir);
     let hand = catalog::load(&root().join("expectations/h200.yaml")).unwrap();
-    // The runs were measured on the H200 where the unsteady one holds: the draft has every
-    // strict deviation and not that one.
+    // The runs were measured on an H200 where two of the unsteady ones hold: the draft has
+    // every other deviation (chain13_w16, unsteady too, fails in every one of these runs)
+    // and not those two.
+    let holding = ["policy::study::chain29_w16", "policy::study::chain13_w32"];
     let written: Vec<&String> = hand
         .known_deviations
-        .iter()
-        .filter(|(c, k)| !c.starts_with("compile::") && !k.unsteady)
-        .map(|(c, _)| c)
+        .keys()
+        .filter(|c| !c.starts_with("compile::") && !holding.contains(&c.as_str()))
         .collect();
-    assert!(hand.known_deviations["policy::study::chain29_w16"].unsteady);
+    for case in holding.iter().chain(&["policy::study::chain13_w16"]) {
+        assert!(hand.known_deviations[*case].unsteady, "{case}");
+    }
     let found: Vec<&String> = d.profile.known_deviations.keys().collect();
     assert_eq!(found, written);
     for case in [
