@@ -340,6 +340,51 @@ fn a_waiting_accprobe_is_no_foreign_process() {
         .exists());
 }
 
+/// Lists a peer's context in every snapshot, as NVML does for a moment after the peer
+/// ended, and removes the peer's registration when the second snapshot is taken (after
+/// the measurement), as the peer does when it ends while we measure.
+struct Ending {
+    registration: std::path::PathBuf,
+    both: Snapshot,
+    taken: AtomicUsize,
+}
+
+impl Monitor for Ending {
+    fn snapshot(&self) -> Result<Snapshot, MonitorError> {
+        if self.taken.fetch_add(1, Ordering::SeqCst) == 1 {
+            let _ = std::fs::remove_file(&self.registration);
+        }
+        Ok(self.both.clone())
+    }
+}
+
+#[test]
+fn a_peer_that_ends_while_we_measure_is_no_foreign_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lock");
+    let t = Keyed::new();
+    let peer = std::os::unix::process::parent_id();
+    let stem = key().stem().unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    let registration = dir.join(format!("{stem}.pid-{peer}"));
+    std::fs::write(&registration, b"").unwrap();
+    let monitor = Arc::new(Ending {
+        registration: registration.clone(),
+        both: Snapshot {
+            processes: vec![own(), GpuProcess::new(peer, Some("probe"))],
+            ..Snapshot::default()
+        },
+        taken: AtomicUsize::new(0),
+    });
+    let s = session(&t, &dir, monitor, 2);
+    let r = s.results_for(&[Variant::new(7, 2)]).unwrap();
+    assert!(!registration.exists());
+    let c = r.contention.unwrap();
+    assert!(c.contaminated.is_empty(), "{c:?}");
+    assert_eq!((c.retries, t.measured.load(Ordering::SeqCst)), (0, 1));
+    drop(s);
+}
+
 #[test]
 fn without_nvml_the_run_says_so_and_measures() {
     let tmp = tempfile::tempdir().unwrap();

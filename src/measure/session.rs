@@ -278,8 +278,22 @@ impl GpuSession {
         }
     }
 
-    fn classify_pair(&self, before: Option<&Snapshot>, after: Option<&Snapshot>) -> Classification {
-        let ours = self.ours();
+    /// Classifies a measurement between `before` and `after`; `peers_before`: the accprobe
+    /// processes registered when `before` was taken. A peer that ended while we measured
+    /// is still ours: its registration goes before its context does, and an ending
+    /// process's context stays listed a moment after it.
+    fn classify_pair(
+        &self,
+        before: Option<&Snapshot>,
+        after: Option<&Snapshot>,
+        peers_before: &[u32],
+    ) -> Classification {
+        let mut ours = self.ours();
+        for &p in peers_before {
+            if !ours.peers.contains(&p) {
+                ours.peers.push(p);
+            }
+        }
         let c = match (before, after) {
             (Some(b), Some(a)) => classify(b, a, &ours),
             (Some(x), None) | (None, Some(x)) => classify(x, x, &ours),
@@ -337,8 +351,10 @@ impl GpuSession {
         let mut attempt = 0;
         loop {
             let last = attempt >= retries;
+            // Read before the snapshot: a peer listed in it was registered then.
+            let peers_before = self.ours().peers;
             let before = self.check(monitor.as_ref());
-            let early = self.classify_pair(before.as_ref(), None);
+            let early = self.classify_pair(before.as_ref(), None, &peers_before);
             let outcome = if !early.is_clean() && !last {
                 None
             } else {
@@ -351,7 +367,10 @@ impl GpuSession {
                 ));
                 let after = self.check(monitor.as_ref());
                 crate::trace::mark(format!("{}: checked again", self.device_label()));
-                Some((rs, self.classify_pair(before.as_ref(), after.as_ref())))
+                Some((
+                    rs,
+                    self.classify_pair(before.as_ref(), after.as_ref(), &peers_before),
+                ))
             };
             match outcome {
                 Some((rs, c)) if c.is_clean() => return Ok(rs),
