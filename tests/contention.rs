@@ -54,6 +54,7 @@ fn key() -> DeviceKey {
 struct Keyed {
     inner: RecordedTarget,
     measured: AtomicUsize,
+    prepared: AtomicUsize,
 }
 
 impl Keyed {
@@ -61,6 +62,7 @@ impl Keyed {
         Arc::new(Keyed {
             inner: RecordedTarget::new(0, recorded()).unwrap(),
             measured: AtomicUsize::new(0),
+            prepared: AtomicUsize::new(0),
         })
     }
 }
@@ -73,6 +75,7 @@ impl Target for Keyed {
         self.inner.identity()
     }
     fn prepare(&self, all: &[Variant]) -> Result<(), GpuError> {
+        self.prepared.fetch_add(1, Ordering::SeqCst);
         self.inner.prepare(all)
     }
     fn measure(
@@ -424,6 +427,9 @@ fn a_gpu_held_by_another_process_is_waited_for_then_an_error() {
         "{m}"
     );
     assert_eq!(t.measured.load(Ordering::SeqCst), 0);
+    // Nor was the CUBIN loaded (prepared) while the other held the GPU: loading it is GPU
+    // work, which would slow the holder's kernels.
+    assert_eq!(t.prepared.load(Ordering::SeqCst), 0);
     // Later cases do not wait again: the answer stands even once the GPU is free.
     drop(other);
     assert_eq!(s.results_for(&[Variant::new(7, 1)]).unwrap_err(), e);

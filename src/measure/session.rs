@@ -461,16 +461,25 @@ impl GpuSession {
             return Err(GpuError::Unusable(cause.clone()));
         }
         let all = self.profile.probe.variants();
-        target.prepare(&all)?;
         let missing: Vec<Variant> = needs
             .iter()
             .copied()
             .filter(|v| !measured.contains_key(v))
             .collect();
         if !missing.is_empty() {
-            // Waiting for another process is not GPU time.
+            // Waiting for another process is not GPU time. Taken before the CUBIN is
+            // loaded: loading it is work on the GPU, which time-slices it with the holder's
+            // kernels and slows what the holder measures (docs/reliability.md, "Two suites
+            // on one GPU").
             self.take_lock()?;
             crate::trace::mark(format!("{}: device lock taken", self.device_label()));
+        }
+        if let Err(e) = target.prepare(&all) {
+            // Nothing will be measured: let another process have the GPU.
+            if !missing.is_empty() {
+                *lock_ignoring_poison(&self.held) = None;
+            }
+            return Err(e);
         }
         if !missing.is_empty() {
             // In wave mode, one wave for everything this run will need (the planned set),
