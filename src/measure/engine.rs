@@ -3,7 +3,7 @@
 
 use super::cuda;
 use super::matrix::LoadedMatrix;
-use super::memory::{Regions, RunMemory, POISON_U64};
+use super::memory::{Regions, RunMemory, POISON_U64, RUN_BYTES};
 use super::outputs::check_outputs;
 use super::pacing::{pace, Lanes};
 use super::waves::Group;
@@ -26,7 +26,7 @@ pub(super) struct Slot {
     pub(super) v: Variant,
     pub(super) func: CudaFunction,
     pub(super) stream: Arc<CudaStream>,
-    /// Where its launch 0 keeps its buffers (set by the run's layout).
+    /// Where it keeps its buffers within a launch of its group (set by the run's plan).
     pub(super) regions: Regions,
     /// Per launch, with [`LaunchTimer::Events`].
     pub(super) events: Vec<(CudaEvent, CudaEvent)>,
@@ -79,17 +79,13 @@ impl LoadedMatrix {
         }
         let launches = s.launches() as usize;
         let vs: Vec<Variant> = slots.iter().map(|x| x.v).collect();
-        let (regions, blocks, bytes) = Regions::lay_out(&vs, groups, launches, s);
+        let (regions, blocks, bytes) = Regions::plan(&vs, groups, launches, s, RUN_BYTES);
         for (slot, r) in slots.iter_mut().zip(regions) {
             slot.regions = r;
         }
-        let mut group_of = vec![0; slots.len()];
-        for (g, block) in blocks.iter().enumerate() {
-            group_of[block.slots.clone()].fill(g);
-        }
         let memory = RunMemory::new(&self.ctx, bytes, Group::read_back_bytes(&blocks))?;
         let copies = self.stream(0)?;
-        memory.poison(&copies)?;
+        memory.poison(&copies, 0, bytes)?;
         // The host waits for the poison, so the slot streams need not.
         copies.synchronize().map_err(cuda("poisoning outputs"))?;
         crate::trace::mark(format!(
@@ -101,7 +97,6 @@ impl LoadedMatrix {
             slots,
             vs: &vs,
             blocks: &blocks,
-            group_of,
             memory,
             copies,
             cfg: LaunchConfig {
@@ -113,7 +108,7 @@ impl LoadedMatrix {
             settings: s,
             blame,
         };
-        pace(&mut lanes, groups, launches)?;
+        pace(&mut lanes, &blocks)?;
         drop(lanes);
         crate::trace::mark("read-backs checked, memory freed");
         Ok(())
@@ -185,8 +180,6 @@ struct CudaLanes<'a> {
     slots: &'a mut [Slot],
     vs: &'a [Variant],
     blocks: &'a [Group],
-    /// The group of each slot.
-    group_of: Vec<usize>,
     memory: RunMemory,
     copies: Arc<CudaStream>,
     cfg: LaunchConfig,
@@ -196,9 +189,17 @@ struct CudaLanes<'a> {
 }
 
 impl CudaLanes<'_> {
+    /// The group that holds launch `launch` of `slot`.
+    fn group_of(&self, slot: usize, launch: usize) -> &Group {
+        self.blocks
+            .iter()
+            .find(|g| g.slots.contains(&slot) && g.range().contains(&launch))
+            .expect("every launch of every slot is in a group")
+    }
+
     /// What the GPU was doing at `launch` of `slot`'s group, for an error it reports.
     fn running(&self, slot: usize, launch: usize) -> String {
-        let g = &self.blocks[self.group_of[slot]];
+        let g = self.group_of(slot, launch);
         g.describe(&self.vs[g.slots.clone()], launch)
     }
 }
@@ -207,7 +208,8 @@ impl Lanes for CudaLanes<'_> {
     /// With its events in serial mode; sets `blame` to a variant whose launch the GPU
     /// refuses.
     fn launch(&mut self, i: usize, launch: usize) -> Result<(), GpuError> {
-        let at = self.blocks[self.group_of[i]].at(launch);
+        let g = self.group_of(i, launch);
+        let at = g.lo + g.at(launch);
         let slot = &self.slots[i];
         let st = &slot.stream;
         if let Some((begin, _)) = slot.events.get(launch) {
@@ -255,6 +257,12 @@ impl Lanes for CudaLanes<'_> {
         }
     }
 
+    fn poison(&mut self, group: usize) -> Result<(), GpuError> {
+        let g = &self.blocks[group];
+        self.memory.poison(&self.copies, g.lo, g.bytes())?;
+        self.copies.synchronize().map_err(cuda("poisoning outputs"))
+    }
+
     fn read_back(&mut self, group: usize) -> Result<(), GpuError> {
         let g = &self.blocks[group];
         let at = self.memory.at(g.lo);
@@ -280,14 +288,14 @@ impl Lanes for CudaLanes<'_> {
         self.copies.synchronize().map_err(cuda("reading outputs"))?;
         let back = self.memory.back(0, g.bytes());
         for slot in &mut self.slots[g.slots.clone()] {
-            for launch in 0..g.launches {
+            for launch in g.range() {
                 let ms = match slot.events.get(launch) {
                     Some((begin, end)) => {
                         Some(begin.elapsed_ms(end).map_err(cuda("reading event times"))? as f64)
                     }
                     None => None,
                 };
-                let values = slot.regions.shifted(g.at(launch)).read(back, g.lo);
+                let values = slot.regions.shifted(g.lo + g.at(launch)).read(back, g.lo);
                 LoadedMatrix::finish(slot, self.settings, launch as u32, values, ms);
             }
         }

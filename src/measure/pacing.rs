@@ -8,6 +8,7 @@
 //! The pacing is written against [`Lanes`], so that its order is tested without a GPU; the
 //! engine is its CUDA implementation.
 
+use super::waves::Group;
 use crate::error::GpuError;
 use std::collections::VecDeque;
 
@@ -26,23 +27,25 @@ pub(super) trait Lanes {
     fn read_back(&mut self, group: usize) -> Result<(), GpuError>;
     /// Waits for `group`'s read-back and checks what each of its launches gave.
     fn check(&mut self, group: usize) -> Result<(), GpuError>;
+    /// Poisons `group`'s buffer again (a group before it used it) and waits until it is.
+    fn poison(&mut self, group: usize) -> Result<(), GpuError>;
 }
 
-/// Runs `launches` launches of every slot of each group of `groups` (slot ranges), the
-/// groups one after another. The group before is checked once the next group's first
-/// launches are queued: none of them ends for a launch's length, so the host has the time.
-pub(super) fn pace(
-    lanes: &mut impl Lanes,
-    groups: &[std::ops::Range<usize>],
-    launches: usize,
-) -> Result<(), GpuError> {
-    if launches == 0 {
-        return Ok(());
-    }
+/// Runs each group of `groups` (every launch of its range for each of its slots), the groups
+/// one after another. The group before is checked once the next group's first launches are
+/// queued: none of them ends for a launch's length, so the host has the time. A group that
+/// reuses a buffer is poisoned first, once the group that used it is checked.
+pub(super) fn pace(lanes: &mut impl Lanes, groups: &[Group]) -> Result<(), GpuError> {
     let mut unchecked = None;
-    for (g, slots) in groups.iter().enumerate() {
-        for i in slots.clone() {
-            lanes.launch(i, 0)?;
+    for (g, group) in groups.iter().enumerate() {
+        if group.launches == 0 {
+            continue;
+        }
+        if !group.fresh {
+            lanes.poison(g)?;
+        }
+        for i in group.slots.clone() {
+            lanes.launch(i, group.first)?;
         }
         crate::trace::mark(format!(
             "group {} of {}: first launches queued",
@@ -53,14 +56,16 @@ pub(super) fn pace(
             lanes.check(before)?;
         }
         // Each slot's last queued launch, oldest first.
-        let mut queued: VecDeque<(usize, usize)> = slots.clone().map(|i| (i, 0)).collect();
+        let end = group.first + group.launches;
+        let mut queued: VecDeque<(usize, usize)> =
+            group.slots.clone().map(|i| (i, group.first)).collect();
         while !queued.is_empty() {
             let (mut k, mut running) = (0, 0);
             while k < queued.len() && running < LOOKAHEAD {
                 let (i, l) = queued[k];
                 if lanes.ended(i, l)? {
                     queued.remove(k);
-                    if l + 1 < launches {
+                    if l + 1 < end {
                         lanes.launch(i, l + 1)?;
                         queued.push_back((i, l + 1));
                     }
@@ -90,6 +95,21 @@ mod tests {
         Ended(usize, usize),
         ReadBack(usize),
         Check(usize),
+        Poison(usize),
+    }
+
+    /// Groups of `sets`, each with launches `0..launches`, each in a buffer of its own.
+    fn groups(sets: &[std::ops::Range<usize>], launches: usize) -> Vec<Group> {
+        sets.iter()
+            .map(|slots| Group {
+                slots: slots.clone(),
+                first: 0,
+                launches,
+                lo: 0,
+                per_launch: 256,
+                fresh: true,
+            })
+            .collect()
     }
 
     /// A GPU of a clock that ticks once per question: launch `l` of slot `i` ends `length(i,
@@ -155,6 +175,11 @@ mod tests {
             self.steps.push(Step::Check(group));
             Ok(())
         }
+
+        fn poison(&mut self, group: usize) -> Result<(), GpuError> {
+            self.steps.push(Step::Poison(group));
+            Ok(())
+        }
     }
 
     fn position(steps: &[Step], s: Step) -> usize {
@@ -168,8 +193,7 @@ mod tests {
     fn each_slot_launches_again_once_its_last_launch_ended() {
         // Slot 1 is slow on its first launch: the others go on without it.
         let mut gpu = Fake::new(|i, l| if (i, l) == (1, 0) { 400 } else { 50 + i as u64 });
-        let groups = [0..4, 4..6];
-        pace(&mut gpu, &groups, 3).unwrap();
+        pace(&mut gpu, &groups(&[0..4, 4..6], 3)).unwrap();
         let steps = gpu.steps;
         // Every launch once, each slot's in order, each after the one before it ended.
         for i in 0..6 {
@@ -213,9 +237,53 @@ mod tests {
     }
 
     #[test]
+    fn a_set_cut_into_groups_reuses_two_buffers_poisoned_once_the_group_before_is_checked() {
+        let mut gpu = Fake::new(|_, _| 4);
+        // One set of two slots, launches 0..5 in three groups (2, 2, 1), two buffers.
+        let mut cut: Vec<Group> = [(0, 2), (2, 2), (4, 1)]
+            .iter()
+            .map(|&(first, launches)| Group {
+                first,
+                launches,
+                ..groups(std::slice::from_ref(&(0..2)), 1)[0].clone()
+            })
+            .collect();
+        cut[2].fresh = false;
+        pace(&mut gpu, &cut).unwrap();
+        let steps = gpu.steps;
+        for i in 0..2 {
+            let launched: Vec<usize> = steps
+                .iter()
+                .filter_map(|s| match s {
+                    Step::Launch(j, l) if *j == i => Some(*l),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(launched, [0, 1, 2, 3, 4], "slot {i}");
+        }
+        // The third group's buffer is the first's: poisoned after the first was checked
+        // and after the second ended, before any launch of its own.
+        let poison = position(&steps, Step::Poison(2));
+        assert!(position(&steps, Step::Check(0)) < poison);
+        assert!(position(&steps, Step::ReadBack(1)) < poison);
+        assert!(poison < position(&steps, Step::Launch(0, 4)));
+        assert_eq!(
+            steps
+                .iter()
+                .filter(|s| matches!(s, Step::Poison(_)))
+                .count(),
+            1
+        );
+        assert_eq!(
+            steps[steps.len() - 2..],
+            [Step::ReadBack(2), Step::Check(2)]
+        );
+    }
+
+    #[test]
     fn serial_groups_of_one_run_one_launch_at_a_time() {
         let mut gpu = Fake::new(|_, _| 3);
-        pace(&mut gpu, &[0..1, 1..2], 2).unwrap();
+        pace(&mut gpu, &groups(&[0..1, 1..2], 2)).unwrap();
         assert_eq!(
             gpu.steps,
             [
@@ -239,7 +307,7 @@ mod tests {
     fn a_refused_launch_stops_the_run_and_nothing_is_checked_after_it() {
         let mut gpu = Fake::new(|_, _| 5);
         gpu.refuse = Some((2, 1));
-        let e = pace(&mut gpu, &[0..3, 3..4], 2).unwrap_err();
+        let e = pace(&mut gpu, &groups(&[0..3, 3..4], 2)).unwrap_err();
         assert!(e.to_string().contains("launching 2"), "{e}");
         assert!(!gpu
             .steps
@@ -247,7 +315,7 @@ mod tests {
             .any(|s| matches!(s, Step::ReadBack(_) | Step::Check(_) | Step::Launch(3, _))));
         // No launches, nothing to do.
         let mut idle = Fake::new(|_, _| 5);
-        pace(&mut idle, &[0..2, 2..3], 0).unwrap();
+        pace(&mut idle, &groups(&[0..2, 2..3], 0)).unwrap();
         assert!(idle.steps.is_empty());
     }
 }

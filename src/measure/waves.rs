@@ -3,22 +3,31 @@
 
 use crate::model::variant::Variant;
 
-/// A group of a run's variants that run at once, each its launches one after another (a
-/// wave set in wave mode, one variant in serial mode), and where its launches keep their
-/// buffers: launch `l` of the group at `lo + l * per_launch`, its variants' regions one
-/// after another (`memory::Regions::lay_out`).
+/// A group of a run's variants that run at once, each its launches `first..first +
+/// launches` one after another (a wave set in wave mode, one variant in serial mode; a
+/// set's launches may be cut into several groups, `memory::Regions::plan`), and where they
+/// keep their buffers: launch `l` at `lo + at(l)`, its variants' regions one after another.
+/// A group that is not `fresh` reuses the buffer of a group before it, and is poisoned
+/// again before its first launch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Group {
     pub(super) slots: std::ops::Range<usize>,
+    pub(super) first: usize,
+    pub(super) launches: usize,
     pub(super) lo: usize,
     pub(super) per_launch: usize,
-    pub(super) launches: usize,
+    pub(super) fresh: bool,
 }
 
 impl Group {
-    /// How far launch `launch`'s regions lie past launch 0's.
+    /// How far launch `launch`'s regions lie past `lo`.
     pub(super) fn at(&self, launch: usize) -> usize {
-        launch * self.per_launch
+        (launch - self.first) * self.per_launch
+    }
+
+    /// Its launches.
+    pub(super) fn range(&self) -> std::ops::Range<usize> {
+        self.first..self.first + self.launches
     }
 
     /// The bytes of every launch of the group.
@@ -76,11 +85,16 @@ mod tests {
     fn a_group_names_its_variant_alone_and_counts_a_wave() {
         let g = Group {
             slots: 0..3,
+            first: 4,
+            launches: 4,
             lo: 512,
             per_launch: 1024,
-            launches: 4,
+            fresh: true,
         };
-        assert_eq!((g.at(0), g.at(3), g.bytes()), (0, 3072, 4096));
+        assert_eq!(
+            (g.at(4), g.at(7), g.bytes(), g.range()),
+            (0, 3072, 4096, 4..8)
+        );
         let vs = [Variant::new(7, 2), Variant::new(13, 4)];
         assert_eq!(
             g.describe(&vs[..1], 2),
