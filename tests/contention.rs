@@ -55,6 +55,8 @@ struct Keyed {
     inner: RecordedTarget,
     measured: AtomicUsize,
     prepared: AtomicUsize,
+    /// When set, loading the matrix fails (a compile error, say).
+    broken: std::sync::atomic::AtomicBool,
 }
 
 impl Keyed {
@@ -63,6 +65,7 @@ impl Keyed {
             inner: RecordedTarget::new(0, recorded()).unwrap(),
             measured: AtomicUsize::new(0),
             prepared: AtomicUsize::new(0),
+            broken: std::sync::atomic::AtomicBool::new(false),
         })
     }
 }
@@ -76,6 +79,11 @@ impl Target for Keyed {
     }
     fn prepare(&self, all: &[Variant]) -> Result<(), GpuError> {
         self.prepared.fetch_add(1, Ordering::SeqCst);
+        if self.broken.load(Ordering::SeqCst) {
+            return Err(GpuError::Compile(
+                "kernels/probe.cu(1): error: broken".into(),
+            ));
+        }
         self.inner.prepare(all)
     }
     fn measure(
@@ -438,6 +446,34 @@ fn a_gpu_held_by_another_process_is_waited_for_then_an_error() {
     let s2 = session(&t, &dir, Script::new(vec![clean()]), 0);
     assert!(s2.results_for(&[Variant::new(7, 2)]).is_ok());
     drop((s, s2));
+}
+
+#[test]
+fn a_matrix_that_did_not_load_lets_the_lock_go_and_is_not_waited_for_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lock");
+    let stem = key().stem().unwrap();
+    let t = Keyed::new();
+    t.broken.store(true, Ordering::SeqCst);
+    let s = session(&t, &dir, Script::new(vec![clean()]), 0);
+    let e = s.results_for(&[Variant::new(7, 2)]).unwrap_err();
+    assert!(e.to_string().contains("error: broken"), "{e}");
+    // The lock went with the failure: another process takes it at once...
+    assert!(!s.holds_lock());
+    let other = lock::acquire(
+        &dir,
+        &stem,
+        Duration::ZERO,
+        Duration::from_millis(1),
+        |_| {},
+    )
+    .unwrap();
+    // ...and a later case has the same error at once, neither waiting for the lock nor
+    // loading again.
+    assert_eq!(s.results_for(&[Variant::new(7, 1)]).unwrap_err(), e);
+    assert_eq!(t.prepared.load(Ordering::SeqCst), 1);
+    assert_eq!(t.measured.load(Ordering::SeqCst), 0);
+    drop((other, s));
 }
 
 /// A lock directory the user named (`ACCPROBE_LOCK_DIR`) that cannot be used is a

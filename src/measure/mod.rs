@@ -38,7 +38,7 @@ mod waves;
 pub use engine::{OPERAND_A, OPERAND_B};
 pub use matrix::LoadedMatrix;
 pub use outputs::check_outputs;
-pub use sm_sharing::{own_sms, shared_sms};
+pub use sm_sharing::{own_sms, own_sms_in_sets, shared_sms};
 pub use waves::wave_sets;
 
 use crate::error::GpuError;

@@ -1,6 +1,7 @@
 //! How the host paces a run's launches: the groups one after another; in a group, every
-//! variant's first launch in order, then each variant's next launch as soon as its last has
-//! ended. Every kernel starts as the host queues it on a stream that is idle, a few
+//! variant's first launch in order, then each variant's next launch as soon as the host
+//! sees its last one ended (it asks about the oldest few first, [`LOOKAHEAD`]: kernels of
+//! one budget end about in the order they started). Every kernel starts as the host queues it on a stream that is idle, a few
 //! microseconds after the one queued before it, so the launches of a group keep the stagger
 //! of their first round and no launch waits for the slowest of a wave (docs/speed.md, "How
 //! the kernels of a wave start").

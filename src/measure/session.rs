@@ -56,6 +56,9 @@ pub struct GpuSession {
     /// Why the lock could not be had (another process held it past the limit, or the
     /// settings are wrong): every later measurement fails at once with it.
     lock_failed: OnceLock<GpuError>,
+    /// Why the matrix could not be compiled or loaded: every later measurement fails at
+    /// once with it, without waiting for the lock again.
+    prepare_failed: OnceLock<GpuError>,
     /// This process's registration as a user of the device, while the session lives.
     _registration: Option<Arc<Registration>>,
     contention: Mutex<Contention>,
@@ -113,6 +116,7 @@ impl GpuSession {
             exclusivity,
             held: Mutex::new(None),
             lock_failed: OnceLock::new(),
+            prepare_failed: OnceLock::new(),
             _registration: registration,
             contention: Mutex::new(Contention::default()),
         }
@@ -460,6 +464,9 @@ impl GpuSession {
         if let Some(cause) = self.unusable.get() {
             return Err(GpuError::Unusable(cause.clone()));
         }
+        if let Some(e) = self.prepare_failed.get() {
+            return Err(e.clone());
+        }
         let all = self.profile.probe.variants();
         let missing: Vec<Variant> = needs
             .iter()
@@ -479,7 +486,7 @@ impl GpuSession {
             if !missing.is_empty() {
                 *lock_ignoring_poison(&self.held) = None;
             }
-            return Err(e);
+            return Err(self.prepare_failed.get_or_init(|| e).clone());
         }
         if !missing.is_empty() {
             // In wave mode, one wave for everything this run will need (the planned set),

@@ -85,6 +85,31 @@ pub fn own_sms(
     rs
 }
 
+/// [`own_sms`] for each wave set a run measured: `rs` are the run's results for `vs`, and
+/// `sets(n)` the wave sets of its `n` measured variants, in order (a variant the GPU
+/// refused has an error and took no place in them, so the sets are those of the others).
+pub fn own_sms_in_sets(
+    vs: &[Variant],
+    rs: Vec<Result<VariantResult, GpuError>>,
+    sets: impl FnOnce(usize) -> Vec<std::ops::Range<usize>>,
+    mut rerun: impl FnMut(&[Variant]) -> Vec<Result<VariantResult, GpuError>>,
+) -> Vec<Result<VariantResult, GpuError>> {
+    let measured: Vec<usize> = (0..rs.len()).filter(|&i| rs[i].is_ok()).collect();
+    let mut out: Vec<Option<Result<VariantResult, GpuError>>> = rs.into_iter().map(Some).collect();
+    for set in sets(measured.len()) {
+        let at = &measured[set];
+        let of_set: Vec<Variant> = at.iter().map(|&i| vs[i]).collect();
+        let results = at.iter().filter_map(|&i| out[i].take()).collect();
+        for (&i, r) in at.iter().zip(own_sms(&of_set, results, &mut rerun)) {
+            out[i] = Some(r);
+        }
+    }
+    out.into_iter()
+        .zip(vs)
+        .map(|(r, v)| r.unwrap_or_else(|| Err(GpuError::Variant(format!("{v} was not measured")))))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,6 +118,57 @@ mod tests {
         let mut r = VariantResult::measured(v, vec![vec![7]; sms.len()]);
         r.sm_ids = sms.iter().map(|s| s.to_vec()).collect();
         Ok(r)
+    }
+
+    #[test]
+    fn the_sets_checked_are_those_the_run_measured_a_refused_variant_left_out() {
+        let vs = [
+            Variant::new(7, 1),
+            Variant::new(7, 2),
+            Variant::new(13, 4),
+            Variant::new(29, 1),
+        ];
+        // vs[0] was refused; the others ran as waves of two and one: vs[1] and vs[2]
+        // together, vs[3] alone, on an SM vs[2] had used in the wave before.
+        let rs = vec![
+            Err(GpuError::cuda(
+                "launching",
+                "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+            )),
+            on_sms(vs[1], &[&[0]]),
+            on_sms(vs[2], &[&[1]]),
+            on_sms(vs[3], &[&[1]]),
+        ];
+        let halves = |n: usize| -> Vec<std::ops::Range<usize>> {
+            let h = n.div_ceil(2);
+            vec![0..h, h..n]
+        };
+        let asked = std::cell::RefCell::new(0);
+        let out = own_sms_in_sets(&vs, rs.clone(), halves, |_| {
+            *asked.borrow_mut() += 1;
+            Vec::new()
+        });
+        // Judged by the sets of all four (vs[2] with vs[3]), the two would have shared.
+        assert_eq!(*asked.borrow(), 0);
+        assert_eq!(out, rs);
+        // Sharing within a set measured is still found (both of the set shared: kept,
+        // each with the sharing as its problem).
+        let rs2 = vec![
+            rs[0].clone(),
+            on_sms(vs[1], &[&[5]]),
+            on_sms(vs[2], &[&[5]]),
+            rs[3].clone(),
+        ];
+        let out = own_sms_in_sets(&vs, rs2, halves, |_| unreachable!());
+        for r in &out[1..3] {
+            let p = &r.as_ref().unwrap().output_problems;
+            assert!(
+                p.len() == 1 && p[0].contains("did not each get an SM"),
+                "{p:?}"
+            );
+        }
+        assert!(out[3].as_ref().unwrap().output_problems.is_empty());
+        assert!(out[0].is_err());
     }
 
     #[test]

@@ -271,20 +271,15 @@ impl Target for CudaTarget {
         match settings.mode {
             Mode::Wave => {
                 let sms = self.device.sm_count;
-                let mut rs = probe.measure_wave(variants, settings, sms).into_iter();
-                // One block per SM is wave mode's premise: checked for each wave set, and
-                // what broke it measured again (see `own_sms`).
-                Ok(
-                    crate::measure::wave_sets(variants.len(), settings.blocks, sms)
-                        .into_iter()
-                        .flat_map(|set| {
-                            let of_set: Vec<_> = rs.by_ref().take(set.len()).collect();
-                            crate::measure::own_sms(&variants[set], of_set, |again| {
-                                probe.measure_wave(again, settings, sms)
-                            })
-                        })
-                        .collect(),
-                )
+                let rs = probe.measure_wave(variants, settings, sms);
+                // One block per SM is wave mode's premise: checked for each wave set the run
+                // measured, and what broke it measured again (see `own_sms`).
+                Ok(crate::measure::own_sms_in_sets(
+                    variants,
+                    rs,
+                    |n| crate::measure::wave_sets(n, settings.blocks, sms),
+                    |again| probe.measure_wave(again, settings, sms),
+                ))
             }
             Mode::Serial => Ok(probe.measure_serial(variants, settings)),
         }
