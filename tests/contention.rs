@@ -324,20 +324,46 @@ fn slowed_clocks_are_errors_too() {
     drop(s);
 }
 
+/// The device's lock in `dir`, taken at once through another open file description, which
+/// conflicts as another process's would.
+fn held_elsewhere(dir: &Path) -> lock::DeviceLock {
+    lock::acquire(
+        dir,
+        &key().stem().unwrap(),
+        Duration::ZERO,
+        Duration::from_millis(1),
+        |_| {},
+    )
+    .unwrap()
+}
+
+/// Our parent (a live process) registered in `dir` as another accprobe process of the
+/// device, and its registration file.
+fn registered_peer(dir: &Path) -> (u32, std::path::PathBuf) {
+    let peer = std::os::unix::process::parent_id();
+    std::fs::create_dir_all(dir).unwrap();
+    let file = dir.join(format!("{}.pid-{peer}", key().stem().unwrap()));
+    std::fs::write(&file, b"").unwrap();
+    (peer, file)
+}
+
+/// The GPU with our context and `peer`'s.
+fn with(peer: u32) -> Snapshot {
+    Snapshot {
+        processes: vec![own(), GpuProcess::new(peer, Some("probe"))],
+        ..Snapshot::default()
+    }
+}
+
 #[test]
 fn a_waiting_accprobe_is_no_foreign_process() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("lock");
     let t = Keyed::new();
     // Another accprobe process registered for the device (here: our parent, which lives).
-    let peer = std::os::unix::process::parent_id();
+    let (peer, _) = registered_peer(&dir);
     let stem = key().stem().unwrap();
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(format!("{stem}.pid-{peer}")), b"").unwrap();
-    let both = Snapshot {
-        processes: vec![own(), GpuProcess::new(peer, Some("probe"))],
-        ..Snapshot::default()
-    };
+    let both = with(peer);
     let s = session(&t, &dir, Script::new(vec![both]), 0);
     // The session registered itself beside it.
     assert!(dir
@@ -374,17 +400,10 @@ fn a_peer_that_ends_while_we_measure_is_no_foreign_process() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("lock");
     let t = Keyed::new();
-    let peer = std::os::unix::process::parent_id();
-    let stem = key().stem().unwrap();
-    std::fs::create_dir_all(&dir).unwrap();
-    let registration = dir.join(format!("{stem}.pid-{peer}"));
-    std::fs::write(&registration, b"").unwrap();
+    let (peer, registration) = registered_peer(&dir);
     let monitor = Arc::new(Ending {
         registration: registration.clone(),
-        both: Snapshot {
-            processes: vec![own(), GpuProcess::new(peer, Some("probe"))],
-            ..Snapshot::default()
-        },
+        both: with(peer),
         taken: AtomicUsize::new(0),
     });
     let s = session(&t, &dir, monitor, 2);
@@ -414,16 +433,8 @@ fn without_nvml_the_run_says_so_and_measures() {
 fn a_gpu_held_by_another_process_is_waited_for_then_an_error() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("lock");
-    let stem = key().stem().unwrap();
     // Another open file description of the lock conflicts as another process's would.
-    let other = lock::acquire(
-        &dir,
-        &stem,
-        Duration::ZERO,
-        Duration::from_millis(1),
-        |_| {},
-    )
-    .unwrap();
+    let other = held_elsewhere(&dir);
     let t = Keyed::new();
     let s = session(&t, &dir, Script::new(vec![clean()]), 0);
     let e = s.results_for(&[Variant::new(7, 2)]).unwrap_err();
@@ -452,7 +463,6 @@ fn a_gpu_held_by_another_process_is_waited_for_then_an_error() {
 fn a_matrix_that_did_not_load_lets_the_lock_go_and_is_not_waited_for_again() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("lock");
-    let stem = key().stem().unwrap();
     let t = Keyed::new();
     t.broken.store(true, Ordering::SeqCst);
     let s = session(&t, &dir, Script::new(vec![clean()]), 0);
@@ -460,14 +470,7 @@ fn a_matrix_that_did_not_load_lets_the_lock_go_and_is_not_waited_for_again() {
     assert!(e.to_string().contains("error: broken"), "{e}");
     // The lock went with the failure: another process takes it at once...
     assert!(!s.holds_lock());
-    let other = lock::acquire(
-        &dir,
-        &stem,
-        Duration::ZERO,
-        Duration::from_millis(1),
-        |_| {},
-    )
-    .unwrap();
+    let other = held_elsewhere(&dir);
     // ...and a later case has the same error at once, neither waiting for the lock nor
     // loading again.
     assert_eq!(s.results_for(&[Variant::new(7, 1)]).unwrap_err(), e);

@@ -190,6 +190,17 @@ mod tests {
             .unwrap_or_else(|| panic!("{s:?} never happened: {steps:?}"))
     }
 
+    /// The launches of slot `i`, in the order they were queued.
+    fn launched(steps: &[Step], i: usize) -> Vec<usize> {
+        steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Launch(j, l) if *j == i => Some(*l),
+                _ => None,
+            })
+            .collect()
+    }
+
     #[test]
     fn each_slot_launches_again_once_its_last_launch_ended() {
         // Slot 1 is slow on its first launch: the others go on without it.
@@ -198,14 +209,7 @@ mod tests {
         let steps = gpu.steps;
         // Every launch once, each slot's in order, each after the one before it ended.
         for i in 0..6 {
-            let launched: Vec<usize> = steps
-                .iter()
-                .filter_map(|s| match s {
-                    Step::Launch(j, l) if *j == i => Some(*l),
-                    _ => None,
-                })
-                .collect();
-            assert_eq!(launched, [0, 1, 2], "slot {i}");
+            assert_eq!(launched(&steps, i), [0, 1, 2], "slot {i}");
             for l in 1..3 {
                 assert!(
                     position(&steps, Step::Ended(i, l - 1)) < position(&steps, Step::Launch(i, l))
@@ -253,14 +257,7 @@ mod tests {
         pace(&mut gpu, &cut).unwrap();
         let steps = gpu.steps;
         for i in 0..2 {
-            let launched: Vec<usize> = steps
-                .iter()
-                .filter_map(|s| match s {
-                    Step::Launch(j, l) if *j == i => Some(*l),
-                    _ => None,
-                })
-                .collect();
-            assert_eq!(launched, [0, 1, 2, 3, 4], "slot {i}");
+            assert_eq!(launched(&steps, i), [0, 1, 2, 3, 4], "slot {i}");
         }
         // The third group's buffer is the first's: poisoned after the first was checked
         // and after the second ended, before any launch of its own.
