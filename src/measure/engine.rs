@@ -189,17 +189,9 @@ struct CudaLanes<'a> {
 }
 
 impl CudaLanes<'_> {
-    /// The group that holds launch `launch` of `slot`.
-    fn group_of(&self, slot: usize, launch: usize) -> &Group {
-        self.blocks
-            .iter()
-            .find(|g| g.slots.contains(&slot) && g.range().contains(&launch))
-            .expect("every launch of every slot is in a group")
-    }
-
-    /// What the GPU was doing at `launch` of `slot`'s group, for an error it reports.
-    fn running(&self, slot: usize, launch: usize) -> String {
-        let g = self.group_of(slot, launch);
+    /// What the GPU was doing at `launch` of group `group`, for an error it reports.
+    fn running(&self, group: usize, launch: usize) -> String {
+        let g = &self.blocks[group];
         g.describe(&self.vs[g.slots.clone()], launch)
     }
 }
@@ -207,8 +199,8 @@ impl CudaLanes<'_> {
 impl Lanes for CudaLanes<'_> {
     /// With its events in serial mode; sets `blame` to a variant whose launch the GPU
     /// refuses.
-    fn launch(&mut self, i: usize, launch: usize) -> Result<(), GpuError> {
-        let g = self.group_of(i, launch);
+    fn launch(&mut self, group: usize, i: usize, launch: usize) -> Result<(), GpuError> {
+        let g = &self.blocks[group];
         let at = g.lo + g.at(launch);
         let slot = &self.slots[i];
         let st = &slot.stream;
@@ -248,12 +240,12 @@ impl Lanes for CudaLanes<'_> {
 
     /// An error of the kernels (an illegal address) shows here, named as far as the group
     /// says.
-    fn ended(&mut self, i: usize, launch: usize) -> Result<bool, GpuError> {
+    fn ended(&mut self, group: usize, i: usize, launch: usize) -> Result<bool, GpuError> {
         let stream = self.slots[i].stream.cu_stream();
         match unsafe { sys::cuStreamQuery(stream) }.result() {
             Ok(()) => Ok(true),
             Err(DriverError(sys::CUresult::CUDA_ERROR_NOT_READY)) => Ok(false),
-            Err(e) => Err(GpuError::cuda(self.running(i, launch), e)),
+            Err(e) => Err(GpuError::cuda(self.running(group, launch), e)),
         }
     }
 

@@ -20,10 +20,10 @@ const LOOKAHEAD: usize = 4;
 
 /// What the pacing drives: a slot (a variant of the run) launches on a stream of its own.
 pub(super) trait Lanes {
-    /// Queues launch `launch` of slot `slot` on its idle stream.
-    fn launch(&mut self, slot: usize, launch: usize) -> Result<(), GpuError>;
+    /// Queues launch `launch` of slot `slot` (of group `group`) on its idle stream.
+    fn launch(&mut self, group: usize, slot: usize, launch: usize) -> Result<(), GpuError>;
     /// Whether launch `launch` of `slot`, the last queued on its stream, has ended.
-    fn ended(&mut self, slot: usize, launch: usize) -> Result<bool, GpuError>;
+    fn ended(&mut self, group: usize, slot: usize, launch: usize) -> Result<bool, GpuError>;
     /// Queues the read-back of group `group`, every launch of which has ended.
     fn read_back(&mut self, group: usize) -> Result<(), GpuError>;
     /// Waits for `group`'s read-back and checks what each of its launches gave.
@@ -46,7 +46,7 @@ pub(super) fn pace(lanes: &mut impl Lanes, groups: &[Group]) -> Result<(), GpuEr
             lanes.poison(g)?;
         }
         for i in group.slots.clone() {
-            lanes.launch(i, group.first)?;
+            lanes.launch(g, i, group.first)?;
         }
         crate::trace::mark(format!(
             "group {} of {}: first launches queued",
@@ -64,10 +64,10 @@ pub(super) fn pace(lanes: &mut impl Lanes, groups: &[Group]) -> Result<(), GpuEr
             let (mut k, mut running) = (0, 0);
             while k < queued.len() && running < LOOKAHEAD {
                 let (i, l) = queued[k];
-                if lanes.ended(i, l)? {
+                if lanes.ended(g, i, l)? {
                     queued.remove(k);
                     if l + 1 < end {
-                        lanes.launch(i, l + 1)?;
+                        lanes.launch(g, i, l + 1)?;
                         queued.push_back((i, l + 1));
                     }
                 } else {
@@ -137,7 +137,7 @@ mod tests {
     }
 
     impl Lanes for Fake {
-        fn launch(&mut self, slot: usize, launch: usize) -> Result<(), GpuError> {
+        fn launch(&mut self, _: usize, slot: usize, launch: usize) -> Result<(), GpuError> {
             if self.refuse == Some((slot, launch)) {
                 return Err(GpuError::cuda(format!("launching {slot}"), "refused"));
             }
@@ -153,7 +153,7 @@ mod tests {
             Ok(())
         }
 
-        fn ended(&mut self, slot: usize, launch: usize) -> Result<bool, GpuError> {
+        fn ended(&mut self, _: usize, slot: usize, launch: usize) -> Result<bool, GpuError> {
             self.clock += 1;
             let (l, end) = self.ends[&slot];
             assert_eq!(
