@@ -450,10 +450,7 @@ fn a_grandchild_in_a_new_session_holding_stdout_is_ended_at_the_limit() {
         Duration::from_millis(500),
     );
     let e = picks.of("chain7").unwrap_err();
-    assert!(
-        e.contains("gave no answer within its time limit"),
-        "{e}"
-    );
+    assert!(e.contains("gave no answer within its time limit"), "{e}");
     assert!(took < Duration::from_secs(5), "took {took:?}");
     assert!(left.is_empty(), "{left:?}");
 }
@@ -480,4 +477,42 @@ fn a_daemon_a_program_starts_does_not_outlive_the_gate() {
     assert!(e.contains("within its time limit"), "{e}");
     assert!(took < Duration::from_secs(5), "took {took:?}");
     assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_program_that_crashes_or_hangs_fails_the_known_deviations_too() {
+    // Named study, so that the H200 profile's known deviation of policy::study::chain13
+    // applies: a program that could not be asked fails it like every other policy case.
+    for (body, limit, cause) in [
+        (
+            "kill -SEGV $$",
+            Duration::from_secs(10),
+            "was ended by signal 11",
+        ),
+        (
+            "exec sleep 20",
+            Duration::from_millis(300),
+            "within its time limit",
+        ),
+    ] {
+        let (_dir, mut p) = faulty(body, limit);
+        if let PolicySource::Command(c) = &mut p.policy_gate.as_mut().unwrap().source {
+            c.name = "study".into();
+        }
+        let outcomes = policy_outcomes(&p);
+        let (_, o) = outcomes
+            .iter()
+            .find(|(n, _)| n == "policy::study::chain13")
+            .expect("policy::study::chain13");
+        let Outcome::Fail(m) = o else {
+            panic!("{body}: {o:?}");
+        };
+        assert!(
+            m.starts_with("policy study gave no pick for chain13: policy program study")
+                && m.lines().next().unwrap().contains(cause)
+                && m.contains("not the known deviation")
+                && m.contains("the study's policy picks acc2 at N=13"),
+            "{m}"
+        );
+    }
 }

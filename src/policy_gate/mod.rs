@@ -142,7 +142,8 @@ fn ask_program(
             contexts.len()
         )));
     }
-    answers(contexts, &ran.stdout.bytes, measured).map_err(|e| fail(format!("gave a bad answer: {e}")))
+    answers(contexts, &ran.stdout.bytes, measured)
+        .map_err(|e| fail(format!("gave a bad answer: {e}")))
 }
 
 /// The K of each context from the program's stdout: exactly one line per context, in

@@ -220,7 +220,11 @@ impl Streams {
                     None => Err(RunError::StillOpen),
                 };
             }
-            let wake = if self.control.is_some() { deadline } else { last };
+            let wake = if self.control.is_some() {
+                deadline
+            } else {
+                last
+            };
             self.poll_once(wake - now);
             if self.report.fd.is_none() {
                 // The tree is gone: what its pipes still hold is there to read now.

@@ -353,7 +353,11 @@ unsafe fn parent_of(pid: &[u8]) -> libc::pid_t {
 /// Closes every descriptor above 2 but `a` and `b`.
 unsafe fn close_all_but(a: RawFd, b: RawFd) {
     let (low, high) = (a.min(b) as libc::c_uint, a.max(b) as libc::c_uint);
-    let ranges = [(3, low.wrapping_sub(1)), (low + 1, high - 1), (high + 1, !0)];
+    let ranges = [
+        (3, low.wrapping_sub(1)),
+        (low + 1, high - 1),
+        (high + 1, !0),
+    ];
     for (first, last) in ranges {
         if first > last {
             continue;
@@ -389,7 +393,10 @@ mod tests {
 
     #[test]
     fn both_ways_of_listing_children_find_a_child() {
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
         let pid = child.id() as libc::pid_t;
         let (mut listed, mut scanned) = (Vec::new(), Vec::new());
         // SAFETY: both only read /proc.

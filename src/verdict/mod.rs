@@ -119,7 +119,8 @@ pub fn judge_with(
         }
     };
     let raw = evaluate_raw(case, profile, results, &found, picks);
-    let (outcome, failure) = known_deviations::apply(&case.name, profile, raw, || {
+    let another = policy::not_the_deviation(&case.check, picks, profile, &found);
+    let (outcome, failure) = known_deviations::apply(&case.name, profile, raw, another, || {
         failure::kind_of(&case.check, profile, &found)
     });
     let outcome = match outcome {
