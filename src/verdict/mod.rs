@@ -124,7 +124,7 @@ pub fn judge_with(
         failure::kind_of(&case.check, profile, &found)
     });
     let outcome = match outcome {
-        Outcome::Fail(m) => Outcome::Fail(red::text(case, profile, results, &m)),
+        Outcome::Fail(m) => Outcome::Fail(red::text(case, profile, results, &m, picks)),
         other => other,
     };
     Verdict { outcome, failure }
