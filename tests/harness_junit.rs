@@ -192,8 +192,8 @@ fn the_last_libtest_line_of_a_busy_run_counts_gpu_busy_as_failed() {
     let log = std::fs::read_to_string(sb.dir.join("out/libtest.log")).unwrap();
     let last = log
         .lines()
-        .filter(|l| l.starts_with("test result: "))
-        .last()
+        .rev()
+        .find(|l| l.starts_with("test result: "))
         .expect("a test result line");
     assert!(
         last.starts_with("test result: FAILED. ") && last.contains("; 1 failed; "),
