@@ -44,14 +44,7 @@ pub fn close(
     for s in &sessions {
         suites.push(finishing.session(s));
     }
-    let so_far = recorder.records();
-    let mut busy_cases = 0;
-    for s in &sessions {
-        for r in run_cases::records(s, &so_far) {
-            busy_cases += usize::from(r.case.status == Status::Failed);
-            recorder.push(r.case, r.skip);
-        }
-    }
+    let busy_cases = push_run_level(&sessions, recorder);
     let busy = busy_cases > 0;
     recorder.set_suites(suites);
     let written = recorder.write();
@@ -64,12 +57,7 @@ pub fn close(
     );
     let (mut text, tested) = summary(&recorder.records(), &sessions, required.as_deref());
     if busy {
-        let line = counting_busy(conclusion, busy_cases);
-        // A JSON log stays JSON: the line then goes with the summary.
-        match (&args.logfile, finishing.lines) {
-            (Some(log), Lines::Stdout) => append(log, &line),
-            _ => text.push_str(&line),
-        }
+        say_counting_busy(args, finishing.lines, conclusion, busy_cases, &mut text);
     }
     finishing.lines.say(&text);
     // A GPU runner that judged no GPU case (a filter that selects none, say) tested nothing.
@@ -103,6 +91,36 @@ pub fn close(
         101
     } else {
         0
+    }
+}
+
+/// Records the run-level cases of every session ([`run_cases::records`]); how many
+/// failing `gpu::busy` cases they hold.
+fn push_run_level(sessions: &[Arc<GpuSession>], recorder: &Recorder) -> usize {
+    let so_far = recorder.records();
+    let mut busy_cases = 0;
+    for s in sessions {
+        for r in run_cases::records(s, &so_far) {
+            busy_cases += usize::from(r.case.status == Status::Failed);
+            recorder.push(r.case, r.skip);
+        }
+    }
+    busy_cases
+}
+
+/// Says [`counting_busy`]'s line last: in libtest's `--logfile` when libtest writes its
+/// lines there, else at the end of the summary `text` (a JSON log stays JSON).
+fn say_counting_busy(
+    args: &Arguments,
+    lines: Lines,
+    conclusion: &Conclusion,
+    busy: usize,
+    text: &mut String,
+) {
+    let line = counting_busy(conclusion, busy);
+    match (&args.logfile, lines) {
+        (Some(log), Lines::Stdout) => append(log, &line),
+        _ => text.push_str(&line),
     }
 }
 
