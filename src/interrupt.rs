@@ -309,7 +309,8 @@ pub fn exit(code: u8) -> ! {
 /// (`_exit`, a signal, a SIGKILL) does too: a cancelled or killed run leaves no
 /// disassembler, compile worker or toolchain run going on, unwatched. So the thread that
 /// starts it must be the one that waits for it (`output`, `status`). Every process the
-/// crate and `cargo xtask` start goes through here.
+/// crate and `cargo xtask` start goes through here, but a policy program, which its
+/// supervisor starts (`policy_gate::supervisor`), killing its whole tree when the run ends.
 pub fn child(cmd: &mut std::process::Command) -> &mut std::process::Command {
     use std::os::unix::process::CommandExt;
     let set = set_of(&all());

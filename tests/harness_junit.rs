@@ -185,6 +185,23 @@ fn a_busy_gpu_is_one_failing_gpu_busy_case_and_the_cases_it_kept_are_skipped() {
 }
 
 #[test]
+fn the_last_libtest_line_of_a_busy_run_counts_gpu_busy_as_failed() {
+    let sb = Sandbox::new("junit-busy-line", &["h200"]);
+    let (code, _) = sb.run_on(vec![busy_target()], &GPU_ONLY);
+    assert_eq!(code, ExitCode::from(101));
+    let log = std::fs::read_to_string(sb.dir.join("out/libtest.log")).unwrap();
+    let last = log
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("test result: "))
+        .expect("a test result line");
+    assert!(
+        last.starts_with("test result: FAILED. ") && last.contains("; 1 failed; "),
+        "{last}\n{log}"
+    );
+}
+
+#[test]
 fn the_shared_measurement_is_a_case_of_its_own() {
     let sb = Sandbox::new("junit-measure", &["h200"]);
     let (code, report) = sb.run_on(vec![recorded(h200_run())], &GPU_ONLY);

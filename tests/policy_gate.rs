@@ -6,7 +6,9 @@
 mod common;
 
 use accprobe::expectations::policy::Accumulation;
-use accprobe::expectations::policy_source::{PolicyCommand, PolicyContext, PolicySource, Program};
+use accprobe::expectations::policy_source::{
+    Picks, PolicyCommand, PolicyContext, PolicySource, Program,
+};
 use accprobe::expectations::profile::Profile;
 use accprobe::model::variant::{Context, Sink};
 use accprobe::policy_gate::{ask, ask_source, STDERR_LIMIT};
@@ -397,4 +399,120 @@ fn a_profile_names_its_program_and_it_runs_in_the_profiles_folder() {
     std::fs::write(dir.path().join("answers"), "2\n".repeat(asked)).unwrap();
     let picks = ask(&p, None).unwrap();
     assert_eq!(picks.of("chain29"), Ok(2), "{picks:?}");
+}
+
+/// A copy of `sleep` in `dir`, so that the processes a test's program starts carry a
+/// marker no other process has: the copy's path, in their command line.
+fn sleeper(dir: &Path) -> String {
+    let sleep = ["/bin/sleep", "/usr/bin/sleep"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("sleep is installed");
+    let copy = dir.join("sleeper");
+    std::fs::copy(sleep, &copy).unwrap();
+    copy.display().to_string()
+}
+
+/// The processes whose command line holds `marker`.
+fn running(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if text.contains(marker) {
+            found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+/// The program `body` (which may start "$S", a marked copy of sleep), asked with `limit`:
+/// the picks, how long asking took, and the marked processes left afterwards.
+fn asked_with_sleeper(body: &str, limit: Duration) -> (Picks, Duration, Vec<String>) {
+    let (dir, p) = faulty(body, limit);
+    let marker = sleeper(dir.path());
+    let script = dir.path().join("policy.sh");
+    let text = std::fs::read_to_string(&script).unwrap();
+    let text = text.replacen("#!/bin/sh\n", &format!("#!/bin/sh\nS='{marker}'\n"), 1);
+    std::fs::write(&script, text).unwrap();
+    let start = std::time::Instant::now();
+    let picks = ask(&p, None).unwrap();
+    let took = start.elapsed();
+    (picks, took, running(&marker))
+}
+
+#[test]
+fn a_grandchild_in_a_new_session_holding_stdout_is_ended_at_the_limit() {
+    let (picks, took, left) = asked_with_sleeper(
+        "cat > /dev/null\nsetsid \"$S\" 20 &\nwait",
+        Duration::from_millis(500),
+    );
+    let e = picks.of("chain7").unwrap_err();
+    assert!(e.contains("gave no answer within its time limit"), "{e}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_grandchild_in_a_new_session_holding_stdout_ends_with_the_program() {
+    let (picks, took, left) = asked_with_sleeper(
+        "cat > /dev/null\nsetsid \"$S\" 20 &\nprintf '2\\n2\\n2\\n'",
+        Duration::from_secs(10),
+    );
+    assert_eq!(picks.of("chain13"), Ok(2), "{picks:?}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_daemon_a_program_starts_does_not_outlive_the_gate() {
+    // A daemon: a new session, every descriptor closed, its parent gone.
+    let (picks, took, left) = asked_with_sleeper(
+        "cat > /dev/null\n(setsid \"$S\" 20 < /dev/null > /dev/null 2>&1 &)\nsleep 20",
+        Duration::from_millis(500),
+    );
+    let e = picks.of("chain7").unwrap_err();
+    assert!(e.contains("within its time limit"), "{e}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_program_that_crashes_or_hangs_fails_the_known_deviations_too() {
+    // Named study, so that the H200 profile's known deviation of policy::study::chain13
+    // applies: a program that could not be asked fails it like every other policy case.
+    for (body, limit, cause) in [
+        (
+            "kill -SEGV $$",
+            Duration::from_secs(10),
+            "was ended by signal 11",
+        ),
+        (
+            "exec sleep 20",
+            Duration::from_millis(300),
+            "within its time limit",
+        ),
+    ] {
+        let (_dir, mut p) = faulty(body, limit);
+        if let PolicySource::Command(c) = &mut p.policy_gate.as_mut().unwrap().source {
+            c.name = "study".into();
+        }
+        let outcomes = policy_outcomes(&p);
+        let (_, o) = outcomes
+            .iter()
+            .find(|(n, _)| n == "policy::study::chain13")
+            .expect("policy::study::chain13");
+        let Outcome::Fail(m) = o else {
+            panic!("{body}: {o:?}");
+        };
+        assert!(
+            m.starts_with("policy study gave no pick for chain13: policy program study")
+                && m.lines().next().unwrap().contains(cause)
+                && m.contains("not the known deviation")
+                && m.contains("the study's policy picks acc2 at N=13"),
+            "{m}"
+        );
+    }
 }

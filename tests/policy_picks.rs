@@ -42,14 +42,24 @@ fn the_committed_picks_hold_on_the_committed_run() {
 
 #[test]
 fn a_known_deviation_does_not_hide_a_worse_pick() {
-    // The scenario: the study policy's default K from 2 to 3 on the committed H200
-    // run. chain13's own policy case stays a known deviation; its picks case is red.
+    // The study policy's default K from 2 to 3 on the committed H200 run: its picks case
+    // is red, and so is chain13's own policy case: acc3 is not the pick its known deviation
+    // records (the blessed acc2), so that deviation does not excuse it.
     let p = changed(&[("default_accumulators: 2", "default_accumulators: 3")]);
     let r = p.recorded.clone().unwrap();
-    assert!(matches!(
-        outcome(&p, &r, "policy::study::chain13"),
-        Outcome::KnownDeviation { .. }
-    ));
+    let v = judge(case(&cases(&p), "policy::study::chain13"), &p, &r);
+    let Outcome::Fail(m) = &v.outcome else {
+        panic!("{:?}", v.outcome);
+    };
+    assert!(
+        m.starts_with("policy study picks acc3 at chain 13")
+            && m.contains(
+                "not the known deviation: it records the blessed pick acc2, and the pick is acc3"
+            )
+            && m.contains("the study's policy picks acc2 at N=13"),
+        "{m}"
+    );
+    assert_eq!(v.failure, Some(FailureKind::Policy));
     let v = judge(case(&cases(&p), "policy::study::picks::chain13"), &p, &r);
     let Outcome::Fail(m) = &v.outcome else {
         panic!("{:?}", v.outcome);
@@ -61,6 +71,27 @@ fn a_known_deviation_does_not_hide_a_worse_pick() {
         "{m}"
     );
     assert_eq!(v.failure, Some(FailureKind::Policy));
+}
+
+#[test]
+fn a_known_deviation_does_not_excuse_a_pick_that_was_not_measured() {
+    // acc6 is measured nowhere: chain13's known deviation (acc2 below the best) is not why
+    // its case fails now.
+    let p = changed(&[
+        ("  accumulators: 4", "  accumulators: 7"),
+        ("default_accumulators: 2", "default_accumulators: 6"),
+    ]);
+    let r = p.recorded.clone().unwrap();
+    let v = judge(case(&cases(&p), "policy::study::chain13"), &p, &r);
+    let Outcome::Fail(m) = &v.outcome else {
+        panic!("{:?}", v.outcome);
+    };
+    assert!(
+        m.starts_with("policy study picks acc6 at chain 13, which the profile does not measure")
+            && m.contains("not the known deviation")
+            && m.contains("the study's policy picks acc2 at N=13"),
+        "{m}"
+    );
 }
 
 #[test]

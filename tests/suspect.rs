@@ -1,7 +1,8 @@
 //! Every red case says its first suspect besides the number: the compiler (the SASS digest
 //! differs from the blessed one), the toolchain (driver or NVRTC differ from the baselines'
-//! origin) or neither (hardware, clocks, contention). Checked on the committed H200 run,
-//! mutated as each kind of change would change it.
+//! origin) or neither (hardware, clocks, contention); a policy case's is the policy unless
+//! the measured progress moved. Checked on the committed H200 run, mutated as each kind of
+//! change would change it.
 
 mod common;
 
@@ -314,4 +315,96 @@ fn a_schedule_only_change_suspects_the_compilers_schedule_not_the_hardware() {
     common::scale(&mut r, "chain7_acc1_effective1", 0.9);
     let m = fail(&p, &r, "probe::chain7_acc1_effective1");
     assert!(m.contains("first suspect: the hardware"), "{m}");
+}
+
+/// The H200 profile with its study policy asked through the shell script `body`, in a
+/// folder with a long name (so that the command is long), named `study` so that the
+/// profile's known deviations and blessed picks are its own.
+fn with_program(body: &str) -> (tempfile::TempDir, Profile) {
+    use accprobe::expectations::policy_source::{PolicyCommand, PolicySource, Program};
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix(&"a-folder-with-a-long-name-".repeat(5))
+        .tempdir()
+        .unwrap();
+    let script = dir.path().join("policy.sh");
+    std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (mut p, _) = h200();
+    let gate = p.policy_gate.as_mut().unwrap();
+    gate.source = PolicySource::Command(PolicyCommand {
+        name: "study".into(),
+        program: Program::InFolder(script),
+        args: Vec::new(),
+        dir: dir.path().to_path_buf(),
+        time_limit: std::time::Duration::from_secs(10),
+        probe_context: gate.source.probe_context(),
+    });
+    (dir, p)
+}
+
+/// The text of `case`'s failure, the policy asked once.
+fn policy_failure(p: &Profile, r: &RunResults, case: &str) -> String {
+    let picks = accprobe::policy_gate::ask(p, Some(r));
+    let cases = accprobe::verdict::cases::cases(p);
+    let v = accprobe::verdict::judge_with(common::case(&cases, case), p, r, picks.as_ref());
+    common::fail_text(v.outcome)
+}
+
+#[test]
+fn a_program_that_gives_no_pick_suspects_the_policy_and_the_message_keeps_the_cause() {
+    let (p, r) = h200();
+    for (body, cause) in [
+        ("kill -SEGV $$", "was ended by signal 11"),
+        (
+            "cat > /dev/null\nprintf 'banana\\n'",
+            "gave a bad answer: answered 1 lines",
+        ),
+    ] {
+        let (_dir, p) = with_program(body);
+        let m = policy_failure(&p, &r, "policy::study::chain7");
+        assert!(
+            m.contains("\nfirst suspect: the policy (it gave no pick)"),
+            "{m}"
+        );
+        let message = accprobe::report::junit::message(&m);
+        assert!(
+            message.contains(cause)
+                && message.ends_with("first suspect: the policy (it gave no pick)"),
+            "{message}"
+        );
+    }
+    drop(p);
+}
+
+#[test]
+fn a_pick_changed_since_the_bless_suspects_the_policy() {
+    use accprobe::expectations::policy::Policy;
+    use accprobe::expectations::policy_source::PolicySource;
+    let (mut p, r) = h200();
+    let text = std::fs::read_to_string(common::root().join("expectations/policies/study.yaml"))
+        .unwrap()
+        .replace("default_accumulators: 2", "default_accumulators: 3");
+    let policy = Policy::parse(&text, std::path::Path::new("changed.yaml")).unwrap();
+    p.policy_gate.as_mut().unwrap().source = PolicySource::File(policy);
+    for case in ["policy::study::chain13", "policy::study::picks::chain13"] {
+        let m = fail(&p, &r, case);
+        assert!(
+            m.contains(
+                "\nfirst suspect: the policy (its pick changed since the bless: acc2 → acc3)"
+            ),
+            "{case}: {m}"
+        );
+    }
+}
+
+#[test]
+fn a_policy_case_whose_progress_moved_suspects_the_measurement() {
+    let (p, mut r) = h200();
+    slow_down(&mut r);
+    let m = fail(&p, &r, "policy::study::chain7");
+    assert!(
+        m.contains("\nfirst suspect: the hardware, clocks or contention"),
+        "{m}"
+    );
 }

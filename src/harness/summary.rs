@@ -1,9 +1,10 @@
 //! The end of a run: the JUnit file written with every suite's final properties, the
 //! closing summary after libtest's line (the cases by status, the ignored ones by reason,
-//! whether the GPU was tested), and the exit code.
+//! whether the GPU was tested, and a `test result:` line counting a failing `gpu::busy`,
+//! which libtest's own line cannot), and the exit code.
 
 use super::env::{Paths, RunOptions, REQUIRE_GPU_ENV};
-use super::outputs::Finishing;
+use super::outputs::{Finishing, Lines};
 use super::plan::Plan;
 use super::recorder::{self, Recorder, Skip};
 use super::{compile_only, gpu, progress_note, run_cases};
@@ -43,14 +44,8 @@ pub fn close(
     for s in &sessions {
         suites.push(finishing.session(s));
     }
-    let so_far = recorder.records();
-    let mut busy = false;
-    for s in &sessions {
-        for r in run_cases::records(s, &so_far) {
-            busy |= r.case.status == Status::Failed;
-            recorder.push(r.case, r.skip);
-        }
-    }
+    let busy_cases = push_run_level(&sessions, recorder);
+    let busy = busy_cases > 0;
     recorder.set_suites(suites);
     let written = recorder.write();
     progress_note(
@@ -60,7 +55,10 @@ pub fn close(
             Err(_) => "results written, the JUnit file not",
         },
     );
-    let (text, tested) = summary(&recorder.records(), &sessions, required.as_deref());
+    let (mut text, tested) = summary(&recorder.records(), &sessions, required.as_deref());
+    if busy {
+        say_counting_busy(args, finishing.lines, conclusion, busy_cases, &mut text);
+    }
     finishing.lines.say(&text);
     // A GPU runner that judged no GPU case (a filter that selects none, say) tested nothing.
     let untested = options.require_gpu && tested == 0 && !busy;
@@ -93,6 +91,65 @@ pub fn close(
         101
     } else {
         0
+    }
+}
+
+/// Records the run-level cases of every session ([`run_cases::records`]); how many
+/// failing `gpu::busy` cases they hold.
+fn push_run_level(sessions: &[Arc<GpuSession>], recorder: &Recorder) -> usize {
+    let so_far = recorder.records();
+    let mut busy_cases = 0;
+    for s in sessions {
+        for r in run_cases::records(s, &so_far) {
+            busy_cases += usize::from(r.case.status == Status::Failed);
+            recorder.push(r.case, r.skip);
+        }
+    }
+    busy_cases
+}
+
+/// Says [`counting_busy`]'s line last: in libtest's `--logfile` when libtest writes its
+/// lines there, else at the end of the summary `text` (a JSON log stays JSON).
+fn say_counting_busy(
+    args: &Arguments,
+    lines: Lines,
+    conclusion: &Conclusion,
+    busy: usize,
+    text: &mut String,
+) {
+    let line = counting_busy(conclusion, busy);
+    match (&args.logfile, lines) {
+        (Some(log), Lines::Stdout) => append(log, &line),
+        _ => text.push_str(&line),
+    }
+}
+
+/// libtest's `test result:` line for a run whose cases ended with `conclusion`, counting
+/// the `busy` failing `gpu::busy` cases, which are made after libtest's own line: the line
+/// a log shows last counts what failed.
+fn counting_busy(conclusion: &Conclusion, busy: usize) -> String {
+    format!(
+        "\ntest result: FAILED. {} passed; {} failed; {} ignored; {} measured; {} filtered out; \
+         with {} (the GPU was not ours while it was measured)\n",
+        conclusion.num_passed,
+        conclusion.num_failed + busy as u64,
+        conclusion.num_ignored,
+        conclusion.num_measured,
+        conclusion.num_filtered_out,
+        run_cases::BUSY_CASE
+    )
+}
+
+/// Appends `line` to libtest's `--logfile` `log`, after libtest's own lines; said on
+/// stderr when it cannot.
+fn append(log: &str, line: &str) {
+    use std::io::Write;
+    let appended = std::fs::OpenOptions::new()
+        .append(true)
+        .open(log)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = appended {
+        crate::say_err!("accprobe: cannot append to --logfile {log}: {e}");
     }
 }
 

@@ -8,6 +8,7 @@
 //! `cargo xtask`; the verdicts get the answers as data ([`Picks`]).
 
 mod run;
+mod supervisor;
 
 use crate::expectations::policy::MAX_POLICY_ACCUMULATORS;
 use crate::expectations::policy_source::{
@@ -17,7 +18,6 @@ use crate::expectations::profile::Profile;
 use crate::model::results::RunResults;
 use crate::verdict::cases::{policy_contexts, Case, Check};
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// The most of a program's stdout read: far more than a K per line needs.
@@ -92,31 +92,37 @@ fn ask_program(
     contexts: &[PolicyContext],
     measured: &[u32],
 ) -> Result<BTreeMap<String, u32>, String> {
-    let who = format!("policy program {} ({})", c.name, c.display());
+    // What went wrong comes first, the command after it: a message cut short keeps the cause.
+    let who = format!("policy program {}", c.name);
+    let command = format!(" (command: {})", c.display());
     let mut input = String::new();
     for ctx in contexts {
         input.push_str(&request_line(ctx));
         input.push('\n');
     }
-    let mut cmd = match &c.program {
-        Program::InFolder(p) => Command::new(p),
-        Program::OnPath(n) => Command::new(n),
+    let program = match &c.program {
+        Program::InFolder(p) => p.as_path(),
+        Program::OnPath(n) => std::path::Path::new(n),
     };
-    cmd.args(&c.args).current_dir(&c.dir);
+    let job = run::Job {
+        program,
+        args: &c.args,
+        dir: &c.dir,
+    };
     let ran = run::run(
-        &mut cmd,
+        &job,
         input.into_bytes(),
         c.time_limit,
         STDOUT_LIMIT,
         STDERR_LIMIT,
     )
-    .map_err(|e| format!("{who} cannot be started: {e}"))?;
+    .map_err(|e| format!("{who} {e}{command}"))?;
     let stderr = stderr_text(&ran.stderr);
-    let fail = |what: String| format!("{who}: {what}{stderr}");
+    let fail = |what: String| format!("{who} {what}{command}{stderr}");
     let status = match ran.status {
         None => {
             return Err(fail(format!(
-                "gave no answer within its time limit of {} s and was killed",
+                "gave no answer within its time limit of {} s and was killed, with every process it started",
                 c.time_limit.as_secs()
             )))
         }
@@ -136,7 +142,8 @@ fn ask_program(
             contexts.len()
         )));
     }
-    answers(contexts, &ran.stdout.bytes, measured).map_err(fail)
+    answers(contexts, &ran.stdout.bytes, measured)
+        .map_err(|e| fail(format!("gave a bad answer: {e}")))
 }
 
 /// The K of each context from the program's stdout: exactly one line per context, in

@@ -1,10 +1,16 @@
-//! One run of a policy program: its stdin written and closed, its stdout and stderr read
-//! with a bound each, and the program (with every process it started in its group) killed
-//! at the time limit.
+//! One run of a policy program under its supervisor ([`super::supervisor`]): its stdin
+//! written and closed, its stdout and stderr read with a bound each, all of it in one
+//! `poll` loop with a deadline, so that no pipe a process holds open can keep the gate
+//! waiting. At the time limit the gate closes the control pipe and the supervisor kills
+//! the program and everything it started; once the program ends, the supervisor kills
+//! what it left. Nothing of the tree outlives the run.
 
-use crate::interrupt;
-use std::io::{Read, Write};
-use std::process::{Command, ExitStatus, Stdio};
+use super::supervisor::{self, Ends, Exec, EXITED, KILLED, NOT_STARTED, REPORT};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 /// What the program left: its end, and at most the bound of each stream.
@@ -17,107 +23,267 @@ pub(super) struct Ran {
 }
 
 /// The first bytes of a stream, and whether it held more.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct Bounded {
     pub(super) bytes: Vec<u8>,
     pub(super) cut: bool,
 }
 
-/// How often the program's end is looked for while it runs.
-const POLL: Duration = Duration::from_millis(5);
+/// Why a run gave no [`Ran`].
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RunError {
+    #[error("cannot be started: {0}")]
+    Start(#[source] io::Error),
+    #[error("cannot be supervised: {0}")]
+    Supervise(#[source] io::Error),
+    #[error("cannot be supervised: its supervisor ended without saying how the program ended")]
+    Unreported,
+    #[error("left its stdout or stderr open in a process outside its own tree, {} s after its end", GRACE.as_secs())]
+    StillOpen,
+}
 
-/// Runs `cmd` with `input` on its stdin, keeping at most `out_limit` bytes of its stdout and
-/// `err_limit` of its stderr (the rest is read and dropped, so that it never blocks on a
-/// full pipe), and kills its process group once `limit` has passed.
+/// How long the gate waits, after the time limit or the end of the program's tree, for
+/// the last bytes of its pipes and its supervisor's end.
+const GRACE: Duration = Duration::from_secs(2);
+
+/// The program to run: `program` (a path, or a name on `PATH`) with `args`, in `dir`.
+pub(super) struct Job<'a> {
+    pub(super) program: &'a Path,
+    pub(super) args: &'a [String],
+    pub(super) dir: &'a Path,
+}
+
+/// Runs `job` with `input` on its stdin, keeping at most `out_limit` bytes of its stdout
+/// and `err_limit` of its stderr (the rest is read and dropped, so that it never blocks on
+/// a full pipe); once `limit` has passed, it and its whole tree are killed.
 pub(super) fn run(
-    cmd: &mut Command,
+    job: &Job<'_>,
     input: Vec<u8>,
     limit: Duration,
     out_limit: usize,
     err_limit: usize,
-) -> std::io::Result<Ran> {
-    use std::os::unix::process::CommandExt;
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut child = interrupt::child(cmd).spawn()?;
-    let group = child.id() as libc::pid_t;
-    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
-    std::thread::scope(|scope| {
-        // A program that does not read its stdin gets a broken pipe here, not a hang.
-        scope.spawn(move || {
-            if let Some(mut w) = stdin {
-                let _ = w.write_all(&input);
-            }
-        });
-        let out = scope.spawn(move || bounded(stdout, out_limit));
-        let err = scope.spawn(move || bounded(stderr, err_limit));
-        let deadline = Instant::now() + limit;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(s)) => break Some(s),
-                Ok(None) if Instant::now() >= deadline => {
-                    kill_group(group);
-                    let _ = child.wait();
-                    break None;
-                }
-                Ok(None) => std::thread::sleep(POLL),
-                Err(e) => {
-                    kill_group(group);
-                    let _ = child.wait();
-                    return Err(e);
-                }
-            }
-        };
-        // What the program started and left behind, holding its pipes open, goes too. While
-        // such a process lives the group does, so its id cannot name another group yet.
-        if !(out.is_finished() && err.is_finished()) {
-            std::thread::sleep(POLL);
-            if !(out.is_finished() && err.is_finished()) {
-                kill_group(group);
-            }
-        }
-        let join = |h: std::thread::ScopedJoinHandle<'_, Bounded>| {
-            h.join().unwrap_or(Bounded {
-                bytes: Vec::new(),
-                cut: false,
-            })
-        };
-        Ok(Ran {
-            status,
-            stdout: join(out),
-            stderr: join(err),
-        })
+) -> Result<Ran, RunError> {
+    let exec = Exec::new(job.program, job.args, job.dir).map_err(RunError::Start)?;
+    let pipes = || -> io::Result<_> {
+        Ok([
+            supervisor::pipe()?,
+            supervisor::pipe()?,
+            supervisor::pipe()?,
+            supervisor::pipe()?,
+            supervisor::pipe()?,
+        ])
+    };
+    let [stdin, stdout, stderr, control, report] = pipes().map_err(RunError::Supervise)?;
+    let pid = supervisor::spawn(
+        &exec,
+        &Ends {
+            stdin: &stdin.0,
+            stdout: &stdout.1,
+            stderr: &stderr.1,
+            control: &control.0,
+            report: &report.1,
+        },
+    )
+    .map_err(RunError::Supervise)?;
+    let mut io = Streams {
+        stdin: Some(stdin.1),
+        input,
+        written: 0,
+        out: Stream::new(stdout.0, out_limit),
+        err: Stream::new(stderr.0, err_limit),
+        report: Stream::new(report.0, 4 * REPORT),
+        control: Some(control.1),
+    };
+    drop((stdin.0, stdout.1, stderr.1, control.0, report.1));
+    let pumped = io.pump(limit, pid);
+    let mut status = 0;
+    // SAFETY: the supervisor is this run's own child; waiting for it by its id reaps it.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
+        && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+    {}
+    pumped?;
+    let status = ended(&io.report.kept.bytes)?;
+    Ok(Ran {
+        status,
+        stdout: io.out.kept,
+        stderr: io.err.kept,
     })
 }
 
-/// Kills the process group `group` this run started (its leader is the program): before
-/// the program is reaped, or after while a process of the group still holds its pipes (a
-/// group's id is not reused while a process of it lives), so it never reaches another.
-fn kill_group(group: libc::pid_t) {
-    // SAFETY: kill has no memory effects; a group that is gone gives ESRCH, ignored.
-    unsafe {
-        libc::kill(-group, libc::SIGKILL);
+/// How the program ended from the supervisor's reports: `None` when it was killed at the
+/// time limit.
+fn ended(reports: &[u8]) -> Result<Option<ExitStatus>, RunError> {
+    let reports: Vec<(i32, i32)> = reports
+        .chunks_exact(REPORT)
+        .map(|r| {
+            let word = |at: usize| i32::from_ne_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]]);
+            (word(0), word(4))
+        })
+        .collect();
+    if let Some((_, errno)) = reports.iter().find(|(kind, _)| *kind == NOT_STARTED) {
+        return Err(RunError::Start(io::Error::from_raw_os_error(*errno)));
+    }
+    match reports.last() {
+        Some((EXITED, status)) => Ok(Some(ExitStatus::from_raw(*status))),
+        Some((KILLED, _)) => Ok(None),
+        _ => Err(RunError::Unreported),
     }
 }
 
-fn bounded(from: Option<impl Read>, limit: usize) -> Bounded {
-    let mut bytes = Vec::new();
-    let mut cut = false;
-    if let Some(mut r) = from {
+/// One pipe the gate reads, and what it kept of it.
+struct Stream {
+    fd: Option<OwnedFd>,
+    kept: Bounded,
+    limit: usize,
+}
+
+impl Stream {
+    fn new(fd: OwnedFd, limit: usize) -> Stream {
+        nonblocking(&fd);
+        Stream {
+            fd: Some(fd),
+            kept: Bounded::default(),
+            limit,
+        }
+    }
+
+    /// Reads what the pipe holds now; closes it at its end or on an error.
+    fn drain(&mut self) {
+        let Some(fd) = &self.fd else { return };
         let mut buf = [0u8; 8192];
         loop {
-            match r.read(&mut buf) {
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    let room = limit.saturating_sub(bytes.len());
-                    bytes.extend_from_slice(&buf[..n.min(room)]);
-                    cut |= n > room;
-                }
+            // SAFETY: reads into `buf`, at most its length.
+            let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n > 0 {
+                let n = n as usize;
+                let room = self.limit.saturating_sub(self.kept.bytes.len());
+                self.kept.bytes.extend_from_slice(&buf[..n.min(room)]);
+                self.kept.cut |= n > room;
+                continue;
+            }
+            let e = io::Error::last_os_error().kind();
+            if n < 0 && e == io::ErrorKind::Interrupted {
+                continue;
+            }
+            if n < 0 && e == io::ErrorKind::WouldBlock {
+                return;
+            }
+            self.fd = None;
+            return;
+        }
+    }
+}
+
+fn nonblocking(fd: &OwnedFd) {
+    // SAFETY: fcntl on a descriptor this run owns.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+}
+
+/// The gate's ends of one run's pipes.
+struct Streams {
+    stdin: Option<OwnedFd>,
+    input: Vec<u8>,
+    written: usize,
+    out: Stream,
+    err: Stream,
+    report: Stream,
+    /// Held open until the time limit: closing it tells the supervisor to kill the tree.
+    control: Option<OwnedFd>,
+}
+
+impl Streams {
+    /// Moves bytes until the supervisor and every holder of the program's pipes are gone,
+    /// closing the control pipe at `limit`; past the grace after that, kills the
+    /// supervisor (`pid`) and stops reading.
+    fn pump(&mut self, limit: Duration, pid: libc::pid_t) -> Result<(), RunError> {
+        if let Some(fd) = &self.stdin {
+            nonblocking(fd);
+        }
+        let deadline = Instant::now() + limit;
+        let mut last = deadline + GRACE;
+        loop {
+            let now = Instant::now();
+            if self.out.fd.is_none() && self.err.fd.is_none() && self.report.fd.is_none() {
+                return Ok(());
+            }
+            if now >= deadline {
+                self.control = None;
+            }
+            if now >= last {
+                // SAFETY: the supervisor is not reaped yet, so its id is still its own.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                return match self.report.fd {
+                    Some(_) => Ok(()),
+                    None => Err(RunError::StillOpen),
+                };
+            }
+            let wake = if self.control.is_some() {
+                deadline
+            } else {
+                last
+            };
+            self.poll_once(wake - now);
+            if self.report.fd.is_none() {
+                // The tree is gone: what its pipes still hold is there to read now.
+                last = last.min(Instant::now() + GRACE);
             }
         }
     }
-    Bounded { bytes, cut }
+
+    /// One `poll` of every open pipe for at most `wait`, then what is ready moved.
+    fn poll_once(&mut self, wait: Duration) {
+        let mut fds = Vec::with_capacity(4);
+        if let Some(fd) = &self.stdin {
+            fds.push(pollfd(fd, libc::POLLOUT));
+        }
+        for s in [&self.out, &self.err, &self.report] {
+            if let Some(fd) = &s.fd {
+                fds.push(pollfd(fd, libc::POLLIN));
+            }
+        }
+        let ms = wait.as_millis().clamp(1, 1000) as libc::c_int;
+        // SAFETY: `fds` holds `fds.len()` initialised entries.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if n <= 0 {
+            return;
+        }
+        if self.stdin.is_some() {
+            self.feed();
+        }
+        self.out.drain();
+        self.err.drain();
+        self.report.drain();
+    }
+
+    /// Writes what the program's stdin takes now; closes it once all is written, or when
+    /// the program no longer reads it (a broken pipe, not a hang).
+    fn feed(&mut self) {
+        let Some(fd) = &self.stdin else { return };
+        while self.written < self.input.len() {
+            let rest = &self.input[self.written..];
+            // SAFETY: writes from `rest`, at most its length.
+            let n = unsafe { libc::write(fd.as_raw_fd(), rest.as_ptr().cast(), rest.len()) };
+            if n > 0 {
+                self.written += n as usize;
+                continue;
+            }
+            match io::Error::last_os_error().kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => return,
+                _ => break,
+            }
+        }
+        self.stdin = None;
+    }
+}
+
+fn pollfd(fd: &OwnedFd, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    }
 }

@@ -6,15 +6,28 @@ use crate::expectations::profile::Profile;
 /// Applies the profile's known deviations to case `name`'s raw outcome, strictly: a
 /// deviation that fails is excused, one that holds again fails, unless it is measured to be
 /// unsteady (`unsteady: true`: it holds on some GPUs of the model and fails on others),
-/// which is excused either way, saying which it did. With the kind of the failure, where it
-/// fails (`kind_of_failure` for a failure of the check itself).
+/// which is excused either way, saying which it did. A failure for `another` reason than
+/// the one a deviation records (a policy that gave no pick, another pick) is not excused:
+/// it fails with both reasons. With the kind of the failure, where it fails
+/// (`kind_of_failure` for a failure of the check itself).
 pub(super) fn apply(
     name: &str,
     profile: &Profile,
     raw: Outcome,
+    another: Option<String>,
     kind_of_failure: impl FnOnce() -> FailureKind,
 ) -> (Outcome, Option<FailureKind>) {
     let deviation = profile.known_deviations.get(name);
+    if let (Some(d), Outcome::Fail(detail), Some(why)) = (deviation, &raw, &another) {
+        return (
+            Outcome::Fail(format!(
+                "{detail}\nnot the known deviation: {why}; the profile {} records it as: {}",
+                profile.file.display(),
+                d.reason
+            )),
+            Some(kind_of_failure()),
+        );
+    }
     if let (Some(d), Outcome::Pass(detail)) = (deviation, &raw) {
         if d.unsteady {
             return (
@@ -47,5 +60,5 @@ pub(super) fn apply(
 
 /// [`apply`], the outcome alone (the compile-only gate's cases).
 pub(crate) fn with_known_deviations(name: &str, profile: &Profile, raw: Outcome) -> Outcome {
-    apply(name, profile, raw, || FailureKind::Invariant).0
+    apply(name, profile, raw, None, || FailureKind::Invariant).0
 }

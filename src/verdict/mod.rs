@@ -119,11 +119,12 @@ pub fn judge_with(
         }
     };
     let raw = evaluate_raw(case, profile, results, &found, picks);
-    let (outcome, failure) = known_deviations::apply(&case.name, profile, raw, || {
+    let another = policy::not_the_deviation(&case.check, picks, profile, &found);
+    let (outcome, failure) = known_deviations::apply(&case.name, profile, raw, another, || {
         failure::kind_of(&case.check, profile, &found)
     });
     let outcome = match outcome {
-        Outcome::Fail(m) => Outcome::Fail(red::text(case, profile, results, &m)),
+        Outcome::Fail(m) => Outcome::Fail(red::text(case, profile, results, &m, picks)),
         other => other,
     };
     Verdict { outcome, failure }

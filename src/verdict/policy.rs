@@ -20,6 +20,7 @@
 //! Where the results carry no ptxas register count (a recorded table), the policy's own
 //! `probe_context` stands for the base context, as it always has.
 
+use super::cases::Check;
 use super::spills::spill_problem;
 use super::Outcome;
 use crate::expectations::policy::Accumulation;
@@ -262,6 +263,73 @@ pub(super) fn against_blessed(
         Outcome::Pass(format!(
             "{text}: within the tolerance; bless it (cargo xtask bless) to record the new pick"
         ))
+    }
+}
+
+/// Why a failure of a policy case (`check`) is not the one a known deviation records,
+/// which is its pick falling below the best K: the policy gave no pick (a program that
+/// could not be asked), nothing was measured there, its pick was not measured, or its pick
+/// is not the one blessed (`policy_picks`), the pick the deviation was recorded with.
+/// `None` for any other check.
+pub(super) fn not_the_deviation(
+    check: &Check,
+    picks: Option<&Picks>,
+    profile: &Profile,
+    found: &[&VariantResult],
+) -> Option<String> {
+    let (place, own) = match *check {
+        Check::Policy {
+            chain,
+            sink,
+            context,
+            ..
+        } => (
+            Place {
+                chain,
+                sink,
+                context,
+            },
+            true,
+        ),
+        Check::PolicyPick {
+            chain,
+            sink,
+            context,
+            ..
+        } => (
+            Place {
+                chain,
+                sink,
+                context,
+            },
+            false,
+        ),
+        _ => return None,
+    };
+    let context = place.name();
+    let k = match picks.map(|p| p.of(&context)) {
+        Some(Ok(k)) => k,
+        Some(Err(_)) => return Some("the policy gave no pick".into()),
+        None => return Some("the policy was not asked".into()),
+    };
+    if !own {
+        return None;
+    }
+    match standing(k, found) {
+        Err(Unjudged::NoResults) => return Some("nothing was measured there".into()),
+        Err(Unjudged::NotMeasured) => return Some(format!("its pick acc{k} was not measured")),
+        Ok(_) => {}
+    }
+    let blessed = profile
+        .baselines
+        .as_ref()
+        .and_then(|b| b.policy_picks.get(&context))
+        .map(|b| b.accumulators);
+    match blessed {
+        Some(was) if was != k => Some(format!(
+            "it records the blessed pick acc{was}, and the pick is acc{k}"
+        )),
+        _ => None,
     }
 }
 

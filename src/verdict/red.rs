@@ -1,11 +1,12 @@
 //! The text of a red case, in the order its reader needs it: the verdict (one line), its
-//! first suspect, one line with what it was measured with (GPU, driver, NVRTC, options),
-//! the re-bless hint where blessing again is the fix of an expected change, then the
-//! detail (a SASS diff, say). A JUnit message carries the first two (see
-//! `report::junit`); the body carries all of it.
+//! first suspect (a policy case's: `suspect::policy_suspect`), one line with what it was
+//! measured with (GPU, driver, NVRTC, options), the re-bless hint where blessing again is
+//! the fix of an expected change, then the detail (a SASS diff, say). A JUnit message
+//! carries the first two (see `report::junit`); the body carries all of it.
 
 use super::cases::{Case, Check};
 use super::suspect;
+use crate::expectations::policy_source::Picks;
 use crate::expectations::profile::Profile;
 use crate::model::results::RunResults;
 
@@ -13,11 +14,39 @@ use crate::model::results::RunResults;
 const HINT: &str = "If the change is expected, re-bless";
 
 /// The whole text of `case`'s failure, from its evaluator's text `failed`.
-pub(super) fn text(case: &Case, profile: &Profile, results: &RunResults, failed: &str) -> String {
+pub(super) fn text(
+    case: &Case,
+    profile: &Profile,
+    results: &RunResults,
+    failed: &str,
+    picks: Option<&Picks>,
+) -> String {
     let mut lines = failed.lines();
     let mut out = vec![lines.next().unwrap_or("").to_string()];
-    if case.check != Check::BaselineEnvironment {
-        out.extend(suspect::first_suspect(&case.needs, profile, results));
+    match case.check {
+        Check::BaselineEnvironment => {}
+        Check::Policy {
+            chain,
+            sink,
+            context,
+            ..
+        }
+        | Check::PolicyPick {
+            chain,
+            sink,
+            context,
+            ..
+        } => {
+            let name = super::cases::policy_context_name(chain, sink, context);
+            out.extend(suspect::policy_suspect(
+                &name,
+                picks,
+                &case.needs,
+                profile,
+                results,
+            ));
+        }
+        _ => out.extend(suspect::first_suspect(&case.needs, profile, results)),
     }
     out.push(measured_with(results));
     out.extend(rebless_hint(case, profile));

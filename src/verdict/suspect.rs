@@ -4,13 +4,16 @@
 //! (control fields) differs (the compiler's schedule), or the GPU, driver or NVRTC differ
 //! from those the baselines were measured with (the toolchain), or none of these (the
 //! hardware, its clocks, or other work on the GPU), so that the reader knows where to look
-//! first.
+//! first. A policy case's suspect is the policy ([`policy_suspect`]) unless the measured
+//! progress moved.
 //!
 //! The line has two parts: the head, `first suspect: <who> (<what changed, short>)`, which
 //! a JUnit message carries whole beside the verdict (see [`head`]), and after [`DETAIL`]
 //! the detail the body carries (digests, versions, clocks, contention).
 
 use super::sass_diff::{schedule_changes, Scheduled};
+use crate::expectations::baselines::Baselines;
+use crate::expectations::policy_source::{Picks, PolicySource};
 use crate::expectations::profile::Profile;
 use crate::model::results::{total_stall, RunResults};
 use crate::model::variant::Variant;
@@ -220,6 +223,65 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
              is not ruled out"
         ))
     }
+}
+
+/// The first suspect of a red policy case about `context` that needs `needs`: the policy,
+/// whose program gave no pick, whose pick changed since the bless (its file changed, or
+/// its program's answers did), or whose pick falls below the best with the progress as
+/// blessed; unless the measured progress of a variant the case needs moved beyond its
+/// baseline's tolerance, when the measurement's suspect stands ([`first_suspect`]).
+pub(super) fn policy_suspect(
+    context: &str,
+    picks: Option<&Picks>,
+    needs: &[Variant],
+    profile: &Profile,
+    results: &RunResults,
+) -> Option<String> {
+    let k = match picks.map(|p| p.of(context)) {
+        Some(Ok(k)) => k,
+        Some(Err(_)) | None => {
+            return Some(format!(
+                "{PREFIX}the policy (it gave no pick){DETAIL}the policy was asked and gave no \
+                 pick for {context}: its error is the verdict; the measurement is not in question"
+            ))
+        }
+    };
+    let b = profile.baselines.as_ref()?;
+    if let Some(moved) = progress_moved(needs, b, results) {
+        return first_suspect(needs, profile, results).map(|line| format!("{line}; {moved}"));
+    }
+    let what = match profile.policy_gate.as_ref().map(|g| &g.source) {
+        Some(PolicySource::Command(_)) => "the program's answers",
+        _ => "the policy file",
+    };
+    let same = "the progress of every variant it needs is within its baseline's tolerance";
+    Some(match b.policy_picks.get(context).map(|p| p.accumulators) {
+        Some(was) if was != k => format!(
+            "{PREFIX}the policy (its pick changed since the bless: acc{was} → acc{k}){DETAIL}\
+             {what} changed since the bless; {same}"
+        ),
+        _ => format!(
+            "{PREFIX}the policy (its pick acc{k} with the progress as blessed){DETAIL}{same}"
+        ),
+    })
+}
+
+/// The first variant of `needs` whose progress moved beyond its baseline's tolerance, said
+/// in a few words; `None` when none did.
+fn progress_moved(needs: &[Variant], b: &Baselines, results: &RunResults) -> Option<String> {
+    needs.iter().find_map(|v| {
+        let name = v.name();
+        let base = *b.progress.get(&name)?;
+        let now = results.get(*v)?.mean_progress;
+        let tolerance = b.wider.get(&name).map_or(b.tolerance, |w| w.tolerance);
+        let change = now / base - 1.0;
+        (change.abs() > tolerance).then(|| {
+            format!(
+                "the measured progress moved: {name} {:+.2}% against its baseline",
+                change * 100.0
+            )
+        })
+    })
 }
 
 /// What the contention checks saw, for the hardware suspect.
