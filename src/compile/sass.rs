@@ -14,6 +14,12 @@ use crate::model::results::{self, SassSummary};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
+/// Opcodes whose operand is a place in the function's code: a label in nvdisasm's listing
+/// (`` `(.L_x_81) ``, numbered across the whole CUBIN), an address in cuobjdump's. Both are
+/// written relative to the instruction, so that a digest depends neither on the tool nor on
+/// which other kernels share the CUBIN (the phased loops' `BSSY` once did).
+const TARGETED: [&str; 2] = ["BRA", "BSSY"];
+
 /// One instruction, normalised: no address, no encoding, branch targets relative.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instruction {
@@ -149,10 +155,11 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseErro
         }
         let instr = instr.to_string();
         let mut target = None;
-        if instr
-            .split_whitespace()
-            .any(|w| w == "BRA" || w.starts_with("BRA."))
-        {
+        if instr.split_whitespace().any(|w| {
+            TARGETED
+                .iter()
+                .any(|t| w == *t || w.strip_prefix(t).is_some_and(|r| r.starts_with('.')))
+        }) {
             if let Some(hex) = instr.split_whitespace().find_map(|w| w.strip_prefix("0x")) {
                 target = Some(
                     u64::from_str_radix(hex.trim_end_matches(';'), 16)
@@ -279,14 +286,15 @@ pub fn summarise_on(
         .filter(|i| matches!(i.opcode(), "LDL" | "STL"))
         .map(|i| format!("/*{:04x}*/ {}", i.address, i.text))
         .collect();
-    // The measured loop: a backward branch whose body reads the clock.
+    // The measured loop: the first backward branch whose body reads the clock and holds an
+    // FFMA (a phased start's wait loop reads the clock too, but does no arithmetic).
     let back = instructions.iter().enumerate().find_map(|(end, i)| {
         let t = i.target.filter(|&t| t <= i.address)?;
         let start = instructions[..=end].iter().rposition(|x| x.address == t)?;
-        instructions[start..=end]
-            .iter()
-            .any(|x| x.text.contains("SR_CLOCKLO"))
-            .then_some((start, end))
+        let body = &instructions[start..=end];
+        (body.iter().any(|x| x.text.contains("SR_CLOCKLO"))
+            && body.iter().any(|x| x.opcode() == "FFMA"))
+        .then_some((start, end))
     });
     let (start, end) = back.ok_or(SummaryError::NoMeasuredLoop)?;
     // The loop's figures come from the normalised body as it is stored, through the
@@ -367,6 +375,27 @@ mod tests {
     }
 
     #[test]
+    fn a_bssy_target_is_relative_whatever_the_label_is_numbered() {
+        let cuobjdump = "
+\t\tFunction : k
+        /*0000*/                   BSSY B0, 0x20 ;
+        /*0010*/                   NOP ;
+        /*0020*/                   BSYNC B0 ;
+";
+        // nvdisasm numbers labels across the CUBIN: the same kernel beside others.
+        let nvdisasm = "
+.text.k:
+        /*0000*/                   BSSY B0, `(.L_x_81) ;
+        /*0010*/                   NOP ;
+.L_x_81:
+        /*0020*/                   BSYNC B0 ;
+";
+        let (a, b) = (parse(cuobjdump).unwrap(), parse(nvdisasm).unwrap());
+        assert_eq!(a["k"][0].normalised(), "BSSY B0, +2");
+        assert_eq!(b["k"][0].normalised(), "BSSY B0, +2");
+    }
+
+    #[test]
     fn opcodes_and_operands_drop_predicates_modifiers_and_reuse() {
         let i = Instruction {
             address: 0,
@@ -426,6 +455,21 @@ mod tests {
             .unwrap_err()
             .message
             .contains("does not follow"));
+        // A phased start waits on the clock in a loop of its own before the measured one:
+        // the measured loop is the first clock loop that does arithmetic.
+        let phased = parse(
+            "Function : k\n /*0000*/ CS2R R4, SR_CLOCKLO ;\n /*0010*/ CS2R R6, SR_CLOCKLO ;\n \
+             /*0020*/ @P0 BRA 0x10 ;\n /*0030*/ CS2R R8, SR_CLOCKLO ;\n \
+             /*0040*/ FFMA R1, R1, R2, R3 ;\n /*0050*/ @P1 BRA 0x30 ;\n /*0060*/ EXIT ;",
+        )
+        .unwrap();
+        let s = summarise(&phased["k"]).unwrap();
+        assert_eq!(
+            (s.loop_ffma, s.loop_body.len()),
+            (1, 3),
+            "{:?}",
+            s.loop_body
+        );
         let no_loop =
             parse("Function : k\n /*0000*/ FFMA R1, R1, R2, R3 ;\n /*0010*/ EXIT ;").unwrap();
         assert!(summarise(&no_loop["k"])
@@ -443,7 +487,8 @@ mod recorded {
     /// `cuobjdump -sass` of the CUBINs the H200 profile's recorded run measured (sm_90,
     /// tests/data/h200/): its 129 variants, its contexts included.
     const H200: &str = include_str!("../../tests/data/h200/sass.txt");
-    /// `nvdisasm` 13.2.51 of the same CUBINs, with their data sections.
+    /// `nvdisasm -ndf` (CUDA 13.0.85, on the H200) of the same CUBINs, with their data
+    /// sections and without the encoding words.
     const H200_NVDISASM: &str = include_str!("../../tests/data/h200/nvdisasm.txt");
 
     #[test]

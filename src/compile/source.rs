@@ -17,12 +17,13 @@ pub fn source(variants: &[Variant]) -> String {
         if !v.is_base() {
             let c = v.context;
             s.push_str(&format!(
-                "ACCPROBE_CONTEXT_VARIANT({v}, {}, {}, {}, {}, {}, {})\n",
+                "ACCPROBE_CONTEXT_VARIANT({v}, {}, {}, {}, {}, {}, {}, {})\n",
                 v.chain,
                 v.effective(),
                 v.sink.letter(),
                 c.side_chains,
                 c.live_values,
+                c.warps.unwrap_or(0),
                 c.warps
                     .map_or(String::new(), |w| format!("__launch_bounds__({})", w * 32))
             ));
@@ -125,10 +126,10 @@ mod tests {
             Variant::new(7, 8).with_sink(Sink::D).with_context(v48),
         ]);
         assert!(c.contains(
-            "ACCPROBE_CONTEXT_VARIANT(chain13_acc2_effective2_w16_s4, 13, 2, A, 4, 0, __launch_bounds__(512))\n"
+            "ACCPROBE_CONTEXT_VARIANT(chain13_acc2_effective2_w16_s4, 13, 2, A, 4, 0, 16, __launch_bounds__(512))\n"
         ));
         assert!(c.contains(
-            "ACCPROBE_CONTEXT_VARIANT(chain7_acc8_effective7_sinkD_v48, 7, 7, D, 0, 48, )\n"
+            "ACCPROBE_CONTEXT_VARIANT(chain7_acc8_effective7_sinkD_v48, 7, 7, D, 0, 48, 0, )\n"
         ));
         let in_kernel = KERNEL_SOURCE.matches("ACCPROBE_VARIANT(").count();
         assert_eq!(s.matches("ACCPROBE_VARIANT(").count(), in_kernel + 2);
