@@ -184,8 +184,12 @@ pub(super) fn pick(
             ))
         }
     };
+    let (st, basis) = match blessed_standing(k, found, profile) {
+        Some(blessed) => (blessed, "the blessed progress"),
+        None => (st, "this run's mean progress"),
+    };
     let text = format!(
-        "policy {name} picks acc{k} at {where_}: {:.1}, {:.2}% of the best, acc{} {:.1} (must reach {:.2}%), {}",
+        "policy {name} picks acc{k} at {where_}: {:.1}, {:.2}% of the best, acc{} {:.1} (must reach {:.2}%; {basis}), {}",
         st.progress,
         st.ratio() * 100.0,
         st.best_k,
@@ -356,6 +360,35 @@ fn asked<'a>(
 
 /// Why a policy case has no picks to judge.
 const NOT_ASKED: &str = "a policy program's picks are asked once per run, before the verdicts (cargo test --test probe, cargo xtask gate)";
+
+/// Where pick `k` stands among `found` by the blessed progress, when every variant of
+/// `found` has a baseline and its median is within that baseline's tolerance (its
+/// `probe::` case holds): then the pick is judged on the same figures in every run and
+/// mode, and a pick that sits on the line (within the noise the tolerance allows) gets the
+/// same verdict every time. `None` when a variant has no baseline or moved beyond it:
+/// the pick is then judged on this run's figures, and the variant that moved is red in its
+/// own case.
+fn blessed_standing(k: u32, found: &[&VariantResult], profile: &Profile) -> Option<Standing> {
+    let b = profile.baselines.as_ref()?;
+    let mut blessed = Vec::with_capacity(found.len());
+    for r in found {
+        let base = *b.progress.get(&r.name)?;
+        let now = r.summary.as_ref().map_or(r.mean_progress, |s| s.median);
+        let tolerance = b.wider.get(&r.name).map_or(b.tolerance, |w| w.tolerance);
+        if base <= 0.0 || (now / base - 1.0).abs() > tolerance {
+            return None;
+        }
+        blessed.push((r.accumulators, base));
+    }
+    let (best_k, best_progress) = blessed.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let progress = blessed.iter().find(|(a, _)| *a == k)?.1;
+    Some(Standing {
+        k,
+        progress,
+        best_k,
+        best_progress,
+    })
+}
 
 /// Where a pick stands among the measured K at its chain.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -7,7 +7,8 @@ use super::sass_diff::{self, Scheduled};
 use super::Outcome;
 use crate::expectations::profile::Profile;
 use crate::model::results::{
-    short_digest, without_side_chains, RunResults, SassSummary, VariantResult,
+    short_digest, single_dependent_chain, without_side_chains, RunResults, SassSummary,
+    VariantResult,
 };
 use crate::model::variant::Variant;
 
@@ -83,9 +84,11 @@ pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
             unroll.max(1)
         ));
     }
-    if e == 1 && !s.ffma_accumulates_in_place {
+    let strict =
+        e == 1 && s.loop_partials.len() as u32 == 1 + side && single_dependent_chain(&s.loop_body);
+    if e == 1 && !strict {
         problems.push(
-            "acc1 is not a strict chain: some FFMA's destination is not its accumulator source"
+            "acc1 is not a strict chain: some FFMA does not read the destination of the FFMA before it"
                 .into(),
         );
     }
@@ -106,10 +109,10 @@ pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
         },
         s.loop_ffma_destinations.len(),
         s.loop_ffma_destinations,
-        if e == 1 && s.ffma_accumulates_in_place {
-            ", strict single-register chain"
-        } else {
-            ""
+        match (strict, s.ffma_accumulates_in_place) {
+            (true, true) => ", strict single-register chain",
+            (true, false) => ", strict chain through renamed registers",
+            _ => "",
         }
     );
     if problems.is_empty() {

@@ -130,6 +130,43 @@ pub fn loop_shape<S: AsRef<str>>(body: &[S]) -> LoopShape {
     }
 }
 
+/// Whether the longest FFMA chain of a loop body (the accumulation's, where side chains
+/// hold one FFMA an iteration each) is strict: each of its FFMAs reads the destination of
+/// the one before it, and the first the destination of the last (the chain carried into
+/// the next iteration). In place (`FFMA R0, R0, ...`) or through registers ptxas renames
+/// within the iteration (`R51 -> R34 -> ... -> R51`, as it does where registers are short),
+/// it is the one chain acc1 asks for.
+pub fn single_dependent_chain<S: AsRef<str>>(body: &[S]) -> bool {
+    let chains = chain_of_each(body);
+    let mut sizes: BTreeMap<usize, usize> = BTreeMap::new();
+    for c in chains.iter().flatten() {
+        *sizes.entry(*c).or_default() += 1;
+    }
+    let Some(longest) = sizes
+        .iter()
+        .max_by_key(|(c, n)| (**n, std::cmp::Reverse(**c)))
+    else {
+        return false;
+    };
+    let ffmas: Vec<Vec<String>> = body
+        .iter()
+        .zip(&chains)
+        .filter(|(_, c)| **c == Some(*longest.0))
+        .map(|(i, _)| sass_operands(i.as_ref()))
+        .collect();
+    let Some(last) = ffmas.last() else {
+        return false;
+    };
+    let mut before = &last[0];
+    for ops in &ffmas {
+        if ops.len() < 2 || !ops[1..].contains(before) {
+            return false;
+        }
+        before = &ops[0];
+    }
+    true
+}
+
 /// The accumulation's partials of a loop's `partials` (in order of first appearance) once
 /// `side` side chains are taken out: the last `side` partials of exactly `unroll` FFMAs
 /// each (a side chain takes one FFMA per iteration, and the loop may be unrolled). `None`
@@ -146,6 +183,37 @@ pub fn without_side_chains(partials: &[u32], side: u32, unroll: u32) -> Option<V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chain_renamed_within_the_iteration_is_one_dependent_chain() {
+        let in_place = ["FFMA R0, R0, R5, UR6", "FFMA R0, R0, R5, UR6"];
+        assert!(single_dependent_chain(&in_place));
+        let renamed = [
+            "FFMA R34, R28, R51, R29",
+            "FFMA R34, R34, R28, R29",
+            "CS2R R40, SR_CLOCKLO",
+            "FFMA R51, R34.reuse, R28, R29",
+        ];
+        assert!(single_dependent_chain(&renamed));
+        // The last FFMA's result is not read by the first: two chains, not one.
+        let broken = ["FFMA R34, R28, R51, R29", "FFMA R12, R34, R28, R29"];
+        assert!(!single_dependent_chain(&broken));
+        // An FFMA that skips its predecessor's destination breaks the chain.
+        let skipped = [
+            "FFMA R10, R10, R9, UR8",
+            "FFMA R12, R10, R9, UR8",
+            "FFMA R10, R10, R9, UR8",
+        ];
+        assert!(!single_dependent_chain(&skipped));
+        // Side chains (one FFMA each) beside the accumulation do not count.
+        let with_side = [
+            "FFMA R0, R0, R5, UR6",
+            "FFMA R7, R7, R5, UR6",
+            "FFMA R0, R0, R5, UR6",
+        ];
+        assert!(single_dependent_chain(&with_side));
+        assert!(!single_dependent_chain::<&str>(&[]));
+    }
 
     #[test]
     fn loop_shape_counts_ffmas_partials_and_in_place_accumulation() {

@@ -15,7 +15,8 @@ mod schedule;
 
 pub use contention::Contention;
 pub use loop_shape::{
-    chain_of_each, loop_shape, sass_opcode, sass_operands, without_side_chains, LoopShape,
+    chain_of_each, loop_shape, sass_opcode, sass_operands, single_dependent_chain,
+    without_side_chains, LoopShape,
 };
 pub use schedule::{renumber, schedule_digest, total_stall, Control};
 
