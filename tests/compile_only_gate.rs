@@ -20,7 +20,7 @@ use common::*;
 fn h200_matrix(arch: &str) -> (accprobe::expectations::profile::Profile, CompiledMatrix) {
     let p = load_as_recorded("h200");
     let mut r =
-        RunResults::load(&root().join("expectations/recorded/h200-2026-12-02-contexts-wave.json"))
+        RunResults::load(&root().join("expectations/recorded/h200-2026-12-04-contexts-wave.json"))
             .unwrap();
     let (_, listed) = common::h200_with(&common::h200_sass());
     for v in r.variants.iter_mut() {

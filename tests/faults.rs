@@ -108,7 +108,7 @@ const FAULTS: &[Fault] = &[
         kind: "an STL in the SASS",
         caught_by: || {
             let text = h200_sass();
-            let at = text.find("Function : chain13_acc2_effective2\n").unwrap();
+            let at = function_range(&text, "chain13_acc2_effective2").start;
             let rel = text[at..].find("FFMA R").unwrap();
             let stl = format!(
                 "{}STL [R1], R{}",
@@ -127,7 +127,7 @@ const FAULTS: &[Fault] = &[
         kind: "a changed SASS digest (a reuse flag dropped before the loop)",
         caught_by: || {
             let text = h200_sass();
-            let at = text.find("Function : chain29_acc4_effective4\n").unwrap();
+            let at = function_range(&text, "chain29_acc4_effective4").start;
             let rel = text[at..].find(".reuse").unwrap();
             let changed = format!(
                 "{}{}",

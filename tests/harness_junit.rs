@@ -23,7 +23,7 @@ fn child() {
     common::harness::child_main();
 }
 
-/// The H200 run h200.yaml records (expectations/recorded/h200-2026-12-02-contexts-wave.json):
+/// The H200 run h200.yaml records (expectations/recorded/h200-2026-12-04-contexts-wave.json):
 /// every variant it measures, its contexts too.
 fn h200_run() -> RunResults {
     accprobe::catalog::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("expectations/h200.yaml"))

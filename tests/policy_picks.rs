@@ -66,7 +66,7 @@ fn a_known_deviation_does_not_hide_a_worse_pick() {
     };
     assert!(
         m.contains(
-            "picks acc3 for chain13 where acc2 was blessed: acc3 140844.0 against acc2 144926.0 (-2.82%, tolerance 2.00%)"
+            "picks acc3 for chain13 where acc2 was blessed: acc3 140844.0 against acc2 144926.1 (-2.82%, tolerance 2.00%)"
         ) && m.contains("worse than the blessed one"),
         "{m}"
     );
@@ -96,7 +96,7 @@ fn a_known_deviation_does_not_excuse_a_pick_that_was_not_measured() {
 
 #[test]
 fn a_better_pick_passes_asking_for_a_bless() {
-    // Default K = 5: at chain 13 acc5 149252.5 beats the blessed acc2 144926.0 by 2.99%.
+    // Default K = 5: at chain 13 acc5 149252.5 beats the blessed acc2 144926.1 by 2.99%.
     let p = changed(&[
         ("  accumulators: 4", "  accumulators: 7"),
         ("default_accumulators: 2", "default_accumulators: 5"),
@@ -104,7 +104,7 @@ fn a_better_pick_passes_asking_for_a_bless() {
     let r = p.recorded.clone().unwrap();
     match outcome(&p, &r, "policy::study::picks::chain13") {
         Outcome::Pass(m) => assert!(
-            m.contains("acc5 149252.5 against acc2 144926.0 (+2.99%")
+            m.contains("acc5 149252.5 against acc2 144926.1 (+2.99%")
                 && m.contains("the new pick is better; bless it (cargo xtask bless)"),
             "{m}"
         ),
@@ -155,7 +155,7 @@ fn bless_records_a_changed_pick_as_a_diff_line() {
     );
     assert!(
         b.diff
-            .contains(&"~ policy pick chain13: acc2 (144926.0) -> acc1 (108695.0)".to_string()),
+            .contains(&"~ policy pick chain13: acc2 (144926.1) -> acc1 (108695.0)".to_string()),
         "{:?}",
         b.diff
     );

@@ -7,7 +7,7 @@
 mod common;
 
 use accprobe::verdict::Outcome;
-use common::{fail_text, h200_blessed, h200_sass, outcome};
+use common::{fail_text, function_range, h200_blessed, h200_sass, outcome};
 
 #[test]
 fn a_schedule_only_change_fails_the_schedule_case_side_by_side() {
@@ -93,10 +93,7 @@ fn renamed_registers_say_so_beside_the_raw_diff() {
     assert!(!m.contains("registers renamed"), "{m}");
     assert!(m.contains("with registers normalised"), "{m}");
     // Every R10 of the function renamed R40: opcodes and dependencies unchanged.
-    let at = sass.find("Function : chain13_acc1_effective1\n").unwrap();
-    let end = sass[at + 1..]
-        .find("Function : ")
-        .map_or(sass.len(), |e| at + 1 + e);
+    let std::ops::Range { start: at, end } = function_range(&sass, "chain13_acc1_effective1");
     let all = format!(
         "{}{}{}",
         &sass[..at],

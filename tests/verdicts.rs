@@ -39,7 +39,7 @@ fn documented_profile_passes_on_its_recorded_table() {
 }
 
 #[test]
-fn h200_profile_is_green_on_its_recorded_run_with_ten_known_deviations() {
+fn h200_profile_is_green_on_its_recorded_run_with_twelve_known_deviations() {
     let p = load("h200");
     let r = p.recorded.clone().unwrap();
     let env = r.environment.as_ref().unwrap();
@@ -61,10 +61,9 @@ fn h200_profile_is_green_on_its_recorded_run_with_ten_known_deviations() {
         }
     }
     // acc2 is not the peak at N = 7, 13, 29; the study's policy loses more than 2% at N = 13
-    // and in four contexts (16 warps at N = 13, 32 warps at N = 7, 48 live values at
-    // N = 29, both at N = 7); at 16 warps and N = 29 and at 32 warps and N = 13 it holds on
-    // this H200 and not always on another (unsteady). Every case of the run is judged: the contexts and the loop
-    // schedules are blessed.
+    // and in eight contexts (16 warps at every chain, 32 warps at N = 7 and 29, 32 warps with
+    // 48 live values at every chain). Every case of the run is judged: the contexts and the
+    // loop schedules are blessed.
     deviations.sort();
     assert_eq!(
         deviations,
@@ -74,9 +73,11 @@ fn h200_profile_is_green_on_its_recorded_run_with_ten_known_deviations() {
             "invariant::acc2_is_peak::chain7",
             "policy::study::chain13",
             "policy::study::chain13_w16",
-            "policy::study::chain13_w32",
-            "policy::study::chain29_v48",
+            "policy::study::chain13_w32_v48",
             "policy::study::chain29_w16",
+            "policy::study::chain29_w32",
+            "policy::study::chain29_w32_v48",
+            "policy::study::chain7_w16",
             "policy::study::chain7_w32",
             "policy::study::chain7_w32_v48",
         ]
@@ -85,35 +86,38 @@ fn h200_profile_is_green_on_its_recorded_run_with_ten_known_deviations() {
 
 #[test]
 fn an_unsteady_known_deviation_is_excused_whether_it_holds_or_fails() {
-    // policy::study::chain29_w16 holds on one H200 and fails on another (h200.yaml).
-    let p = load("h200");
-    assert!(p.known_deviations["policy::study::chain29_w16"].unsteady);
+    // The H200 profile marks no deviation unsteady (its contexts start phased); one marked
+    // so here, policy::study::chain29_w16 (acc2 at 82% of acc8 at 16 warps), is excused
+    // whether it fails or holds.
+    let mut p = load("h200");
+    assert!(p.known_deviations.values().all(|d| !d.unsteady));
+    p.known_deviations
+        .get_mut("policy::study::chain29_w16")
+        .unwrap()
+        .unsteady = true;
     let mut r = p.recorded.clone().unwrap();
     match outcome(&p, &r, "policy::study::chain29_w16") {
         Outcome::KnownDeviation { detail, .. } => {
-            assert!(
-                detail.starts_with("unsteady, holds this time: "),
-                "{detail}"
-            )
+            assert!(detail.contains("81.87% of the best"), "{detail}")
         }
         other => panic!("{other:?}"),
     }
-    // The other H200's figures: acc2 below 98% of acc8.
+    // acc2 as fast as acc8: the policy holds, and the unsteady deviation is still excused.
     let w16 = *p
         .probe
         .contexts
         .iter()
         .find(|c| c.to_string() == "w16")
         .unwrap();
-    for (v, m) in [
-        (Variant::new(29, 2), 58_825.2),
-        (Variant::new(29, 8), 60_975.9),
-    ] {
-        set(&mut r, v.with_context(w16), m);
+    for v in [Variant::new(29, 2), Variant::new(29, 8)] {
+        set(&mut r, v.with_context(w16), 60_000.0);
     }
     match outcome(&p, &r, "policy::study::chain29_w16") {
         Outcome::KnownDeviation { detail, .. } => {
-            assert!(detail.contains("96.47% of the best"), "{detail}")
+            assert!(
+                detail.starts_with("unsteady, holds this time: "),
+                "{detail}"
+            )
         }
         other => panic!("{other:?}"),
     }
@@ -215,7 +219,7 @@ fn the_shipped_policy_passes_on_the_study_and_changed_policies_fail() {
     }
     let m = fail_text(outcome(&q, &r, "policy::study::chain7"));
     assert!(
-        m.contains("43621.8, 83.24% of the best, acc2 52404.9 (must reach 98.00%)"),
+        m.contains("43621.8, 83.24% of the best, acc2 52404.9 (must reach 98.00%; this run's mean progress)"),
         "{m}"
     );
     // K=1 up to N=13: fails at 7 and 13, still passes at 29.
@@ -503,4 +507,41 @@ fn results_measured_with_other_settings_are_not_comparable_and_say_which() {
             e.differences.join(", ")
         )
     );
+}
+
+#[test]
+fn a_pick_on_the_line_is_judged_on_the_blessed_progress_while_the_variants_hold() {
+    // At 48 live values and N = 29 acc2 is 98.09% of acc8 by the blessed medians; one
+    // run's means put it at 97.87% (every serial run of 2026-12-04). Within the baselines'
+    // tolerance the case judges the blessed figures and holds, whatever the run's means.
+    let p = load("h200");
+    let mut r = p.recorded.clone().unwrap();
+    let v48 = *p
+        .probe
+        .contexts
+        .iter()
+        .find(|c| c.to_string() == "v48")
+        .unwrap();
+    let (acc2, acc8) = (
+        Variant::new(29, 2).with_context(v48),
+        Variant::new(29, 8).with_context(v48),
+    );
+    let name = "policy::study::chain29_v48";
+    for x in r.variants.iter_mut().filter(|x| x.variant() == acc2) {
+        x.mean_progress *= 0.9978;
+    }
+    match outcome(&p, &r, name) {
+        Outcome::Pass(m) => assert!(
+            m.contains("98.09% of the best") && m.contains("the blessed progress"),
+            "{m}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // acc8 moved beyond its tolerance (its own probe:: case is red): the run's figures
+    // decide, and acc2 falls below 98% of it.
+    let blessed = p.baselines.as_ref().unwrap().progress[&acc8.name()];
+    set(&mut r, acc8, blessed * 1.03);
+    let m = fail_text(outcome(&p, &r, name));
+    assert!(m.contains("this run's mean progress"), "{m}");
+    assert!(m.contains("clearly below the best K"), "{m}");
 }

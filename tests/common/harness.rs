@@ -166,7 +166,7 @@ pub fn counts(r: &Report, suite: &str) -> (usize, usize, usize) {
 pub fn recorded_h200(ordinal: usize) -> std::sync::Arc<dyn accprobe::measure::target::Target> {
     let r = accprobe::model::results::RunResults::load(
         &Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("expectations/recorded/h200-2026-12-02-contexts-wave.json"),
+            .join("expectations/recorded/h200-2026-12-04-contexts-wave.json"),
     )
     .unwrap();
     std::sync::Arc::new(accprobe::measure::target::RecordedTarget::new(ordinal, r).unwrap())

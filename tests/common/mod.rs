@@ -95,9 +95,27 @@ pub fn h200_sass() -> String {
     std::fs::read_to_string(root().join("tests/data/h200/sass.txt")).unwrap()
 }
 
+/// Where `function`'s listing lies in `sass`: from its header (cuobjdump's `Function : NAME`
+/// or nvdisasm's `.text.NAME:`) to the next function's header, or the end.
+pub fn function_range(sass: &str, function: &str) -> std::ops::Range<usize> {
+    let at = sass
+        .find(&format!("Function : {function}\n"))
+        .or_else(|| sass.find(&format!("\n.text.{function}:\n")))
+        .unwrap_or_else(|| panic!("no function {function} in the SASS"));
+    let end = [
+        sass[at + 1..].find("Function : "),
+        sass[at + 1..].find("\n.text."),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+    .map_or(sass.len(), |e| at + 1 + e);
+    at..end
+}
+
 /// `sass` with the first `from` after `function`'s header replaced by `to`.
 pub fn mutate(sass: &str, function: &str, from: &str, to: &str) -> String {
-    let at = sass.find(&format!("Function : {function}\n")).unwrap();
+    let at = function_range(sass, function).start;
     let rel = sass[at..]
         .find(from)
         .unwrap_or_else(|| panic!("{from:?} not in {function}"));

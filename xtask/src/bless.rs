@@ -144,7 +144,7 @@ mod tests {
     fn the_bless_header_names_the_results_file_without_absolute_paths() {
         assert_eq!(
             bless::label(&blessed_from()),
-            "expectations/recorded/h200-2026-12-02-contexts-wave.json",
+            "expectations/recorded/h200-2026-12-04-contexts-wave.json",
             "relative to the workspace"
         );
         let tmp = tempfile::tempdir().unwrap();

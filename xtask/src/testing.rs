@@ -20,5 +20,5 @@ pub fn committed() -> PathBuf {
 /// The run the H200 baselines are blessed from (wave mode, with the contexts: the
 /// profile's `recorded:` results).
 pub fn blessed_from() -> PathBuf {
-    root().join("expectations/recorded/h200-2026-12-02-contexts-wave.json")
+    root().join("expectations/recorded/h200-2026-12-04-contexts-wave.json")
 }
