@@ -241,8 +241,8 @@ mod recorded {
             "24 documented variants, 45 sink-isolation ones and 60 in contexts"
         );
         assert!(r.values().all(|x| x.registers >= 16));
-        // Only acc8 at 32 warps with 48 values live spills: 64 registers a thread do not
-        // hold it.
+        // Only 32 warps with 48 values live spill: 64 registers a thread do not hold acc8,
+        // nor, with the phased start's counters, acc1 and acc2 at N = 7 and 13.
         let mut spilled: Vec<&str> = r
             .iter()
             .filter(|(_, x)| x.spill_store_bytes + x.spill_load_bytes > 0)
@@ -252,8 +252,12 @@ mod recorded {
         assert_eq!(
             spilled,
             [
+                "chain13_acc1_effective1_w32_v48",
+                "chain13_acc2_effective2_w32_v48",
                 "chain13_acc8_effective8_w32_v48",
                 "chain29_acc8_effective8_w32_v48",
+                "chain7_acc1_effective1_w32_v48",
+                "chain7_acc2_effective2_w32_v48",
                 "chain7_acc8_effective7_w32_v48"
             ]
         );
