@@ -149,7 +149,7 @@ fn the_draft_measures_the_contexts_and_chooses_wave_on_the_base_context() {
 }
 
 #[test]
-#[ignore = "onboarding decides the draft's policy deviations on each run's mean progress, the gate since 2026-12-04 on the blessed progress: to reconcile, with fixtures from the phased kernel (issue 31 note)"]
+#[ignore = "onboarding decides the draft's policy deviations on each run's mean progress, the gate on the blessed progress: to reconcile, with fixtures from the phased kernel (issue 31 note)"]
 fn the_known_deviations_are_the_hand_written_profiles_with_the_contexts_policy_losses() {
     let (_tmp, dir) = without_h200();
     let d = drafted(&dir);
@@ -254,7 +254,7 @@ fn the_wider_baselines_are_exactly_the_variants_that_moved() {
 }
 
 #[test]
-#[ignore = "onboarding decides the draft's policy deviations on each run's mean progress, the gate since 2026-12-04 on the blessed progress: to reconcile, with fixtures from the phased kernel (issue 31 note)"]
+#[ignore = "onboarding decides the draft's policy deviations on each run's mean progress, the gate on the blessed progress: to reconcile, with fixtures from the phased kernel (issue 31 note)"]
 fn the_written_draft_loads_and_replays_green_on_every_run_it_was_drafted_from() {
     let (_tmp, dir) = without_h200();
     let d = drafted(&dir);

@@ -33,6 +33,13 @@ pub struct Baselines {
     pub read: Option<String>,
 }
 
+impl Baselines {
+    /// The tolerance variant `name` is judged with: its wider one, else the profile's.
+    pub fn tolerance_of(&self, name: &str) -> f64 {
+        self.wider.get(name).map_or(self.tolerance, |w| w.tolerance)
+    }
+}
+
 /// The SHA-256 of a generated file's bytes, in hex: what `bless` compares to know whether
 /// the file changed since it was read.
 pub fn content_digest(bytes: &[u8]) -> String {

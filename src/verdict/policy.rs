@@ -374,7 +374,7 @@ fn blessed_standing(k: u32, found: &[&VariantResult], profile: &Profile) -> Opti
     for r in found {
         let base = *b.progress.get(&r.name)?;
         let now = r.summary.as_ref().map_or(r.mean_progress, |s| s.median);
-        let tolerance = b.wider.get(&r.name).map_or(b.tolerance, |w| w.tolerance);
+        let tolerance = b.tolerance_of(&r.name);
         if base <= 0.0 || (now / base - 1.0).abs() > tolerance {
             return None;
         }

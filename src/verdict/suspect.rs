@@ -273,7 +273,7 @@ fn progress_moved(needs: &[Variant], b: &Baselines, results: &RunResults) -> Opt
         let name = v.name();
         let base = *b.progress.get(&name)?;
         let now = results.get(*v)?.mean_progress;
-        let tolerance = b.wider.get(&name).map_or(b.tolerance, |w| w.tolerance);
+        let tolerance = b.tolerance_of(&name);
         let change = now / base - 1.0;
         (change.abs() > tolerance).then(|| {
             format!(

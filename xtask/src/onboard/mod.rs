@@ -279,7 +279,7 @@ mod tests {
     fn measured() -> Measured {
         let r = |f: &str| RunResults::load(&expectations().join("recorded").join(f)).unwrap();
         Measured {
-            // With the contexts (2026-12-02): what `onboard` measures now.
+            // The H200's runs with the contexts, of the kernel before its phased starts.
             serial: r("h200-2026-12-02-contexts-serial.json"),
             wave: r("h200-2026-12-02-contexts-wave.json"),
             // Synthetic, not a measurement: the figures h200.yaml types in.
@@ -294,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "onboarding decides the draft's policy deviations on each run's mean progress, the gate since 2026-12-04 on the blessed progress: to reconcile, with fixtures from the phased kernel (issue 31 note)"]
+    #[ignore = "onboarding decides the draft's policy deviations on each run's mean progress, the gate on the blessed progress: to reconcile, with fixtures from the phased kernel (issue 31 note)"]
     fn onboarding_writes_the_draft_and_the_review_names_what_to_look_at() {
         let (_tmp, dir) = without_h200();
         let s = study(&dir).unwrap();
