@@ -103,12 +103,7 @@ fn an_unsteady_known_deviation_is_excused_whether_it_holds_or_fails() {
         other => panic!("{other:?}"),
     }
     // acc2 as fast as acc8: the policy holds, and the unsteady deviation is still excused.
-    let w16 = *p
-        .probe
-        .contexts
-        .iter()
-        .find(|c| c.to_string() == "w16")
-        .unwrap();
+    let w16 = context(&p, "w16");
     for v in [Variant::new(29, 2), Variant::new(29, 8)] {
         set(&mut r, v.with_context(w16), 60_000.0);
     }
@@ -516,12 +511,7 @@ fn a_pick_on_the_line_is_judged_on_the_blessed_progress_while_the_variants_hold(
     // tolerance the case judges the blessed figures and holds, whatever the run's means.
     let p = load("h200");
     let mut r = p.recorded.clone().unwrap();
-    let v48 = *p
-        .probe
-        .contexts
-        .iter()
-        .find(|c| c.to_string() == "v48")
-        .unwrap();
+    let v48 = context(&p, "v48");
     let (acc2, acc8) = (
         Variant::new(29, 2).with_context(v48),
         Variant::new(29, 8).with_context(v48),
@@ -544,4 +534,16 @@ fn a_pick_on_the_line_is_judged_on_the_blessed_progress_while_the_variants_hold(
     let m = fail_text(outcome(&p, &r, name));
     assert!(m.contains("this run's mean progress"), "{m}");
     assert!(m.contains("clearly below the best K"), "{m}");
+}
+
+/// Profile `p`'s context named `name` (`w16`, `v48`).
+fn context(
+    p: &accprobe::expectations::profile::Profile,
+    name: &str,
+) -> accprobe::model::context::Context {
+    *p.probe
+        .contexts
+        .iter()
+        .find(|c| c.to_string() == name)
+        .unwrap_or_else(|| panic!("no context {name}"))
 }
