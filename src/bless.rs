@@ -101,10 +101,10 @@ pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Re
             None => wrong.push(format!("{v}: not in the results")),
             Some(r) => {
                 let base = r.baseline_progress();
-                if !(base.is_finite() && rounded(base) > 0.0) {
+                if !(base.is_finite() && blessed_figure(base) > 0.0) {
                     wrong.push(format!(
                         "{v}: progress {base} would be written as baseline {}: the probe loop did not run",
-                        rounded(base)
+                        blessed_figure(base)
                     ));
                 }
                 if r.samples.is_empty() {
@@ -157,9 +157,26 @@ pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Re
     Ok(())
 }
 
-/// A progress figure as the baselines file holds it: to 0.1.
-fn rounded(progress: f64) -> f64 {
+/// A progress figure as the baselines file holds it (to 0.1), which the verdicts compare
+/// with.
+pub fn blessed_figure(progress: f64) -> f64 {
     (progress * 10.0).round() / 10.0
+}
+
+/// The baseline progress of every variant of `profile` that `results` measured, as a bless
+/// writes it into the baselines file (to 0.1).
+pub fn blessed_progress(profile: &Profile, results: &RunResults) -> BTreeMap<String, f64> {
+    profile
+        .probe
+        .variants()
+        .into_iter()
+        .filter_map(|v| {
+            Some((
+                v.name(),
+                blessed_figure(results.get(v)?.baseline_progress()),
+            ))
+        })
+        .collect()
 }
 
 /// Whether a SASS line is a local-memory load or store (`LDL`, `STL`, any width or predicate).
@@ -228,7 +245,7 @@ pub fn policy_picks(
             c.name,
             PickBaseline {
                 accumulators: k,
-                progress: rounded(st.progress),
+                progress: blessed_figure(st.progress),
             },
         );
     }
@@ -269,12 +286,11 @@ pub fn prepare_with(
         date: env.date.clone(),
         compile_options: env.compile_options.clone(),
     };
-    let mut new = BTreeMap::new();
+    let new = blessed_progress(profile, results);
     let mut new_sass = BTreeMap::new();
     let mut with_sass = Vec::new();
     for v in profile.probe.variants() {
         if let Some(r) = results.get(v) {
-            new.insert(v.name(), rounded(r.baseline_progress()));
             if let Some(x) = &r.sass {
                 new_sass.insert(
                     v.name(),

@@ -75,7 +75,7 @@ fn the_draft_on_the_h200_runs_has_the_hand_written_profiles_known_deviations() {
     );
     let policy = &d.profile.known_deviations["policy::study::chain13"].reason;
     assert!(
-        policy.starts_with("the study's policy picks acc2 at N=13 (144,926.0), 97.10% of the best (acc7, acc8, acc16: 149,253.0), below the 98% the gate asks, 2026-11-30, driver 580.159.04, NVRTC 13.0"),
+        policy.starts_with("the study's policy picks acc2 at N=13 (144,926.0), 97.10% of the best (acc7, acc8, acc16: 149,253.0) by the blessed progress, below the 98% the gate asks, 2026-11-30, driver 580.159.04, NVRTC 13.0"),
         "{policy}"
     );
     // Wave and serial agree on the committed runs: wave by default, as h200.yaml has it.

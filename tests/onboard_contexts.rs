@@ -1,11 +1,13 @@
 //! Onboarding with the heuristic gate's contexts, on real H200 runs treated as those of a
-//! GPU no profile names (2026-12-02, driver 580.159.04, NVRTC 13.0.88): a serial and a
-//! wave run of the 129-variant matrix (expectations/recorded/h200-2026-12-02-contexts-*)
-//! and ten more wave runs (tests/data/onboard/contexts/wave-runs.json, each variant's
-//! median and means, set into the recorded wave run). The draft measures the contexts,
-//! chooses its mode on the base context alone, records the contexts' policy losses as
-//! known deviations, widens exactly the variants that moved, and replays green on every
-//! run it was drafted from.
+//! GPU no profile names (2026-12-04, driver 580.159.04, NVRTC 13.0.88, the kernel with
+//! phased starts): a serial and a wave run of the 129-variant matrix
+//! (expectations/recorded/h200-2026-12-04-contexts-*) and ten more wave runs of the same
+//! process sequence (tests/data/onboard/contexts/wave-runs.json, each variant's median and
+//! means, set into the recorded wave run). The draft measures the contexts, chooses its
+//! mode on the base context, judges its cases as the gate will judge them once committed
+//! (the policy's picks on the blessed progress), records the contexts' policy losses as
+//! known deviations, needs no wider baseline, and replays green on every run it was
+//! drafted from.
 
 mod common;
 
@@ -23,8 +25,8 @@ use std::path::Path;
 
 fn measured() -> Measured {
     Measured {
-        serial: recorded("h200-2026-12-02-contexts-serial.json"),
-        wave: recorded("h200-2026-12-02-contexts-wave.json"),
+        serial: recorded("h200-2026-12-04-contexts-serial.json"),
+        wave: recorded("h200-2026-12-04-contexts-wave.json"),
         ceilings: ceilings(),
     }
 }
@@ -112,13 +114,13 @@ fn the_draft_measures_the_contexts_and_chooses_wave_on_the_base_context() {
         let text = d.profile_text.replace("\n# ", " ").replace(" - ", "\n# - ");
         assert!(text.contains(want), "{want:?} not in:\n{text}");
     }
-    // The base context's variants agree (0.0003%; the 69 measured, the sink modes of
-    // h200.yaml's runs among them); the contexts' 5.20% is reported, not judged.
+    // The base context's variants agree within 0.20% (the 69 measured, the sink modes of
+    // h200.yaml's runs among them); the contexts' 0.33% is reported, not judged.
     assert_eq!(d.mode, Mode::Wave, "{}", d.mode_why);
     assert_eq!(d.profile.probe.mode, Mode::Wave);
     assert!(
         d.mode_why
-            .contains("within 0.0003% for all 69 variants of the base context"),
+            .contains("within 0.1964% for all 69 variants of the base context"),
         "{}",
         d.mode_why
     );
@@ -126,84 +128,91 @@ fn the_draft_measures_the_contexts_and_chooses_wave_on_the_base_context() {
         d.mode_why
             .contains("the 60 variants of the other contexts are not judged")
             && d.mode_why
-                .contains("up to 5.20% (chain29_acc2_effective2_w16)"),
+                .contains("up to 0.33% (chain29_acc2_effective2_v48)"),
         "{}",
         d.mode_why
     );
     let comment = d.profile_text.replace("\n  # ", " ");
     assert!(
-        comment.contains("up to 5.20% (chain29_acc2_effective2_w16)"),
+        comment.contains("up to 0.33% (chain29_acc2_effective2_v48)"),
         "{comment}"
     );
-    // Judging every variant, as before contexts, the draft would have been serial.
+    // With phased starts the contexts agree between modes too: judging every variant
+    // would also choose wave.
     let all = onboard::mode::compare(&measured().serial, &measured().wave, 0.005).unwrap();
-    assert!(all
-        .rows
-        .iter()
-        .any(|r| !r.base && r.median_difference > 0.005));
+    assert!(all.rows.iter().any(|r| !r.base));
+    assert!(
+        all.rows.iter().all(|r| r.median_difference.abs() <= 0.005),
+        "{:?}",
+        all.rows
+            .iter()
+            .map(|r| r.median_difference)
+            .fold(0.0, f64::max)
+    );
     assert_eq!(d.runs, 11);
     assert_eq!(
         d.recorded_file,
-        dir.join("recorded/h200-2026-12-02-wave.json")
+        dir.join("recorded/h200-2026-12-04-wave.json")
     );
 }
 
 #[test]
-#[ignore = "onboarding decides the draft's policy deviations on each run's mean progress, the gate on the blessed progress: to reconcile, with fixtures from the phased kernel (issue 31 note)"]
 fn the_known_deviations_are_the_hand_written_profiles_with_the_contexts_policy_losses() {
     let (_tmp, dir) = without_h200();
     let d = drafted(&dir);
     let hand = catalog::load(&root().join("expectations/h200.yaml")).unwrap();
-    // The runs were measured on an H200 where two of the unsteady ones hold: the draft has
-    // every other deviation (chain13_w16, unsteady too, fails in every one of these runs)
-    // and not those two.
-    let holding = ["policy::study::chain29_w16", "policy::study::chain13_w32"];
     let written: Vec<&String> = hand
         .known_deviations
         .keys()
-        .filter(|c| !c.starts_with("compile::") && !holding.contains(&c.as_str()))
+        .filter(|c| !c.starts_with("compile::"))
         .collect();
-    for case in holding.iter().chain(&["policy::study::chain13_w16"]) {
-        assert!(hand.known_deviations[*case].unsteady, "{case}");
-    }
     let found: Vec<&String> = d.profile.known_deviations.keys().collect();
     assert_eq!(found, written);
-    for case in [
-        "policy::study::chain13_w16",
-        "policy::study::chain7_w32",
-        "policy::study::chain7_w32_v48",
-        "policy::study::chain29_v48",
-        "invariant::acc2_is_peak::chain13",
-        "policy::study::chain13",
-    ] {
-        let reason = &d.profile.known_deviations[case].reason;
+    assert_eq!(found.len(), 12);
+    for (case, dev) in &d.profile.known_deviations {
+        let reason = &dev.reason;
         // Measured figures, date, driver, NVRTC, and in how many runs it failed.
         assert!(
             reason.contains("% of the best (acc") || reason.contains("on the H200 acc"),
             "{case}: {reason}"
         );
         assert!(
-            reason.contains(", 2026-12-02, driver 580.159.04, NVRTC 13.0; failing in 11 of the 11 wave runs measured"),
+            reason.contains(", 2026-12-04, driver 580.159.04, NVRTC 13.0; failing in 11 of the 11 wave runs measured"),
             "{case}: {reason}"
         );
+        // The contexts' policy losses with the figures the hand-written profile gives:
+        // both judged on the same blessed progress.
+        if case.starts_with("policy::") && case.contains("_w") {
+            let figures = reason
+                .split_once(" at N=")
+                .and_then(|(_, rest)| rest.split_once(" (").map(|(_, f)| f))
+                .and_then(|f| f.split_once(", below").map(|(f, _)| f))
+                .unwrap();
+            assert!(
+                figures.ends_with("by the blessed progress"),
+                "{case}: {reason}"
+            );
+            assert!(
+                hand.known_deviations[case].reason.contains(figures),
+                "{case}: {figures:?} not in {:?}",
+                hand.known_deviations[case].reason
+            );
+        }
     }
     let w16 = &d.profile.known_deviations["policy::study::chain13_w16"].reason;
     assert!(
-        w16.starts_with("the study's policy picks acc2 at N=13 (94,786.0), 93.91% of the best (acc8: 100,937.2), below the 98% the gate asks"),
+        w16.starts_with("the study's policy picks acc2 at N=13 (90,661.5), 95.57% of the best (acc8: 94,863.5) by the blessed progress, below the 98% the gate asks"),
         "{w16}"
     );
     assert!(d.unsteady.is_empty(), "{:?}", d.unsteady);
+    assert!(d.mode_dependent.is_empty(), "{:?}", d.mode_dependent);
 }
 
-#[test]
-fn the_wider_baselines_are_exactly_the_variants_that_moved() {
-    let (_tmp, dir) = without_h200();
-    let d = drafted(&dir);
-    let m = measured();
-    let extra = extra_runs();
-    let runs: Vec<&RunResults> = [&m.serial, &m.wave].into_iter().chain(&extra).collect();
+/// The variants of `d` whose median, in some run of `runs`, is so far from its blessed
+/// baseline that 1.25 times the distance is more than the 0.5% tolerance.
+fn moved(d: &Draft, wave: &RunResults, runs: &[&RunResults]) -> BTreeMap<String, f64> {
     let mut moved = BTreeMap::new();
-    for v in &m.wave.variants {
+    for v in &wave.variants {
         if !d.profile.probe.variants().contains(&v.variant()) {
             continue;
         }
@@ -212,49 +221,58 @@ fn the_wider_baselines_are_exactly_the_variants_that_moved() {
             .iter()
             .map(|r| (r.get(v.variant()).unwrap().baseline_progress() - base).abs() / base)
             .fold(0.0, f64::max);
-        if far > 0.003 {
+        if far * 1.25 > 0.005 {
             moved.insert(v.name.clone(), far);
         }
     }
+    moved
+}
+
+#[test]
+fn no_variant_needs_a_wider_baseline_and_one_that_moves_gets_one() {
+    let (_tmp, dir) = without_h200();
+    let d = drafted(&dir);
+    let m = measured();
+    let extra = extra_runs();
+    let runs: Vec<&RunResults> = [&m.serial, &m.wave].into_iter().chain(&extra).collect();
+    assert!(moved(&d, &m.wave, &runs).is_empty());
+    assert!(d.wider.is_empty(), "{:?}", d.wider);
+    assert!(d.profile.baselines.as_ref().unwrap().wider.is_empty());
+    assert!(!d.profile_text.contains("  wider:"), "{}", d.profile_text);
+    // One extra run where one 16-warp variant measured 2% slower (1.87% below the
+    // baseline): exactly it is widened, to 1.25 times that, rounded up to 0.5%.
+    let mut slow = extra_runs();
+    common::scale(&mut slow[4], "chain7_acc4_effective4_w16", 0.98);
+    let d = onboard::draft_with(&study(&dir), &dir, None, &m, &slow).unwrap();
+    let runs: Vec<&RunResults> = [&m.serial, &m.wave].into_iter().chain(&slow).collect();
+    let far = moved(&d, &m.wave, &runs);
+    assert_eq!(
+        far.keys().collect::<Vec<_>>(),
+        ["chain7_acc4_effective4_w16"]
+    );
     let wider = &d.profile.baselines.as_ref().unwrap().wider;
     assert_eq!(
         wider.keys().collect::<Vec<_>>(),
-        moved.keys().collect::<Vec<_>>()
+        far.keys().collect::<Vec<_>>()
     );
-    assert_eq!(moved.len(), 14, "{moved:?}");
-    assert!(
-        moved.keys().all(|n| n.contains("_w") || n.contains("_v")),
-        "{moved:?}"
-    );
-    for (name, far) in &moved {
-        let t = wider[name].tolerance;
-        // 1.25 times the distance rounded up to 0.5%, at least 1%.
-        let least = t >= 0.01 && t >= far * 1.25;
-        let tight = t == 0.01 || t - 0.005 < far * 1.25;
-        assert!(least && tight, "{name}: {t} for {far}");
-        let steps = t * 200.0;
-        assert!(
-            (steps.round() - steps).abs() < 1e-9,
-            "{name}: {t} is not in 0.5% steps"
-        );
-    }
-    assert_eq!(wider["chain7_acc4_effective4_w16"].tolerance, 0.07);
-    assert_eq!(wider["chain13_acc2_effective2_w32_v48"].tolerance, 0.06);
+    assert_eq!(wider["chain7_acc4_effective4_w16"].tolerance, 0.025);
     let reason = &wider["chain7_acc4_effective4_w16"].reason;
-    assert_eq!(
-        reason,
-        "median 124,999.0 in the blessed wave run; medians 124,999.0 to 124,999.0 in 11 wave runs (0.00% from it at most), 131,669.0 to 131,669.0 in 1 serial run (5.34% from it at most); 1.25 times the largest distance, rounded up to 0.5%, at least 1%; H200, 2026-12-02, driver 580.159.04, NVRTC 13.0"
-    );
-    assert_eq!(d.wider.len(), 14);
+    let far = far["chain7_acc4_effective4_w16"];
     assert!(
-        d.profile_text.contains("  wider:\n    \"chain"),
+        reason.starts_with("median 124,263.5 in the blessed wave run; medians ")
+            && reason.contains(&format!(" in 11 wave runs ({:.2}% from it at most), ", far * 100.0))
+            && reason.ends_with(" in 1 serial run (0.06% from it at most); 1.25 times the largest distance, rounded up to 0.5%, at least 1%; H200, 2026-12-04, driver 580.159.04, NVRTC 13.0"),
+        "{reason}"
+    );
+    assert!(
+        d.profile_text
+            .contains("  wider:\n    \"chain7_acc4_effective4_w16\""),
         "{}",
         d.profile_text
     );
 }
 
 #[test]
-#[ignore = "onboarding decides the draft's policy deviations on each run's mean progress, the gate on the blessed progress: to reconcile, with fixtures from the phased kernel (issue 31 note)"]
 fn the_written_draft_loads_and_replays_green_on_every_run_it_was_drafted_from() {
     let (_tmp, dir) = without_h200();
     let d = drafted(&dir);
@@ -264,7 +282,7 @@ fn the_written_draft_loads_and_replays_green_on_every_run_it_was_drafted_from() 
     let p = profiles.into_iter().find(|p| p.name == "h200").unwrap();
     assert_eq!(p.baselines.as_ref().unwrap().progress.len(), 84);
     let deviations: Vec<String> = p.known_deviations.keys().cloned().collect();
-    assert_eq!(deviations.len(), 8);
+    assert_eq!(deviations.len(), 12);
     let sorted = |mut v: Vec<String>| {
         v.sort();
         v
@@ -275,15 +293,19 @@ fn the_written_draft_loads_and_replays_green_on_every_run_it_was_drafted_from() 
         let what = format!("extra run {}", i + 1);
         assert_eq!(sorted(replay(&p, run, &what)), deviations, "{what}");
     }
-    // Without the wider entries, some extra run is red: the widths are what keeps it green.
-    let mut narrow = p.clone();
-    narrow.baselines.as_mut().unwrap().wider.clear();
-    let red = extra_runs().iter().any(|run| {
-        cases(&narrow)
-            .iter()
-            .any(|c| evaluate(c, &narrow, run).is_fail())
-    });
-    assert!(red, "no extra run needs the wider baselines");
+    // And the draft still sees: a context variant 1% slower in one run is red in its case.
+    let mut slow = extra_runs().remove(7);
+    common::scale(&mut slow, "chain29_acc8_effective8_w32", 0.99);
+    let red: Vec<String> = cases(&p)
+        .iter()
+        .filter(|c| evaluate(c, &p, &slow).is_fail())
+        .map(|c| c.name.clone())
+        .collect();
+    assert!(
+        red.iter()
+            .any(|c| c.starts_with("probe::") && c.contains("chain29_acc8_effective8_w32")),
+        "{red:?}"
+    );
 }
 
 #[test]
@@ -331,25 +353,39 @@ fn extra_runs_from_another_mode_gpu_or_toolchain_are_refused() {
 fn a_known_deviation_that_holds_in_one_extra_run_is_unsteady() {
     let (_tmp, dir) = without_h200();
     let mut runs = extra_runs();
-    // acc2 at N=13 in 16 warps as fast as the best: the policy's pick holds there.
-    let best = runs[3]
-        .get(accprobe::model::variant::Variant::new(13, 8).with_context(
-            accprobe::model::context::Context {
-                warps: Some(16),
-                ..Default::default()
-            },
-        ))
-        .unwrap()
-        .mean_progress;
-    let v = runs[3]
+    // acc2 at N=13 ahead of every other K in one run's means: the peak invariant holds
+    // there (the medians, and so the baselines, do not move).
+    let top = runs[3]
         .variants
-        .iter_mut()
-        .find(|v| v.name == "chain13_acc2_effective2_w16")
-        .unwrap();
-    v.mean_progress = best;
+        .iter()
+        .filter(|v| v.chain == 13 && v.name.ends_with(&format!("_effective{}", v.accumulators)))
+        .map(|v| v.mean_progress)
+        .fold(0.0, f64::max);
+    common::variant(&mut runs[3], "chain13_acc2_effective2").mean_progress = top * 1.05;
     let d = onboard::draft_with(&study(&dir), &dir, None, &measured(), &runs).unwrap();
-    assert_eq!(d.unsteady, [("policy::study::chain13_w16".to_string(), 10)]);
+    assert_eq!(
+        d.unsteady,
+        [("invariant::acc2_is_peak::chain13".to_string(), 10)]
+    );
+    assert!(
+        d.profile.known_deviations["invariant::acc2_is_peak::chain13"]
+            .reason
+            .ends_with("failing in 10 of the 11 wave runs measured")
+    );
+}
+
+#[test]
+fn a_policy_deviation_is_judged_on_the_blessed_progress_as_the_gate_judges_it() {
+    let (_tmp, dir) = without_h200();
+    let mut runs = extra_runs();
+    // In one run acc2 at N=13 in 16 warps reaches the best K's mean while its median holds
+    // its baseline: the gate judges the pick on the blessed figures, so it still fails
+    // there, and so does the draft.
+    let best = common::variant(&mut runs[3], "chain13_acc8_effective8_w16").mean_progress;
+    common::variant(&mut runs[3], "chain13_acc2_effective2_w16").mean_progress = best;
+    let d = onboard::draft_with(&study(&dir), &dir, None, &measured(), &runs).unwrap();
+    assert!(d.unsteady.is_empty(), "{:?}", d.unsteady);
     assert!(d.profile.known_deviations["policy::study::chain13_w16"]
         .reason
-        .ends_with("failing in 10 of the 11 wave runs measured"));
+        .ends_with("failing in 11 of the 11 wave runs measured"));
 }

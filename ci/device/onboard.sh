@@ -58,7 +58,7 @@ grep -h '^draft ' "$here/suite/all/env.txt" >> "$summary"
 # 4. A second onboarding refuses.
 "$xtask" --expectations "$scratch/expectations" onboard --out "$here/measured-2" \
   > "$here/onboard-2.log" 2>&1
-note "onboard 2: exit $? (must be 1): $(grep -m1 'never overwrites' "$here/onboard-2.log")"
+note "onboard 2: exit $? (must be 1): $(grep -m1 -E 'never overwrites|already names GPU' "$here/onboard-2.log")"
 cmp -s "$scratch/expectations/$(basename "${draft:-none}")" "${draft:-/nonexistent}"
 note "onboard 2: draft unchanged: $([ $? = 0 ] && echo yes || echo NO)"
 

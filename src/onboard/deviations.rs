@@ -6,7 +6,7 @@ use crate::expectations::profile::Profile;
 use crate::model::results::{RunResults, VariantResult};
 use crate::report::thousands as figure;
 use crate::verdict::cases::{cases, policy_context_name, Check};
-use crate::verdict::{at_place, evaluate, Outcome};
+use crate::verdict::{at_place, evaluate, judged_standing, Basis, Outcome};
 
 /// A case that does not hold, and why, in the reason's words.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,19 +118,28 @@ fn and_list(ks: &[u32]) -> String {
     }
 }
 
-/// Those of `found` at the best progress (to the 0.1 the figures are given to), and it.
-fn best(found: &[&VariantResult]) -> Option<(Vec<u32>, f64)> {
+/// Those of `found` (K and progress) at the best progress (to the 0.1 the figures are
+/// given to), and it.
+fn best(found: &[(u32, f64)]) -> Option<(Vec<u32>, f64)> {
     let top = found
         .iter()
-        .map(|r| r.mean_progress)
+        .map(|&(_, p)| p)
         .filter(|p| p.is_finite())
         .fold(f64::NEG_INFINITY, f64::max);
     let ks: Vec<u32> = found
         .iter()
-        .filter(|r| figure(r.mean_progress) == figure(top))
-        .map(|r| r.accumulators)
+        .filter(|&&(_, p)| figure(p) == figure(top))
+        .map(|&(k, _)| k)
         .collect();
     (!ks.is_empty()).then_some((ks, top))
+}
+
+/// Each of `found` as its K and this run's mean progress.
+fn means(found: &[&VariantResult]) -> Vec<(u32, f64)> {
+    found
+        .iter()
+        .map(|r| (r.accumulators, r.mean_progress))
+        .collect()
 }
 
 /// "on the H200 acc3 and acc5 reach 181,817.0 against acc2's 178,570.0 (+1.82%)", and the
@@ -143,7 +152,7 @@ fn peak(gpu: &str, chain: u32, k: u32, tolerance: f64, results: &RunResults) -> 
         .filter(|r| r.accumulators != k)
         .copied()
         .collect();
-    let (ks, top) = best(&others)?;
+    let (ks, top) = best(&means(&others))?;
     let verb = if ks.len() == 1 { "reaches" } else { "reach" };
     let limit = target.mean_progress * (1.0 + tolerance);
     let also: Vec<String> = others
@@ -179,17 +188,26 @@ fn file_pick(profile: &Profile, results: &RunResults, context: &str) -> Option<u
 }
 
 /// "the study's policy picks acc2 at N=13 (144,926.5), 97.10% of the best (acc7, acc8,
-/// acc16: 149,253.0), below the 98% the gate asks".
+/// acc16: 149,253.0) by the blessed progress, below the 98% the gate asks": the figures
+/// the policy case judges on (the blessed progress while every variant holds its
+/// baseline, else this run's).
 fn policy(profile: &Profile, chain: u32, k: u32, found: &[&VariantResult]) -> Option<String> {
     let gate = profile.policy_gate.as_ref()?;
-    let pick = found.iter().find(|r| r.accumulators == k)?;
-    let (ks, top) = best(found)?;
+    let (pick, basis) = judged_standing(k, found, profile).ok()?;
+    let figures = match (basis, &profile.baselines) {
+        (Basis::Blessed, Some(b)) => found
+            .iter()
+            .map(|r| Some((r.accumulators, *b.progress.get(&r.name)?)))
+            .collect::<Option<Vec<_>>>()?,
+        _ => means(found),
+    };
+    let (ks, top) = best(&figures)?;
     let names: Vec<String> = ks.iter().map(|k| format!("acc{k}")).collect();
     Some(format!(
-        "the {}'s policy picks acc{k} at N={chain} ({}), {:.2}% of the best ({}: {}), below the {}% the gate asks",
+        "the {}'s policy picks acc{k} at N={chain} ({}), {:.2}% of the best ({}: {}) by {basis}, below the {}% the gate asks",
         gate.source.name(),
-        figure(pick.mean_progress),
-        pick.mean_progress / top * 100.0,
+        figure(pick.progress),
+        pick.progress / top * 100.0,
         names.join(", "),
         figure(top),
         format!("{:.2}", (1.0 - gate.tolerance) * 100.0)

@@ -250,15 +250,32 @@ pub fn draft_with(
             compile_toolchains: &COMPILE_TOOLCHAINS,
         })
     };
-    // The draft without deviations reads back as the profile the cases are judged by
-    // (its recorded results are not on disk yet: judged on the measurement itself).
-    let without = without_recorded(&render_with(&[], &[]));
-    let bare = catalog::parse(&without, &profile_file)?;
-    let mut deviations = deviations::find(&bare, chosen).map_err(Error::msg)?;
     let other = match mode {
         Mode::Wave => &m.serial,
         Mode::Serial => &m.wave,
     };
+    let mut all: Vec<&RunResults> = same_mode.clone();
+    all.push(other);
+    let gpu_short = gpu.name.strip_prefix("NVIDIA ").unwrap_or(&gpu.name);
+    let when = format!(
+        "{gpu_short}, {}, driver {}, NVRTC {}",
+        dates(&all),
+        chosen_env.driver_version,
+        chosen_env.nvrtc_version
+    );
+    let variants = catalog::parse(&without_recorded(&render_with(&[], &[])), &profile_file)?
+        .probe
+        .variants();
+    let wider = steadiness::wider(&variants, chosen, &all, BASELINES_TOLERANCE, &when)
+        .map_err(|e| Error::msg(format!("{e}: onboard again on an idle GPU")))?;
+    // The draft without deviations, with the baselines it will have, is the profile the
+    // cases are judged by, as the gate judges them once the draft is committed (its
+    // recorded results are not on disk yet: judged on the measurements themselves).
+    let bare = as_blessed(
+        catalog::parse(&without_recorded(&render_with(&[], &wider)), &profile_file)?,
+        chosen,
+    );
+    let mut deviations = deviations::find(&bare, chosen).map_err(Error::msg)?;
     let (unsteady, counts) = unsteady(&bare, &deviations, runs)?;
     if !runs.is_empty() {
         for (d, k) in deviations.iter_mut().zip(counts) {
@@ -269,17 +286,6 @@ pub fn draft_with(
             ));
         }
     }
-    let mut all: Vec<&RunResults> = same_mode.clone();
-    all.push(other);
-    let gpu_short = gpu.name.strip_prefix("NVIDIA ").unwrap_or(&gpu.name);
-    let when = format!(
-        "{gpu_short}, {}, driver {}, NVRTC {}",
-        dates(&all),
-        chosen_env.driver_version,
-        chosen_env.nvrtc_version
-    );
-    let wider = steadiness::wider(&bare.probe.variants(), chosen, &all, &when)
-        .map_err(|e| Error::msg(format!("{e}: onboard again on an idle GPU")))?;
     let other_deviations = deviations::find(&bare, other).map_err(Error::msg)?;
     let names = |d: &[Deviation]| d.iter().map(|d| d.case.clone()).collect::<Vec<_>>();
     let (here, there) = (names(&deviations), names(&other_deviations));
@@ -326,6 +332,21 @@ pub fn draft_with(
         wider,
         ceilings: c.clone(),
     })
+}
+
+/// `bare` with the baselines a bless of `chosen` gives it (its own file may not exist
+/// yet, or hold another GPU's figures): the progress of every variant, the tolerance and
+/// wider entries the draft's text sets, nothing else blessed.
+fn as_blessed(mut bare: Profile, chosen: &RunResults) -> Profile {
+    let progress = bless::blessed_progress(&bare, chosen);
+    if let Some(b) = bare.baselines.as_mut() {
+        b.progress = progress;
+        b.sass.clear();
+        b.policy_picks.clear();
+        b.origin = None;
+        b.read = None;
+    }
+    bare
 }
 
 /// The unsteady cases with the runs each fails in, and the runs each deviation fails in.

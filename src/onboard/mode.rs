@@ -102,7 +102,7 @@ impl Agreement {
         let n = self.rows.iter().filter(|r| !r.base).count();
         match &self.worst_context {
             Some((name, d)) => format!(
-                "; the {n} variants of the other contexts are not judged: they are known to move between modes and runs (their warps lock into one of a few issue rates per launch), here by up to {:.2}% ({name}), measured into their baselines' widths instead",
+                "; the {n} variants of the other contexts are not judged (how far a context variant moves between runs and modes goes into its baseline's width instead): here they differ by up to {:.2}% ({name})",
                 d * 100.0
             ),
             None => String::new(),

@@ -4,7 +4,7 @@
 
 use super::ceilings::Ceilings;
 use super::deviations::Deviation;
-use super::steadiness::{Wide, LEAST, MARGIN, MOVED, STEP};
+use super::steadiness::{reach, Wide, LEAST, MARGIN, STEP};
 use crate::expectations::profile::{Invariant, Profile, Validity};
 use crate::model::results::RunResults;
 use crate::model::settings::{Mode, ProbeSettings};
@@ -285,8 +285,8 @@ fn baselines(p: &Parts) -> String {
     s.push_str(&comment_at(
         "  ",
         &[format!(
-            "Variants whose median moved more than {:.1}% from its baseline in any run onboarding measured ({} {} run(s), the blessed one among them, and the other mode's; {}, {}): each widened to {MARGIN} times its largest distance from it, rounded up to {:.1}%, at least {:.0}% (the H200's rule, docs/profiles.md). REVIEW: a width is what the gate no longer sees of that variant.",
-            MOVED * 100.0,
+            "Variants whose median moved more than {:.1}% from its baseline ({MARGIN} times that is more than the tolerance) in some run onboarding measured ({} {} run(s), the blessed one among them, and the other mode's; {}, {}): each widened to {MARGIN} times its largest distance from it, rounded up to {:.1}%, at least {:.0}% (the H200's rule, docs/profiles.md). REVIEW: a width is what the gate no longer sees of that variant.",
+            reach(p.baselines_tolerance) * 100.0,
             p.runs,
             mode_word(p.mode),
             p.gpu_name,

@@ -5,18 +5,19 @@
 //! warps or 48 live values move between runs and modes: their warps lock into one of a
 //! few issue rates per launch (docs/h200.md, "How steady the contexts are"), so their
 //! widths are measured over many runs, not typed in. The rule
-//! ([`tolerance`]): a variant whose median moved more than [`MOVED`] from its baseline in
-//! any run gets [`MARGIN`] times its largest distance, rounded up to [`STEP`], at least
-//! [`LEAST`].
+//! ([`tolerance`]): a variant whose median moved so far from its baseline in some run that
+//! [`MARGIN`] times that distance is more than the profile's tolerance (more than
+//! [`reach`] of it) gets [`MARGIN`] times its largest distance, rounded up to [`STEP`], at
+//! least [`LEAST`].
 
+use crate::bless;
 use crate::model::results::RunResults;
 use crate::model::settings::Mode;
 use crate::model::variant::Variant;
 use crate::report::thousands as figure;
 
-/// A variant that moved more than this from its baseline in any run is widened.
-pub const MOVED: f64 = 0.003;
-/// Its width: this many times its largest distance from the baseline...
+/// A variant's width: this many times its largest distance from the baseline (and the
+/// margin a distance must keep inside the profile's tolerance not to need one)...
 pub const MARGIN: f64 = 1.25;
 /// ...rounded up to a multiple of this...
 pub const STEP: f64 = 0.005;
@@ -33,13 +34,20 @@ pub struct Wide {
     pub reason: String,
 }
 
-/// The width for a largest distance `moved` (a fraction): `None` when it needs none
-/// (at most [`MOVED`]); `Err` when it is not a number, or no tolerance below 1 holds it.
-pub fn tolerance(moved: f64) -> Result<Option<f64>, String> {
+/// The largest distance from the baseline that the profile's `tolerance` holds with the
+/// margin: `tolerance` / [`MARGIN`] (0.4% of a 0.5% tolerance).
+pub fn reach(tolerance: f64) -> f64 {
+    tolerance / MARGIN
+}
+
+/// The width for a largest distance `moved` (a fraction) under the profile's `tolerance`:
+/// `None` when it needs none ([`MARGIN`] times it is within `tolerance`); `Err` when it is
+/// not a number, or no tolerance below 1 holds it.
+pub fn tolerance(moved: f64, tolerance: f64) -> Result<Option<f64>, String> {
     if !moved.is_finite() {
         return Err(format!("a distance of {moved} from the baseline"));
     }
-    if moved <= MOVED {
+    if moved * MARGIN <= tolerance {
         return Ok(None);
     }
     // In whole steps, so that 1.25 x 0.8% is 2 steps of 0.5%, not 2.0000000001.
@@ -54,19 +62,15 @@ pub fn tolerance(moved: f64) -> Result<Option<f64>, String> {
     Ok(Some(t))
 }
 
-/// A baseline as the baselines file holds it (to 0.1), which the verdicts compare with.
-fn blessed(progress: f64) -> f64 {
-    (progress * 10.0).round() / 10.0
-}
-
-/// The wider tolerances of `variants`, whose baselines are blessed from `baseline`, from
-/// every run in `runs` (the baseline's run among them). A run written before contexts is
+/// The wider tolerances of `variants`, whose baselines are blessed from `baseline` with
+/// the profile's `base_tolerance`, from every run in `runs` (the baseline's run among them). A run written before contexts is
 /// not counted for the contexts it predates; `Err` names a variant a run lacks, or one no
 /// tolerance holds. `when` ends each reason: "H200, 2026-12-02, driver ..., NVRTC ...".
 pub fn wider(
     variants: &[Variant],
     baseline: &RunResults,
     runs: &[&RunResults],
+    base_tolerance: f64,
     when: &str,
 ) -> Result<Vec<Wide>, String> {
     let mut out = Vec::new();
@@ -74,7 +78,7 @@ pub fn wider(
         let Some(b) = baseline.get(v) else {
             continue;
         };
-        let base = blessed(b.baseline_progress());
+        let base = bless::blessed_figure(b.baseline_progress());
         let mut moved: f64 = 0.0;
         let mut by_mode: Vec<(Mode, Vec<f64>)> = Vec::new();
         for r in runs {
@@ -92,7 +96,7 @@ pub fn wider(
                 None => by_mode.push((r.mode, vec![x])),
             }
         }
-        let Some(t) = tolerance(moved).map_err(|e| format!("{v}: {e}"))? else {
+        let Some(t) = tolerance(moved, base_tolerance).map_err(|e| format!("{v}: {e}"))? else {
             continue;
         };
         // Each mode's runs: their medians' range and largest distance.
@@ -147,19 +151,24 @@ mod tests {
 
     #[test]
     fn the_width_is_a_quarter_more_than_the_largest_move_in_half_percent_steps() {
-        assert_eq!(tolerance(0.0), Ok(None));
-        assert_eq!(tolerance(0.003), Ok(None));
-        // Just past 0.3%: the least width.
-        assert_eq!(tolerance(0.0031), Ok(Some(0.01)));
-        // The H200's figures: 5.34% -> 7%, 4.94% -> 6.5%, 1.08% -> 1.5%.
-        assert_eq!(tolerance(0.0534), Ok(Some(0.07)));
-        assert_eq!(tolerance(0.0494), Ok(Some(0.065)));
-        assert_eq!(tolerance(0.0108), Ok(Some(0.015)));
+        let t = 0.005;
+        assert_eq!(tolerance(0.0, t), Ok(None));
+        // 1.25 x 0.4% is the 0.5% tolerance itself: no width needed.
+        assert_eq!(reach(t), 0.004);
+        assert_eq!(tolerance(0.004, t), Ok(None));
+        // Just past it: the least width.
+        assert_eq!(tolerance(0.0041, t), Ok(Some(0.01)));
+        // A tighter profile widens sooner.
+        assert_eq!(tolerance(0.0031, 0.002), Ok(Some(0.01)));
+        // 5.34% -> 7%, 4.94% -> 6.5%, 1.08% -> 1.5%.
+        assert_eq!(tolerance(0.0534, t), Ok(Some(0.07)));
+        assert_eq!(tolerance(0.0494, t), Ok(Some(0.065)));
+        assert_eq!(tolerance(0.0108, t), Ok(Some(0.015)));
         // Exactly on a step stays on it.
-        assert_eq!(tolerance(0.016), Ok(Some(0.02)));
-        assert!(tolerance(f64::NAN).is_err());
-        assert!(tolerance(f64::INFINITY).is_err());
-        assert!(tolerance(0.9)
+        assert_eq!(tolerance(0.016, t), Ok(Some(0.02)));
+        assert!(tolerance(f64::NAN, t).is_err());
+        assert!(tolerance(f64::INFINITY, t).is_err());
+        assert!(tolerance(0.9, t)
             .unwrap_err()
             .contains("no tolerance below 100%"));
     }

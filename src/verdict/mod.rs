@@ -27,7 +27,7 @@ use std::path::PathBuf;
 
 pub use failure::FailureKind;
 pub(crate) use known_deviations::with_known_deviations;
-pub use policy::{at_place, main_at_chain, standing, Standing, Unjudged};
+pub use policy::{at_place, judged_standing, main_at_chain, standing, Basis, Standing, Unjudged};
 pub(crate) use sass::shape;
 
 /// What a case concluded.

@@ -173,8 +173,8 @@ pub(super) fn pick(
         Some(g) => accumulation_on(&g.source, place, profile, results),
         None => return Outcome::Fail("the profile gates no policy".into()),
     };
-    let st = match standing(k, found) {
-        Ok(st) => st,
+    let (st, basis) = match judged_standing(k, found, profile) {
+        Ok(judged) => judged,
         Err(Unjudged::NoResults) => return Outcome::Fail(format!("no results at {where_}")),
         Err(Unjudged::NotMeasured) => {
             return Outcome::Fail(format!(
@@ -183,10 +183,6 @@ pub(super) fn pick(
                 told(&a)
             ))
         }
-    };
-    let (st, basis) = match blessed_standing(k, found, profile) {
-        Some(blessed) => (blessed, "the blessed progress"),
-        None => (st, "this run's mean progress"),
     };
     let text = format!(
         "policy {name} picks acc{k} at {where_}: {:.1}, {:.2}% of the best, acc{} {:.1} (must reach {:.2}%; {basis}), {}",
@@ -360,6 +356,39 @@ fn asked<'a>(
 
 /// Why a policy case has no picks to judge.
 const NOT_ASKED: &str = "a policy program's picks are asked once per run, before the verdicts (cargo test --test probe, cargo xtask gate)";
+
+/// Which figures a pick was judged on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Basis {
+    /// The baselines' progress: every variant at the place holds its baseline.
+    Blessed,
+    /// This run's mean progress: some variant has no baseline or moved beyond it.
+    ThisRun,
+}
+
+impl std::fmt::Display for Basis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Basis::Blessed => "the blessed progress",
+            Basis::ThisRun => "this run's mean progress",
+        })
+    }
+}
+
+/// Where pick `k` stands among `found` as the policy case judges it: by the blessed
+/// progress while every variant there holds its baseline ([`blessed_standing`]), else by
+/// this run's figures; and which of the two it was.
+pub fn judged_standing(
+    k: u32,
+    found: &[&VariantResult],
+    profile: &Profile,
+) -> Result<(Standing, Basis), Unjudged> {
+    let this_run = standing(k, found)?;
+    Ok(match blessed_standing(k, found, profile) {
+        Some(blessed) => (blessed, Basis::Blessed),
+        None => (this_run, Basis::ThisRun),
+    })
+}
 
 /// Where pick `k` stands among `found` by the blessed progress, when every variant of
 /// `found` has a baseline and its median is within that baseline's tolerance (its
