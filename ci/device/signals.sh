@@ -3,7 +3,11 @@
 # checks the harness contract each time (docs/harness.md, "Interrupted runs"): the process
 # exits 128 + the signal, and its JUnit file is well-formed and red (a failing
 # `run::interrupted` case) and lists either nothing but that case (signal before the plan) or
-# every planned case (finished, or skipped "not finished: interrupted by SIG...").
+# every planned case (finished, or skipped "not finished: interrupted by SIG..."). A run that
+# had already decided to end when the signal came (its last look for a pending signal is
+# immediately before `_exit`; the kernel may then take milliseconds to tear the process down)
+# exits 0, and is right only if its green JUnit file was written before the signal: the
+# file's time is compared with the signal's (both CLOCK_REALTIME).
 #
 #   bash ci/device/signals.sh BINARY LABEL "SIGNALS" "DELAYS" [extra suite arguments...]
 #
@@ -40,15 +44,36 @@ for sig in $signals; do
     # (PF_EXITING in its flags: closing a GPU context's files takes milliseconds) and once it
     # is a zombie: that is a run that ended before the signal, not one the signal ended.
     exiting=$(awk '{print ($3 == "Z" || int($9 / 4) % 2) ? 1 : 0}' "/proc/$pid/stat" 2>/dev/null)
+    # The moment the signal went, on the clock file times are read from (CLOCK_REALTIME).
+    at=$(date +%s.%N)
     if [ "$exiting" = 0 ] && kill -s "$first" "$pid" 2>/dev/null; then sent=1; else sent=0; fi
     if [ -n "$second" ]; then sleep 0.05; kill -s "$second" "$pid" 2>/dev/null; fi
     wait "$pid"
     rc=$?
-    verdict=$(python3 - "$junit" "$rc" "$num" "$sent" <<'PY'
-import sys, xml.etree.ElementTree as ET
+    verdict=$(python3 - "$junit" "$rc" "$num" "$sent" "$at" <<'PY'
+import os, sys, xml.etree.ElementTree as ET
 path, rc, num, sent = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+signal_at = float(sys.argv[5])
+# File times come from the kernel's coarse clock, at most one tick (4 ms at HZ=250, 10 ms
+# at HZ=100) behind the clock `date` reads: a file is proved written before the signal
+# when its time is more than GRAIN before it.
+GRAIN = 0.010
 problems = []
-if sent and rc != 128 + num:
+before = None
+if sent and rc == 0:
+    # The process had decided to end (its last look for a pending signal was done) when
+    # the signal came, and ended 0: green is right only if its final JUnit file was
+    # written before the signal was sent.
+    try:
+        lead = signal_at - os.stat(path).st_mtime
+        before = f"green JUnit written {lead * 1000:.1f} ms before the signal"
+        if lead < 0:
+            problems.append(f"exit 0 and a JUnit file written {-lead * 1000:.1f} ms after the signal")
+        elif lead <= GRAIN:
+            problems.append(f"exit 0 and a JUnit file written {lead * 1000:.1f} ms before the signal, within the file clock's {GRAIN * 1000:.0f} ms: not proved")
+    except FileNotFoundError:
+        pass
+elif sent and rc != 128 + num:
     problems.append(f"exit {rc}, not {128 + num}")
 cases = failed = unfinished = 0
 interrupted = False
@@ -69,9 +94,16 @@ except ET.ParseError as e:
     problems.append(f"JUnit not well-formed: {e}")
 # A run that ended before the signal was due is an ordinary run (ci/device/run.sh judges
 # those); a signalled one must be red.
-if sent and not interrupted:
+if sent and not interrupted and before is None:
     problems.append("no failing run::interrupted case")
-state = ("ok" if sent else "ended before the signal") if not problems else "BROKEN: " + "; ".join(problems)
+if before is not None and interrupted:
+    problems.append("exit 0 with a failing run::interrupted case")
+if problems:
+    state = "BROKEN: " + "; ".join(problems)
+elif before is not None:
+    state = f"ended as the signal came: {before}"
+else:
+    state = "ok" if sent else "ended before the signal"
 print(f"exit {rc} cases {cases} failed {failed} unfinished {unfinished} {state}")
 PY
 )
