@@ -451,55 +451,6 @@ fn a_symlink_out_of_the_profile_folder_is_refused_and_its_content_never_shown() 
     std::fs::remove_dir_all(top).unwrap();
 }
 
-/// The crate modules `path` (a file, or a folder searched through) names as `crate::NAME`
-/// outside comments, each with the file that names it.
-fn crate_imports(path: &Path) -> Vec<(String, PathBuf)> {
-    let mut out = Vec::new();
-    if path.is_dir() {
-        for e in std::fs::read_dir(path).unwrap() {
-            out.extend(crate_imports(&e.unwrap().path()));
-        }
-        return out;
-    }
-    let text = std::fs::read_to_string(path).unwrap();
-    for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
-        for (at, _) in line.match_indices("crate::") {
-            let name: String = line[at + "crate::".len()..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            out.push((name, path.to_path_buf()));
-        }
-    }
-    out
-}
-
-/// ARCHITECTURE.md's stage invariant for stage 1, the catalog and the verdict stage: no
-/// import runs from a lower stage to a higher one.
-#[test]
-fn stage_imports_run_one_way() {
-    let src = root().join("src");
-    let allowed: [(&str, &[&str]); 3] = [
-        ("expectations", &["expectations", "model", "error", "input"]),
-        ("verdict", &["verdict", "expectations", "model", "error"]),
-        (
-            "catalog.rs",
-            &["expectations", "verdict", "model", "error", "config"],
-        ),
-    ];
-    let mut wrong = Vec::new();
-    for (module, may) in allowed {
-        let found = crate_imports(&src.join(module));
-        assert!(!found.is_empty(), "no crate:: path found in {module}");
-        for (name, file) in found {
-            if !may.contains(&name.as_str()) {
-                wrong.push(format!("{} imports crate::{name}", file.display()));
-            }
-        }
-    }
-    assert!(wrong.is_empty(), "{wrong:#?}");
-}
-
 #[test]
 fn a_contexts_section_adds_each_input_alone_and_each_corner() {
     let text = format!(

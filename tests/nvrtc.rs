@@ -372,7 +372,7 @@ fn installed_toolchains_compile_in_their_own_workers() -> Result<Completion, Fai
 /// equal to its `.reuse` marks (`compile::sass` refuses to decode it otherwise), so each
 /// loop has a schedule; on sm_100 and sm_120 the summary says the layout is unknown.
 fn loop_schedules_decode_where_the_layout_is_known() -> Result<Completion, Failed> {
-    use accprobe::compile::control::KNOWN_LAYOUT;
+    use accprobe::compile::sass::control::KNOWN_LAYOUT;
     use accprobe::compile::toolchain::{default_root, installed, resolve};
     use accprobe::compile::worker::spawn_worker;
     use accprobe::model::compiled::ArchOutcome;

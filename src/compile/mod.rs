@@ -13,7 +13,6 @@
 //! source, options and parts are plain functions, tested everywhere.
 
 pub mod cache;
-pub mod control;
 pub mod disassemble;
 pub mod libraries;
 pub mod nvrtc;

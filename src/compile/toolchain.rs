@@ -11,10 +11,6 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-// The worker's and the process's entry points, at the path the front ends call them by.
-pub use super::process_nvrtc::{process_origin, select_for_process};
-pub use super::worker::worker_main;
-
 /// Where `ci/toolchains.sh` installs (default: the workspace's `target/toolchains`), and
 /// the variable set (to `1`) where the compile-only cases must run: a toolchain a profile
 /// names that is not installed then fails its cases instead of leaving them ignored

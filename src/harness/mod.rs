@@ -79,10 +79,10 @@ fn progress_note(args: &Arguments, what: &str) {
 /// came before the end, however late, ends it with 128 + the signal and a red JUnit file.
 pub fn main() -> ExitCode {
     install_interrupt_handler();
-    if let Some(code) = crate::compile::toolchain::worker_main() {
+    if let Some(code) = crate::compile::worker::worker_main() {
         crate::interrupt::exit(if code == ExitCode::SUCCESS { 0 } else { 2 });
     }
-    if let Err(e) = crate::compile::toolchain::select_for_process() {
+    if let Err(e) = crate::compile::process_nvrtc::select_for_process() {
         crate::interrupt::exit(configuration_error(e));
     }
     crate::interrupt::exit(main_with(Arguments::from_args()))

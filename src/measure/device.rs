@@ -336,7 +336,7 @@ impl Device {
             driver_version: kernel_driver_version(),
             cuda_driver_api: self.cuda_driver_api.clone(),
             nvrtc_version: self.nvrtc_version.clone(),
-            nvrtc_origin: crate::compile::toolchain::process_origin(),
+            nvrtc_origin: crate::compile::process_nvrtc::process_origin(),
             nvrtc_library: crate::compile::loaded_nvrtc()
                 .first()
                 .map(|p| p.display().to_string()),

@@ -2,7 +2,6 @@
 //! their launches (`pacing`), and keeps what each launch gave.
 
 use super::cuda;
-use super::matrix::LoadedMatrix;
 use super::memory::{Regions, RunMemory, POISON_U64, RUN_BYTES};
 use super::outputs::check_outputs;
 use super::pacing::{pace, Lanes};
@@ -12,7 +11,8 @@ use crate::model::results::{LaunchTimer, VariantResult};
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::Variant;
 use cudarc::driver::{
-    result, sys, CudaEvent, CudaFunction, CudaStream, DriverError, LaunchConfig, PushKernelArg,
+    result, sys, CudaContext, CudaEvent, CudaFunction, CudaStream, DriverError, LaunchConfig,
+    PushKernelArg,
 };
 use std::sync::Arc;
 
@@ -35,7 +35,15 @@ pub(super) struct Slot {
     pub(super) elapsed_n: u64,
 }
 
-impl LoadedMatrix {
+/// Where a run's slots run: the device context, the stream the copies go on, and the
+/// dynamic shared memory every launch asks for (one block per SM).
+pub(super) struct Engine<'a> {
+    pub(super) ctx: &'a Arc<CudaContext>,
+    pub(super) copies: Arc<CudaStream>,
+    pub(super) shared_mem_bytes: u32,
+}
+
+impl Engine<'_> {
     /// Runs `slots`, `warmup_launches + repeats` launches each, in `groups` (ranges of
     /// slots) one after another, each group's slots at once, as [`pace`] orders them:
     ///
@@ -83,8 +91,8 @@ impl LoadedMatrix {
         for (slot, r) in slots.iter_mut().zip(regions) {
             slot.regions = r;
         }
-        let memory = RunMemory::new(&self.ctx, bytes, Group::read_back_bytes(&blocks))?;
-        let copies = self.stream(0)?;
+        let memory = RunMemory::new(self.ctx, bytes, Group::read_back_bytes(&blocks))?;
+        let copies = self.copies.clone();
         memory.poison(&copies, 0, bytes)?;
         // The host waits for the poison, so the slot streams need not.
         copies.synchronize().map_err(cuda("poisoning outputs"))?;
@@ -102,7 +110,7 @@ impl LoadedMatrix {
             cfg: LaunchConfig {
                 grid_dim: (s.blocks, 1, 1),
                 block_dim: (s.block_threads, 1, 1),
-                shared_mem_bytes: super::matrix::one_block_per_sm(&self.ctx)?,
+                shared_mem_bytes: self.shared_mem_bytes,
             },
             budget: s.budget_cycles as i64,
             settings: s,
@@ -288,7 +296,7 @@ impl Lanes for CudaLanes<'_> {
                     None => None,
                 };
                 let values = slot.regions.shifted(g.lo + g.at(launch)).read(back, g.lo);
-                LoadedMatrix::finish(slot, self.settings, launch as u32, values, ms);
+                Engine::finish(slot, self.settings, launch as u32, values, ms);
             }
         }
         Ok(())

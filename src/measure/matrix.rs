@@ -3,7 +3,7 @@
 //! the engine.
 
 use super::cuda;
-use super::engine::Slot;
+use super::engine::{Engine, Slot};
 use super::isolation::{each_its_own, without_refused};
 use super::memory::Regions;
 use super::waves::wave_sets;
@@ -118,6 +118,7 @@ impl LoadedMatrix {
         // Each variant a group of its own: one launch on the GPU at a time.
         let groups: Vec<std::ops::Range<usize>> = (0..slots.len()).map(|i| i..i + 1).collect();
         let mut measured = self
+            .engine()?
             .run(slots, &groups, s, LaunchTimer::Events)
             .map_err(|(_, e)| e)?
             .into_iter();
@@ -174,7 +175,18 @@ impl LoadedMatrix {
                     .map_err(|e| (Some(v), e))
             })
             .collect::<Result<Vec<Slot>, _>>()?;
-        self.run(slots, &sets, s, LaunchTimer::Kernel)
+        self.engine()
+            .map_err(|e| (None, e))?
+            .run(slots, &sets, s, LaunchTimer::Kernel)
+    }
+
+    /// The engine on this matrix's context: its copy stream, one block per SM.
+    fn engine(&self) -> Result<Engine<'_>, GpuError> {
+        Ok(Engine {
+            ctx: &self.ctx,
+            copies: self.stream(0)?,
+            shared_mem_bytes: one_block_per_sm(&self.ctx)?,
+        })
     }
 
     /// Stream `i` of the matrix's own (0: the copy stream), or a new one past them.

@@ -189,7 +189,7 @@ pub(super) fn section(probe: &ProbeSettings) -> String {
             purpose(c, base_warps)
         )
     }));
-    let mut s = super::render::comment(&lines);
+    let mut s = super::comments::comment(&lines);
     s.push_str("contexts:\n");
     s.push_str(&format!("  chains: {}\n", list(&probe.context_chains)));
     s.push_str(&format!(

@@ -15,6 +15,7 @@
 //! baselines or recorded results file. `cargo xtask onboard` measures and calls these.
 
 pub mod ceilings;
+mod comments;
 pub mod contexts;
 pub mod deviations;
 pub mod mode;

@@ -7,32 +7,8 @@ use crate::expectations::profile::{Invariant, Profile};
 use crate::model::results::RunResults;
 use crate::model::variant::{Context, Sink, Variant};
 
-/// Where a spill is looked for; each is its own verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SpillSource {
-    /// ptxas's spill stores and loads.
-    PtxasReport,
-    /// The loaded function's local memory size.
-    LocalMemory,
-    /// `LDL`/`STL` instructions in the SASS.
-    Sass,
-}
-
-impl SpillSource {
-    pub const ALL: [SpillSource; 3] = [
-        SpillSource::PtxasReport,
-        SpillSource::LocalMemory,
-        SpillSource::Sass,
-    ];
-
-    pub fn id(&self) -> &'static str {
-        match self {
-            SpillSource::PtxasReport => "ptxas_report",
-            SpillSource::LocalMemory => "local_memory",
-            SpillSource::Sass => "sass",
-        }
-    }
-}
+pub use super::policy::policy_context_name;
+pub use super::spills::SpillSource;
 
 /// One generated test case: what it checks and which variants it needs measured.
 #[derive(Debug, Clone, PartialEq)]
@@ -205,18 +181,6 @@ pub fn cases(profile: &Profile) -> Vec<Case> {
         }
     }
     cases
-}
-
-/// The name of the policy context at `chain` in sink mode `sink` and probe context
-/// `context`: `chain13`, `chain13_sinkB`, `chain13_w16` (the `policy::<name>::` cases'
-/// last part).
-pub fn policy_context_name(chain: u32, sink: Sink, context: Context) -> String {
-    let mut name = format!("chain{chain}");
-    if sink != Sink::A {
-        name.push_str(&format!("_sink{}", sink.letter()));
-    }
-    name.push_str(&context.suffix());
-    name
 }
 
 /// The contexts a profile's policy is asked about, in a stable order: the base probe

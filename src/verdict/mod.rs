@@ -119,7 +119,8 @@ pub fn judge_with(
         }
     };
     let raw = evaluate_raw(case, profile, results, &found, picks);
-    let another = policy::not_the_deviation(&case.check, picks, profile, &found);
+    let another = policy_place(&case.check)
+        .and_then(|(place, own)| policy::not_the_deviation(place, own, picks, profile, &found));
     let (outcome, failure) = known_deviations::apply(&case.name, profile, raw, another, || {
         failure::kind_of(&case.check, profile, &found)
     });
@@ -160,6 +161,40 @@ pub struct NotComparable {
     pub profile: String,
     pub file: PathBuf,
     pub differences: Vec<String>,
+}
+
+/// Where a policy case judges (and whether it is the case of the pick against the best K,
+/// not against the blessed pick); `None` for any other check.
+fn policy_place(check: &Check) -> Option<(policy::Place, bool)> {
+    match *check {
+        Check::Policy {
+            chain,
+            sink,
+            context,
+            ..
+        } => Some((
+            policy::Place {
+                chain,
+                sink,
+                context,
+            },
+            true,
+        )),
+        Check::PolicyPick {
+            chain,
+            sink,
+            context,
+            ..
+        } => Some((
+            policy::Place {
+                chain,
+                sink,
+                context,
+            },
+            false,
+        )),
+        _ => None,
+    }
 }
 
 fn evaluate_raw(

@@ -20,7 +20,6 @@
 //! Where the results carry no ptxas register count (a recorded table), the policy's own
 //! `probe_context` stands for the base context, as it always has.
 
-use super::cases::Check;
 use super::spills::spill_problem;
 use super::Outcome;
 use crate::expectations::policy::Accumulation;
@@ -38,6 +37,18 @@ pub(super) struct Place {
     pub(super) context: Context,
 }
 
+/// The name of the policy context at `chain` in sink mode `sink` and probe context
+/// `context`: `chain13`, `chain13_sinkB`, `chain13_w16` (the `policy::<name>::` cases'
+/// last part).
+pub fn policy_context_name(chain: u32, sink: Sink, context: Context) -> String {
+    let mut name = format!("chain{chain}");
+    if sink != Sink::A {
+        name.push_str(&format!("_sink{}", sink.letter()));
+    }
+    name.push_str(&context.suffix());
+    name
+}
+
 impl Place {
     /// How a message names it: `chain 13`, `chain 13 in context w16`, `chain 13, sink D`.
     fn describe(&self) -> String {
@@ -51,9 +62,9 @@ impl Place {
         s
     }
 
-    /// The policy context's name ([`super::cases::policy_context_name`]).
-    fn name(&self) -> String {
-        super::cases::policy_context_name(self.chain, self.sink, self.context)
+    /// The policy context's name ([`policy_context_name`]).
+    pub(super) fn name(&self) -> String {
+        policy_context_name(self.chain, self.sink, self.context)
     }
 
     /// The profile key whose accumulator counts measure this place.
@@ -266,46 +277,18 @@ pub(super) fn against_blessed(
     }
 }
 
-/// Why a failure of a policy case (`check`) is not the one a known deviation records,
+/// Why a failure of a policy case at `place` (`own`: the case judging the pick against
+/// the best K, not against the blessed pick) is not the one a known deviation records,
 /// which is its pick falling below the best K: the policy gave no pick (a program that
 /// could not be asked), nothing was measured there, its pick was not measured, or its pick
 /// is not the one blessed (`policy_picks`), the pick the deviation was recorded with.
-/// `None` for any other check.
 pub(super) fn not_the_deviation(
-    check: &Check,
+    place: Place,
+    own: bool,
     picks: Option<&Picks>,
     profile: &Profile,
     found: &[&VariantResult],
 ) -> Option<String> {
-    let (place, own) = match *check {
-        Check::Policy {
-            chain,
-            sink,
-            context,
-            ..
-        } => (
-            Place {
-                chain,
-                sink,
-                context,
-            },
-            true,
-        ),
-        Check::PolicyPick {
-            chain,
-            sink,
-            context,
-            ..
-        } => (
-            Place {
-                chain,
-                sink,
-                context,
-            },
-            false,
-        ),
-        _ => return None,
-    };
     let context = place.name();
     let k = match picks.map(|p| p.of(&context)) {
         Some(Ok(k)) => k,

@@ -2,10 +2,36 @@
 //! SASS): the `invariant::no_spills::<source>` cases, and the spill checks that the
 //! `probe::` cases and the failure kinds share.
 
-use super::cases::SpillSource;
 use super::sass::without_sass;
 use super::Outcome;
 use crate::model::results::{RunResults, VariantResult};
+
+/// Where a spill is looked for; each is its own verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpillSource {
+    /// ptxas's spill stores and loads.
+    PtxasReport,
+    /// The loaded function's local memory size.
+    LocalMemory,
+    /// `LDL`/`STL` instructions in the SASS.
+    Sass,
+}
+
+impl SpillSource {
+    pub const ALL: [SpillSource; 3] = [
+        SpillSource::PtxasReport,
+        SpillSource::LocalMemory,
+        SpillSource::Sass,
+    ];
+
+    pub fn id(&self) -> &'static str {
+        match self {
+            SpillSource::PtxasReport => "ptxas_report",
+            SpillSource::LocalMemory => "local_memory",
+            SpillSource::Sass => "sass",
+        }
+    }
+}
 
 /// Why a variant counts as spilling, or as unknown, by the ptxas report and the local
 /// memory size; `None` when it is clean.

@@ -418,7 +418,7 @@ fn set_device(device: Option<usize>) {
 /// interrupt handler, the trace, the device environment and the compile settings. An
 /// error here is a bad configuration: exit 2.
 fn start() -> Result<(), String> {
-    accprobe::compile::toolchain::select_for_process().map_err(|e| e.to_string())?;
+    accprobe::compile::process_nvrtc::select_for_process().map_err(|e| e.to_string())?;
     // Before any thread: NVRTC's own signal handler must never end (or hang) the process.
     accprobe::interrupt::install("xtask", |name| warn!("xtask: interrupted by {name}"));
     accprobe::trace::start()?;
@@ -446,7 +446,7 @@ fn exit_code(result: Done) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    if let Some(code) = accprobe::compile::toolchain::worker_main() {
+    if let Some(code) = accprobe::compile::worker::worker_main() {
         return code;
     }
     if let Err(e) = start() {

@@ -4,6 +4,7 @@
 //! place; marked used on each hit.
 
 use super::key::sha256_hex;
+use super::names::part_file;
 use super::prune::prune_cache;
 use crate::compile::{Compiled, Program};
 use crate::error::{Error, LineError};
@@ -37,16 +38,6 @@ pub(super) enum Untrusted {
     InTwoParts(String),
     #[error("its ptxas report does not cover every variant")]
     Uncovered,
-}
-
-/// The file names of part `k` of a cache entry: `cubin`, `log`, `sass` for the first (all
-/// an entry of one part holds), `cubin.1`, `log.1`, `sass.1` for the second, and on.
-fn part_file(name: &str, k: usize) -> String {
-    if k == 0 {
-        name.to_string()
-    } else {
-        format!("{name}.{k}")
-    }
 }
 
 /// A cache entry's parts, each file checked against the manifest's digests; every file the
@@ -130,15 +121,6 @@ pub(super) fn mark_used(dir: &Path) {
         // SAFETY: a file descriptor this function holds open; null is allowed.
         unsafe { libc::futimens(f.as_raw_fd(), std::ptr::null()) };
     }
-}
-
-/// The name of one of the files of a cache entry's parts: `cubin`, `log`, `sass`, with
-/// `.K` for later parts ([`part_file`]).
-pub(super) fn is_part_file(name: &str) -> bool {
-    let (base, k) = name.split_once('.').unwrap_or((name, "0"));
-    matches!(base, "cubin" | "log" | "sass")
-        && !k.is_empty()
-        && k.bytes().all(|b| b.is_ascii_digit())
 }
 
 pub(super) fn write_entry(dir: &Path, c: &Compiled) -> std::io::Result<()> {

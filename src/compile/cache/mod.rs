@@ -5,6 +5,7 @@
 
 mod entry;
 mod key;
+mod names;
 mod prune;
 
 pub use key::{cache_key, fingerprint, sha256_hex_of};

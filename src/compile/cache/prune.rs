@@ -2,8 +2,8 @@
 //! [`CACHE_UNUSED_DAYS`] and the temporary folders of stores that never finished, and
 //! nothing else a user may keep in the folder.
 
-use super::entry::is_part_file;
 use super::key::is_sha256_hex;
+use super::names::is_part_file;
 use crate::input;
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! instruction's control fields (stall cycles, yield, the scoreboards it sets and waits
 //! on), written in CuAssembler's notation `B0-----:R-:W1:Y:S07`, and the schedule digest
 //! of a loop. The compile stage decodes the fields from the encoding
-//! (`compile::control`); the verdicts and `cargo xtask sass` read them back from here.
+//! (`compile::sass::control`); the verdicts and `cargo xtask sass` read them back from here.
 //! Operand reuse is not part of the notation: the instruction text keeps its `.reuse` marks.
 
 use sha2::{Digest, Sha256};

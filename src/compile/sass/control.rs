@@ -28,7 +28,7 @@
 //! it. Nothing published describes Blackwell (sm_100, sm_120): its control fields are not
 //! decoded, and the case says so rather than guess.
 
-use super::sass::Instruction;
+use super::listing::Instruction;
 use crate::model::results::Control;
 
 /// The architectures whose control-field layout is the one above.

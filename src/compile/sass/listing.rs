@@ -1,0 +1,245 @@
+//! Reading a disassembler's listing: each function's instructions, normalised (no address,
+//! branch targets relative), with the encoding's control word where the listing prints it.
+use crate::model::results;
+use std::collections::BTreeMap;
+
+/// Opcodes whose operand is a place in the function's code: a label in nvdisasm's listing
+/// (`` `(.L_x_81) ``, numbered across the whole CUBIN), an address in cuobjdump's. Both are
+/// written relative to the instruction, so that a digest depends neither on the tool nor on
+/// which other kernels share the CUBIN (the phased loops' `BSSY` once did).
+const TARGETED: [&str; 2] = ["BRA", "BSSY"];
+
+/// One instruction, normalised: no address, no encoding, branch targets relative.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instruction {
+    pub address: u64,
+    /// `@P0 BRA` keeps its predicate; `.reuse` flags are kept (they are ptxas decisions).
+    pub text: String,
+    /// For branches: the target address.
+    pub target: Option<u64>,
+    /// The second (high) 64-bit word of the encoding, where the listing prints it: the
+    /// control fields are in its top 23 bits.
+    pub high_word: Option<u64>,
+}
+
+impl Instruction {
+    /// The opcode without predicate or modifiers: `FFMA`, `BRA`, `LDL`
+    /// ([`crate::model::results::sass_opcode`]).
+    pub fn opcode(&self) -> &str {
+        results::sass_opcode(&self.text)
+    }
+
+    /// Operands, `.reuse` flags removed: `FFMA R10, R10, R9.reuse, UR8` -> [R10, R10, R9, UR8]
+    /// ([`crate::model::results::sass_operands`]).
+    pub fn operands(&self) -> Vec<String> {
+        results::sass_operands(&self.text)
+    }
+
+    /// The text with the branch target written relative to this instruction, in instructions.
+    pub(super) fn normalised(&self) -> String {
+        match self.target {
+            Some(t) => {
+                let rel = (t as i64 - self.address as i64) / 16;
+                let head = self
+                    .text
+                    .split_whitespace()
+                    .take_while(|w| !w.starts_with("0x") && !w.starts_with('`'))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                format!("{head} {rel:+}")
+            }
+            None => self.text.split_whitespace().collect::<Vec<_>>().join(" "),
+        }
+    }
+}
+
+/// A line that could not be read.
+pub type ParseError = crate::error::LineError;
+
+/// Parses disassembly into each function's instructions.
+pub fn parse(text: &str) -> Result<BTreeMap<String, Vec<Instruction>>, ParseError> {
+    let mut out: BTreeMap<String, Vec<Instruction>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    let mut labels: BTreeMap<String, u64> = BTreeMap::new();
+    let mut pending_labels: Vec<String> = Vec::new();
+    let mut unresolved: Vec<(String, usize, usize, String)> = Vec::new(); // fn, index, line, label
+                                                                          // Set after an instruction line that printed its first encoding word: the next
+                                                                          // encoding-only line is its second.
+    let mut awaiting_high: Option<String> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let n = i + 1;
+        let err = |message: String| ParseError {
+            what: "SASS",
+            line: n,
+            message,
+        };
+        let line = raw.trim();
+        if let Some(name) = line.strip_prefix("Function : ") {
+            current = Some(name.trim().to_string());
+            out.entry(name.trim().to_string()).or_default();
+            continue;
+        }
+        if let Some(name) = line
+            .strip_prefix(".text.")
+            .and_then(|l| l.strip_suffix(':'))
+        {
+            current = Some(name.to_string());
+            out.entry(name.to_string()).or_default();
+            continue;
+        }
+        if let Some(section) = line.strip_prefix(".section") {
+            // nvdisasm: data sections (.debug_frame, .nv.info...) hold no instructions.
+            if !section.trim_start().starts_with(".text.") {
+                current = None;
+            }
+            continue;
+        }
+        if line.starts_with(".L_") && line.ends_with(':') {
+            pending_labels.push(line.trim_end_matches(':').to_string());
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("/*") else {
+            continue;
+        };
+        let Some((addr, body)) = rest.split_once("*/") else {
+            return Err(err(format!("unterminated address comment in {line:?}")));
+        };
+        if !addr.bytes().all(|b| b.is_ascii_hexdigit()) || addr.is_empty() {
+            // An encoding line: /* 0x000fe2... */, the second word of the instruction above.
+            if let Some(f) = awaiting_high.take() {
+                let word = encoding_word(addr)
+                    .ok_or_else(|| err(format!("bad encoding word {:?}", addr.trim())))?;
+                if let Some(i) = out.get_mut(&f).and_then(|v| v.last_mut()) {
+                    i.high_word = Some(word);
+                }
+            }
+            continue;
+        }
+        let address =
+            u64::from_str_radix(addr, 16).map_err(|e| err(format!("bad address {addr:?}: {e}")))?;
+        if body.trim_start().starts_with('.') {
+            continue; // a data directive (.byte, .dword...) in nvdisasm output
+        }
+        let Some(instr) = body
+            .split(';')
+            .next()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        else {
+            return Err(err(format!(
+                "no instruction after address {addr} (truncated?)"
+            )));
+        };
+        let name = current
+            .clone()
+            .ok_or_else(|| err("instruction before any function header".into()))?;
+        awaiting_high = body
+            .split_once(';')
+            .and_then(|(_, w)| w.trim().strip_prefix("/*"))
+            .and_then(|w| w.strip_suffix("*/"))
+            .and_then(encoding_word)
+            .map(|_| name.clone());
+        for l in pending_labels.drain(..) {
+            labels.insert(format!("{name}/{l}"), address);
+        }
+        let instr = instr.to_string();
+        let mut target = None;
+        if instr.split_whitespace().any(|w| {
+            TARGETED
+                .iter()
+                .any(|t| w == *t || w.strip_prefix(t).is_some_and(|r| r.starts_with('.')))
+        }) {
+            if let Some(hex) = instr.split_whitespace().find_map(|w| w.strip_prefix("0x")) {
+                target = Some(
+                    u64::from_str_radix(hex.trim_end_matches(';'), 16)
+                        .map_err(|e| err(format!("bad branch target in {instr:?}: {e}")))?,
+                );
+            } else if let Some(l) = instr.split("`(").nth(1).and_then(|s| s.split(')').next()) {
+                let f = out.get(&name).map_or(0, |v| v.len());
+                unresolved.push((name.clone(), f, n, l.to_string()));
+            } else {
+                return Err(err(format!("branch without a target: {instr:?}")));
+            }
+        }
+        if let Some(prev) = out.get(&name).and_then(|v| v.last()) {
+            if address <= prev.address {
+                return Err(err(format!(
+                    "address {address:#06x} does not follow {:#06x} in {name} (garbled or spliced?)",
+                    prev.address
+                )));
+            }
+        }
+        out.entry(name).or_default().push(Instruction {
+            address,
+            text: instr,
+            target,
+            high_word: None,
+        });
+    }
+    for (f, idx, line, label) in unresolved {
+        let addr = labels
+            .get(&format!("{f}/{label}"))
+            .copied()
+            .ok_or(ParseError {
+                what: "SASS",
+                line,
+                message: format!("branch to unknown label {label}"),
+            })?;
+        if let Some(i) = out.get_mut(&f).and_then(|v| v.get_mut(idx)) {
+            i.target = Some(addr);
+        }
+    }
+    if let Some((name, _)) = out.iter().find(|(_, v)| v.is_empty()) {
+        return Err(ParseError {
+            what: "SASS",
+            line: text.lines().count(),
+            message: format!("function {name} has no instructions (truncated?)"),
+        });
+    }
+    Ok(out)
+}
+
+/// One encoding word as a listing prints it between `/*` and `*/`: ` 0x000fe20008000007 `.
+fn encoding_word(text: &str) -> Option<u64> {
+    let hex = text.trim().strip_prefix("0x")?;
+    (hex.len() == 16)
+        .then(|| u64::from_str_radix(hex, 16).ok())
+        .flatten()
+}
+
+/// The architecture a listing is for: nvdisasm's `.target sm_90`, or cuobjdump's
+/// `.headerflags @"EF_CUDA_SM90 ..."` (the first one, for a listing of one CUBIN).
+pub fn architecture(text: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let l = l.trim();
+        if let Some(t) = l.strip_prefix(".target") {
+            return t.split_whitespace().next().map(str::to_string);
+        }
+        let flags = l.strip_prefix(".headerflags")?;
+        let sm = flags.split("EF_CUDA_SM").nth(1)?;
+        let digits: String = sm.chars().take_while(char::is_ascii_digit).collect();
+        (!digits.is_empty()).then(|| format!("sm_{digits}"))
+    })
+}
+
+/// For each instruction of a loop body, the FFMA chain (partial accumulator) it extends,
+/// numbered in order of first appearance; `None` for anything but an FFMA
+/// ([`crate::model::results::chain_of_each`]).
+pub fn chain_of_each(body: &[Instruction]) -> Vec<Option<usize>> {
+    let texts: Vec<&str> = body.iter().map(|i| i.text.as_str()).collect();
+    results::chain_of_each(&texts)
+}
+
+/// Reads normalised loop-body lines (as stored in results) back as instructions.
+pub fn from_lines(lines: &[String]) -> Vec<Instruction> {
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| Instruction {
+            address: 16 * i as u64,
+            text: l.clone(),
+            target: None,
+            high_word: None,
+        })
+        .collect()
+}
