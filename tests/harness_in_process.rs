@@ -643,3 +643,32 @@ fn gpu_deviations(p: &accprobe::expectations::profile::Profile) -> Vec<&str> {
     deviations.sort();
     deviations
 }
+
+#[test]
+fn a_mode_asked_for_is_the_runs_and_the_profile_keeps_its_own() {
+    let sb = Sandbox::new("mode-override", &["documented", "h200"]);
+    let args = sb.args(&["--exact", "probe::chain7_acc2_effective2"]);
+    let code = harness::run(
+        &args,
+        &sb.paths(),
+        Ok(vec![recorded_h200(0)]),
+        &RunOptions {
+            mode: Some(accprobe::model::settings::Mode::Serial),
+            ..Default::default()
+        },
+    );
+    assert_eq!(code, ExitCode::SUCCESS);
+    let r = accprobe::model::results::RunResults::load(&sb.paths().results).unwrap();
+    assert_eq!(r.mode, accprobe::model::settings::Mode::Serial);
+    // The profile the run chose is as written: wave, the mode its baselines are blessed in.
+    let p = accprobe::catalog::load(&sb.paths().expectations.join("h200.yaml")).unwrap();
+    assert_eq!(p.probe.mode, accprobe::model::settings::Mode::Wave);
+    let session =
+        accprobe::measure::session::GpuSession::new(p, String::new(), Ok(recorded_h200(0)))
+            .in_mode(Some(accprobe::model::settings::Mode::Serial));
+    assert_eq!(session.mode, accprobe::model::settings::Mode::Serial);
+    assert_eq!(
+        session.profile.probe.mode,
+        accprobe::model::settings::Mode::Wave
+    );
+}

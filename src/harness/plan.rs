@@ -159,12 +159,10 @@ impl Plan {
         for target in targets {
             let identity = target.as_ref().ok().map(|t| t.identity().clone());
             match catalog::select(profiles, identity.as_ref(), options.profile.as_deref()) {
-                Ok(mut sel) => {
-                    if let Some(m) = options.mode {
-                        sel.profile.probe.mode = m;
-                    }
+                Ok(sel) => {
                     let hint = sel.unmatched.as_ref().map(crate::onboard::hint);
                     let session = GpuSession::new(sel.profile, sel.why, target)
+                        .in_mode(options.mode)
                         .naming_the_device(self.several)
                         .onboarding(hint);
                     self.sessions.push(Arc::new(session));

@@ -31,12 +31,9 @@ fn session(
         Some(n) => Some(n.to_string()),
         None => accprobe::config::profile().map_err(accprobe::error::GpuError::from)?,
     };
-    let mut sel = catalog::select(&profiles, Some(&device.identity), forced.as_deref())
+    let sel = catalog::select(&profiles, Some(&device.identity), forced.as_deref())
         .map_err(|e| e.to_string())?;
-    if let Some(m) = mode {
-        sel.profile.probe.mode = m;
-    }
-    Ok(session_on(device, sel.profile, sel.why, cache))
+    Ok(session_on(device, sel.profile, sel.why, cache).in_mode(mode))
 }
 
 /// A session with `profile` on `device`, saying why that profile.
@@ -99,7 +96,7 @@ pub fn probe(dir: &Path, name: Option<&str>, mode: Option<Mode>, out: &Path) -> 
     bar.set_message(format!(
         "compiling and measuring {} variants ({:?} mode)",
         s.profile.probe.variants().len(),
-        s.profile.probe.mode
+        s.mode
     ));
     let r = s.measure_all();
     bar.finish_and_clear();

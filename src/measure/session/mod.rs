@@ -31,7 +31,11 @@ use std::time::{Duration, Instant, SystemTime};
 /// The GPU side of one run on one device: a target (or the reason there is none), the
 /// profile chosen for it, and each variant measured at first use.
 pub struct GpuSession {
+    /// The hand-written profile as loaded: never changed by the run.
     pub profile: Profile,
+    /// The mode this run measures in: the profile's `probe.mode`, or what the run asked for
+    /// (`ACCPROBE_MODE`, `--mode`): [`GpuSession::in_mode`].
+    pub mode: Mode,
     pub selection_note: String,
     /// What to run when no profile matches the device (the documented profile applies):
     /// the closing summary and every failing case say it.
@@ -104,6 +108,7 @@ impl GpuSession {
             _ => None,
         };
         GpuSession {
+            mode: profile.probe.mode,
             profile,
             selection_note,
             onboarding: None,
@@ -127,6 +132,13 @@ impl GpuSession {
     /// run ([`GpuSession::named_ordinal`]).
     pub fn naming_the_device(mut self, several: bool) -> GpuSession {
         self.prefix = several;
+        self
+    }
+
+    /// This session measuring in `mode` when the run asked for one, in the profile's
+    /// `probe.mode` otherwise; the profile itself stays as it was written.
+    pub fn in_mode(mut self, mode: Option<Mode>) -> GpuSession {
+        self.mode = mode.unwrap_or(self.profile.probe.mode);
         self
     }
 
@@ -326,7 +338,7 @@ impl GpuSession {
             // In wave mode, one wave for everything this run will need (the planned set),
             // so that later cases find their variants measured.
             let mut batch = missing;
-            if self.profile.probe.mode == Mode::Wave {
+            if self.mode == Mode::Wave {
                 let planned = lock_ignoring_poison(&self.planned).clone();
                 batch.extend(planned.into_iter().filter(|v| !measured.contains_key(v)));
                 batch.sort();
@@ -363,7 +375,7 @@ impl GpuSession {
         }
         Ok(RunResults {
             schema: SCHEMA,
-            mode: self.profile.probe.mode,
+            mode: self.mode,
             settings: Some(self.profile.probe.run_settings()),
             profile: self.profile.name.clone(),
             source: "measured".into(),
@@ -411,7 +423,7 @@ impl GpuSession {
         clocks.sort_by(f64::total_cmp);
         Some(RunResults {
             schema: SCHEMA,
-            mode: self.profile.probe.mode,
+            mode: self.mode,
             settings: Some(self.profile.probe.run_settings()),
             profile: self.profile.name.clone(),
             source: "measured".into(),

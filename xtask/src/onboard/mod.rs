@@ -58,24 +58,27 @@ pub fn run(dir: &Path, name: Option<&str>, runs: usize, out: &Path) -> crate::Do
     let bar = crate::progress::steps(3 + runs as u64);
     let mut extra = Vec::new();
     let measured = (|| -> Result<Measured, crate::Failure> {
+        // One session per run, on the measuring profile as it is, each in its mode.
+        let on = |device, mode| {
+            session_on(
+                device,
+                measuring.clone(),
+                why.clone(),
+                Some(default_cache()),
+            )
+            .in_mode(Some(mode))
+        };
         bar.set_message("serial run");
-        let mut p = measuring.clone();
-        p.probe.mode = Mode::Serial;
-        let serial = session_on(device, p, why.clone(), Some(default_cache())).measure_all()?;
+        let serial = on(device, Mode::Serial).measure_all()?;
         bar.inc(1);
         bar.set_message("wave run");
-        let mut p = measuring.clone();
-        p.probe.mode = Mode::Wave;
-        let wave_session = session_on(device::detect()?, p, why.clone(), Some(default_cache()));
+        let wave_session = on(device::detect()?, Mode::Wave);
         let wave = wave_session.measure_all()?;
         bar.inc(1);
         let (mode, _) = onboard::chosen_mode(&serial, &wave).map_err(|e| e.to_string())?;
         for i in 0..runs {
             bar.set_message(format!("{mode:?} run {}/{runs}", i + 1));
-            let mut p = measuring.clone();
-            p.probe.mode = mode;
-            let s = session_on(device::detect()?, p, why.clone(), Some(default_cache()));
-            extra.push(s.measure_all()?);
+            extra.push(on(device::detect()?, mode).measure_all()?);
             bar.inc(1);
         }
         bar.set_message("ceilings");
