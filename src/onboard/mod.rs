@@ -18,12 +18,12 @@ pub mod ceilings;
 mod comments;
 pub mod contexts;
 pub mod deviations;
+mod draft;
 pub mod mode;
 mod render;
 pub mod steadiness;
 
 use crate::bless::{self, Blessing};
-use crate::catalog;
 use crate::error::{Error, Result};
 use crate::expectations::profile::Profile;
 use crate::model::gpu::GpuIdentity;
@@ -31,6 +31,7 @@ use crate::model::results::RunResults;
 use crate::model::settings::Mode;
 pub use ceilings::Ceilings;
 pub use deviations::Deviation;
+pub use draft::draft_with;
 use std::path::{Path, PathBuf};
 pub use steadiness::Wide;
 
@@ -124,269 +125,6 @@ pub fn draft(study: &Profile, dir: &Path, name: Option<&str>, m: &Measured) -> R
     draft_with(study, dir, name, m, &[])
 }
 
-/// Drafts profile `name` (default: [`slug`] of the GPU's name) in the folder `dir` (the
-/// study's profile's), from `m` and `runs`, more runs measured in the mode `m` makes the
-/// draft choose (their steadiness widens baselines and shows unsteady cases). Refused
-/// with the reason: a name that is no profile name; results measured under another
-/// profile name, on another GPU, driver or NVRTC than each other or than the ceilings,
-/// an extra run in another mode, or results that `bless::check` refuses; ceilings that
-/// cannot be a ceiling; a disturbed measurement; a variant no tolerance holds.
-pub fn draft_with(
-    study: &Profile,
-    dir: &Path,
-    name: Option<&str>,
-    m: &Measured,
-    runs: &[RunResults],
-) -> Result<Draft> {
-    let env = m.serial.environment.as_ref().ok_or_else(|| {
-        Error::msg("the serial results have no environment: onboarding needs a measurement")
-    })?;
-    let wave_env = m.wave.environment.as_ref().ok_or_else(|| {
-        Error::msg("the wave results have no environment: onboarding needs a measurement")
-    })?;
-    let gpu = env.identity();
-    let name = name.map_or_else(|| slug(&gpu.name), str::to_string);
-    if name.is_empty()
-        || !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        || name == catalog::DOCUMENTED
-    {
-        return Err(Error::msg(format!(
-            "cannot onboard as {name:?}: a profile name is letters, digits, '_' or '-', and not {:?} (give one with --name)",
-            catalog::DOCUMENTED
-        )));
-    }
-    if wave_env.identity() != gpu {
-        return Err(Error::msg(format!(
-            "the serial run measured {:?} (compute capability {}), the wave run {:?} (compute capability {}): onboarding needs both from one GPU",
-            env.gpu_name, env.compute_capability, wave_env.gpu_name, wave_env.compute_capability
-        )));
-    }
-    let c = &m.ceilings;
-    if (c.gpu_name.as_str(), c.compute_capability.as_str())
-        != (gpu.name.as_str(), gpu.compute_capability.as_str())
-    {
-        return Err(Error::msg(format!(
-            "the ceilings were measured on {:?} (compute capability {}), the probe on {:?} (compute capability {}): onboarding needs both from one GPU",
-            c.gpu_name, c.compute_capability, gpu.name, gpu.compute_capability
-        )));
-    }
-    for (r, which) in [(&m.serial, Mode::Serial), (&m.wave, Mode::Wave)] {
-        if r.mode != which {
-            return Err(Error::msg(format!(
-                "the {which:?} results were measured in {:?} mode",
-                r.mode
-            )));
-        }
-    }
-    let duration_tolerance = study.validity.map_or(0.05, |v| v.duration_tolerance);
-    let validity = ceilings::validity(c, duration_tolerance).map_err(Error::msg)?;
-    let agreement = mode::compare(&m.serial, &m.wave, AGREE_TOLERANCE).map_err(Error::msg)?;
-    let (mode, mode_why) = agreement.mode();
-    let chosen = match mode {
-        Mode::Wave => &m.wave,
-        Mode::Serial => &m.serial,
-    };
-    let chosen_env = chosen.environment.as_ref().unwrap_or(env);
-    for (i, r) in runs.iter().enumerate() {
-        let which = format!("extra run {} of {}", i + 1, runs.len());
-        let e = r.environment.as_ref().ok_or_else(|| {
-            Error::msg(format!(
-                "{which} has no environment: onboarding needs a measurement"
-            ))
-        })?;
-        if e.identity() != gpu
-            || (&e.driver_version, &e.nvrtc_version)
-                != (&chosen_env.driver_version, &chosen_env.nvrtc_version)
-        {
-            return Err(Error::msg(format!(
-                "{which} measured {:?} (compute capability {}), driver {}, NVRTC {}; the {mode:?} run {:?} (compute capability {}), driver {}, NVRTC {}: onboarding needs every run from one GPU and toolchain",
-                e.gpu_name, e.compute_capability, e.driver_version, e.nvrtc_version,
-                chosen_env.gpu_name, chosen_env.compute_capability, chosen_env.driver_version, chosen_env.nvrtc_version
-            )));
-        }
-        if r.mode != mode || r.profile != chosen.profile {
-            return Err(Error::msg(format!(
-                "{which} was measured in {:?} mode under profile {:?}: onboarding chose {mode:?} mode, measured under {:?}",
-                r.mode, r.profile, chosen.profile
-            )));
-        }
-    }
-    let drafted_probe = contexts::measured(&contexts::with_defaults(&study.probe), chosen);
-    let recorded_rel = format!(
-        "recorded/{name}-{}-{}.json",
-        chosen_env.date.get(..10).unwrap_or("measured"),
-        match mode {
-            Mode::Wave => "wave",
-            Mode::Serial => "serial",
-        }
-    );
-    let profile_file = dir.join(format!("{name}.yaml"));
-    let policy_file = study
-        .policy_gate
-        .as_ref()
-        .map(|g| format!("policies/{}.yaml", g.source.name()));
-    let compute_capability = gpu.compute_capability.clone();
-    let same_mode: Vec<&RunResults> = std::iter::once(chosen).chain(runs).collect();
-    let render_with = |deviations: &[Deviation], wider: &[Wide]| {
-        render::profile(&render::Parts {
-            name: &name,
-            study,
-            probe: &drafted_probe,
-            measured: chosen,
-            runs: same_mode.len(),
-            wider,
-            gpu_name: &gpu.name,
-            compute_capability: &compute_capability,
-            mode,
-            mode_why: &mode_why,
-            deviations,
-            ceilings: c,
-            validity,
-            baselines_tolerance: BASELINES_TOLERANCE,
-            policy_file: policy_file.clone(),
-            recorded: &recorded_rel,
-            compile_architectures: &COMPILE_ARCHITECTURES,
-            compile_toolchains: &COMPILE_TOOLCHAINS,
-        })
-    };
-    let other = match mode {
-        Mode::Wave => &m.serial,
-        Mode::Serial => &m.wave,
-    };
-    let mut all: Vec<&RunResults> = same_mode.clone();
-    all.push(other);
-    let gpu_short = gpu.name.strip_prefix("NVIDIA ").unwrap_or(&gpu.name);
-    let when = format!(
-        "{gpu_short}, {}, driver {}, NVRTC {}",
-        dates(&all),
-        chosen_env.driver_version,
-        chosen_env.nvrtc_version
-    );
-    let variants = catalog::parse(&without_recorded(&render_with(&[], &[])), &profile_file)?
-        .probe
-        .variants();
-    let wider = steadiness::wider(&variants, chosen, &all, BASELINES_TOLERANCE, &when)
-        .map_err(|e| Error::msg(format!("{e}: onboard again on an idle GPU")))?;
-    // The draft without deviations, with the baselines it will have, is the profile the
-    // cases are judged by, as the gate judges them once the draft is committed (its
-    // recorded results are not on disk yet: judged on the measurements themselves).
-    let bare = as_blessed(
-        catalog::parse(&without_recorded(&render_with(&[], &wider)), &profile_file)?,
-        chosen,
-    );
-    let mut deviations = deviations::find(&bare, chosen).map_err(Error::msg)?;
-    let (unsteady, counts) = unsteady(&bare, &deviations, runs)?;
-    if !runs.is_empty() {
-        for (d, k) in deviations.iter_mut().zip(counts) {
-            d.reason.push_str(&format!(
-                "; failing in {k} of the {} {} runs measured",
-                same_mode.len(),
-                render::mode_word(mode)
-            ));
-        }
-    }
-    let other_deviations = deviations::find(&bare, other).map_err(Error::msg)?;
-    let names = |d: &[Deviation]| d.iter().map(|d| d.case.clone()).collect::<Vec<_>>();
-    let (here, there) = (names(&deviations), names(&other_deviations));
-    let mut mode_dependent: Vec<String> = here
-        .iter()
-        .filter(|c| !there.contains(c))
-        .chain(there.iter().filter(|c| !here.contains(c)))
-        .cloned()
-        .collect();
-    mode_dependent.sort();
-    let profile_text = render_with(&deviations, &wider);
-    let profile = catalog::parse(&without_recorded(&profile_text), &profile_file)?;
-    if chosen.profile != name {
-        return Err(Error::msg(format!(
-            "the results were measured under profile {:?}, not {name:?}: onboarding measures under the name it drafts",
-            chosen.profile
-        )));
-    }
-    bless::check(&profile, chosen, false)?;
-    let baselines_file = dir.join("baselines").join(format!("{name}.yaml"));
-    let command = format!("cargo xtask onboard --name {name}");
-    let baselines = bless::prepare(
-        &profile,
-        chosen,
-        &format!("expectations/{recorded_rel}"),
-        &command,
-        &baselines_file,
-        None,
-    );
-    Ok(Draft {
-        name,
-        profile_file,
-        profile_text,
-        profile,
-        baselines,
-        recorded_file: dir.join(&recorded_rel),
-        recorded_text: chosen.to_json(),
-        mode,
-        mode_why,
-        deviations,
-        mode_dependent,
-        unsteady,
-        runs: same_mode.len(),
-        wider,
-        ceilings: c.clone(),
-    })
-}
-
-/// `bare` with the baselines a bless of `chosen` gives it (its own file may not exist
-/// yet, or hold another GPU's figures): the progress of every variant, the tolerance and
-/// wider entries the draft's text sets, nothing else blessed.
-fn as_blessed(mut bare: Profile, chosen: &RunResults) -> Profile {
-    let progress = bless::blessed_progress(&bare, chosen);
-    if let Some(b) = bare.baselines.as_mut() {
-        b.progress = progress;
-        b.sass.clear();
-        b.policy_picks.clear();
-        b.origin = None;
-        b.read = None;
-    }
-    bare
-}
-
-/// The unsteady cases with the runs each fails in, and the runs each deviation fails in.
-type Unsteady = (Vec<(String, usize)>, Vec<usize>);
-
-/// The cases whose verdict on `runs` differs from the chosen run's (`found` its
-/// deviations), each with the number of runs (the chosen one among them) it fails in;
-/// and for each of `found`, the same number. `Err`: a run was disturbed.
-fn unsteady(bare: &Profile, found: &[Deviation], runs: &[RunResults]) -> Result<Unsteady> {
-    let mut failing: std::collections::BTreeMap<String, usize> =
-        found.iter().map(|d| (d.case.clone(), 1)).collect();
-    for (i, r) in runs.iter().enumerate() {
-        let here = deviations::find(bare, r)
-            .map_err(|e| Error::msg(format!("extra run {}: {e}", i + 1)))?;
-        for d in here {
-            *failing.entry(d.case).or_insert(0) += 1;
-        }
-    }
-    let n = runs.len() + 1;
-    let counts = found.iter().map(|d| failing[&d.case]).collect();
-    let unsteady = failing.into_iter().filter(|&(_, k)| k < n).collect();
-    Ok((unsteady, counts))
-}
-
-/// The days `runs` were measured on: "2026-12-02", or "2026-12-02 to 2026-12-03".
-fn dates(runs: &[&RunResults]) -> String {
-    let mut days: Vec<&str> = runs
-        .iter()
-        .filter_map(|r| r.environment.as_ref())
-        .map(|e| e.date.get(..10).unwrap_or(&e.date))
-        .collect();
-    days.sort_unstable();
-    match (days.first(), days.last()) {
-        (Some(a), Some(b)) if a != b => format!("{a} to {b}"),
-        (Some(a), _) => a.to_string(),
-        _ => "date unknown".into(),
-    }
-}
-
 /// The profile and baselines files profile `name` has in `dir`: what onboarding checks
 /// before it measures (the recorded results' name needs the measurement's date).
 pub fn profile_files(dir: &Path, name: &str) -> [PathBuf; 2] {
@@ -426,15 +164,6 @@ pub fn refuse_named(profiles: &[Profile], gpu: &GpuIdentity) -> Result<()> {
             ),
         )),
         None => Ok(()),
-    }
-}
-
-/// `text` without its `recorded:` section (the last), for reading it back before the
-/// recorded results are on disk.
-fn without_recorded(text: &str) -> String {
-    match text.find("\nrecorded:\n") {
-        Some(i) => text[..=i].to_string(),
-        None => text.to_string(),
     }
 }
 
