@@ -12,6 +12,7 @@ use crate::expectations::policy_source::PolicySource;
 use crate::expectations::profile::Profile;
 use crate::model::results::{short_digest, RunResults};
 use crate::output::write_atomic;
+use crate::text::Shown;
 use crate::verdict;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -450,8 +451,8 @@ pub fn write_generated_unless_ci(
             file,
             format!(
                 "not written: it leads through a symbolic link to {}, outside the profile's folder {}",
-                real.display(),
-                real_folder.display()
+                real.shown(),
+                real_folder.shown()
             ),
         ));
     }

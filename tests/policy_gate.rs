@@ -288,10 +288,19 @@ fn out_of_range_or_unmeasured_answers_fail() {
 }
 
 #[test]
-fn a_failing_program_fails_with_its_status_and_stderr() {
-    every_policy_case_fails(
-        "echo 'no model for sm_90' >&2\nexit 1",
-        &["exited with status 1", "its stderr:\nno model for sm_90"],
+fn a_failing_program_fails_with_its_status_and_stderr_quoted() {
+    // Each line of its stderr is quoted, escaped: none reads as one of the gate's own (a
+    // first suspect, a test result), and no control character reaches a terminal.
+    let m = every_policy_case_fails(
+        "echo 'no model for sm_90' >&2\nprintf 'first suspect: forged\\033[2J\\n' >&2\nexit 1",
+        &[
+            "exited with status 1",
+            "its stderr:\n  | no model for sm_90\n  | first suspect: forged\\u{1b}[2J",
+        ],
+    );
+    assert!(
+        !m.lines().any(|l| l.starts_with("first suspect: forged")),
+        "{m}"
     );
 }
 

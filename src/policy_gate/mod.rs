@@ -16,6 +16,7 @@ use crate::expectations::policy_source::{
 };
 use crate::expectations::profile::Profile;
 use crate::model::results::RunResults;
+use crate::text::Shown;
 use crate::verdict::cases::{policy_contexts, Case, Check};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -93,7 +94,7 @@ fn ask_program(
     measured: &[u32],
 ) -> Result<BTreeMap<String, u32>, String> {
     // What went wrong comes first, the command after it: a message cut short keeps the cause.
-    let who = format!("policy program {}", c.name);
+    let who = format!("policy program {}", c.name.shown());
     let command = format!(" (command: {})", c.display());
     let mut input = String::new();
     for ctx in contexts {
@@ -179,7 +180,7 @@ fn answers(
             Err(_) => {
                 return Err(format!(
                     "{at}: {:?} is not a whole number: expected an accumulator count from 1 to {MAX_POLICY_ACCUMULATORS}",
-                    excerpt(word)
+                    crate::text::excerpt(word, 80)
                 ))
             }
         };
@@ -198,25 +199,21 @@ fn answers(
     Ok(out)
 }
 
-/// At most 80 characters of an answer, for a message.
-fn excerpt(word: &str) -> String {
-    let cut: String = word.chars().take(80).collect();
-    if cut.len() < word.len() {
-        format!("{cut}...")
-    } else {
-        cut
-    }
-}
-
-/// The program's stderr for a message: empty when it wrote none.
+/// The program's stderr for a message, each of its lines quoted (`  | `) and shown
+/// escaped, so that none reads as one of the gate's own: empty when it wrote none.
 fn stderr_text(e: &run::Bounded) -> String {
     let text = String::from_utf8_lossy(&e.bytes);
     let text = text.trim_end();
     if text.is_empty() {
-        String::new()
-    } else if e.cut {
-        format!("\nits stderr (the first {STDERR_LIMIT} bytes):\n{text}")
+        return String::new();
+    }
+    let quoted: String = text
+        .lines()
+        .map(|l| format!("\n  | {}", l.shown()))
+        .collect();
+    if e.cut {
+        format!("\nits stderr (the first {STDERR_LIMIT} bytes):{quoted}")
     } else {
-        format!("\nits stderr:\n{text}")
+        format!("\nits stderr:{quoted}")
     }
 }

@@ -22,6 +22,7 @@ use crate::expectations::baselines::COMPILE_DIGEST_CHARS;
 use crate::expectations::profile::Profile;
 use crate::model::compiled::{ArchOutcome, CompiledMatrix};
 use crate::model::variant::Variant;
+use crate::text::Shown;
 
 /// One compile-only case.
 #[derive(Debug, Clone, PartialEq)]
@@ -208,7 +209,7 @@ fn evaluate_raw(case: &CompileCase, profile: &Profile, m: &CompiledMatrix) -> Ou
                     "no compile-only baseline for {v} on {} with NVRTC {} in {}{}: bless one with {bless}",
                     case.architecture,
                     case.toolchain,
-                    b.file.display(),
+                    b.file.shown(),
                     if b.file.exists() { "" } else { ", which does not exist" }
                 ));
             };
@@ -235,7 +236,7 @@ fn evaluate_raw(case: &CompileCase, profile: &Profile, m: &CompiledMatrix) -> Ou
                 m.architecture,
                 if why.is_empty() { String::new() } else { format!(" ({})", why.join("; ")) },
                 s.loop_body.join("\n  "),
-                b.file.display()
+                b.file.shown()
             ))
         }
     }
@@ -327,7 +328,7 @@ fn schedule(
             variants.len(),
             names.join(", "),
             lines.join("\n"),
-            b.file.display(),
+            b.file.shown(),
             case.name
         ));
     }
@@ -336,7 +337,7 @@ fn schedule(
             "no schedule digest blessed for {} of {} variants on {arch} with NVRTC {reference} in {}: re-bless with {bless}",
             unblessed.len(),
             variants.len(),
-            b.file.display()
+            b.file.shown()
         ));
     }
     Outcome::Pass(format!(

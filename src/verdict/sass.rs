@@ -3,6 +3,7 @@
 //! `sass::<variant>::schedule` (the loop's schedule digest is the blessed one).
 
 use super::sass_diff::{self, Scheduled};
+use crate::text::Shown;
 
 use super::Outcome;
 use crate::expectations::profile::Profile;
@@ -142,7 +143,7 @@ pub(super) fn unchanged(
     let Some(base) = b.sass.get(&v.name()) else {
         return Outcome::Fail(format!(
             "no SASS baseline for {v} in {} (bless one with `cargo xtask bless --profile {} --from RESULTS`)",
-            b.file.display(),
+            b.file.shown(),
             profile.name
         ));
     };
@@ -158,7 +159,7 @@ pub(super) fn unchanged(
         "{v}: the SASS changed (digest {} -> {}); {change}If the change is expected, re-bless {}",
         short_digest(&base.digest),
         s.short_digest(),
-        b.file.display()
+        b.file.shown()
     ))
 }
 
@@ -182,14 +183,14 @@ pub(super) fn schedule(
     let Some(base) = b.sass.get(&v.name()) else {
         return Outcome::Skipped(format!(
             "no SASS baseline for {v} in {} (sass::{v}::unchanged fails for it)",
-            b.file.display()
+            b.file.shown()
         ));
     };
     let Some(then) = &base.schedule_digest else {
         return Outcome::Skipped(format!(
             "no schedule digest blessed: re-bless on the GPU (`cargo xtask bless --profile {} --from RESULTS` from a run that decodes it); {}",
             profile.name,
-            b.file.display()
+            b.file.shown()
         ));
     };
     let Some(now) = &s.schedule_digest else {
@@ -229,7 +230,7 @@ pub(super) fn schedule(
         short_digest(now),
         sass_diff::side_by_side(blessed, measured),
         cycles_per_iteration(v, r, profile, results),
-        b.file.display()
+        b.file.shown()
     ))
 }
 

@@ -17,6 +17,7 @@ use crate::expectations::policy_source::{Picks, PolicySource};
 use crate::expectations::profile::Profile;
 use crate::model::results::{total_stall, RunResults};
 use crate::model::variant::Variant;
+use crate::text::Shown;
 
 /// At most the first `n` characters of a digest, never panicking on a short or odd one.
 pub fn prefix(digest: &str, n: usize) -> &str {
@@ -119,7 +120,7 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
             ]
             .into_iter()
             .filter(|(_, then, now)| then != now)
-            .map(|(what, then, now)| format!("{what} {then} → {now}"))
+            .map(|(what, then, now)| format!("{what} {} → {}", then.shown(), now.shown()))
             .collect(),
         ),
         _ => None,
@@ -143,7 +144,7 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
     );
     let options_text = match options.is_empty() {
         true => String::new(),
-        false => format!("; options {}", options.join(" ")),
+        false => format!("; options {}", options.join(" ").shown()),
     };
     let sass = if uncompared == 0 {
         "same SASS"

@@ -5,6 +5,7 @@
 use super::cases::{Case, Check};
 use super::FailureKind;
 use crate::model::results::{RunResults, VariantResult};
+use crate::text::Shown;
 
 /// Whether a case judges timing (progress, durations): what a disturbed measurement
 /// cannot be judged by. Code shape, spills and the environment can.
@@ -70,7 +71,7 @@ pub(super) fn results_for<'a>(
             format!(
                 "no result for {} in the results (source: {})",
                 missing.join(", "),
-                results.source
+                results.source.shown()
             ),
         ));
     }

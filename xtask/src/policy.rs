@@ -11,6 +11,7 @@ use accprobe::expectations::policy_source::{
 use accprobe::expectations::profile::Profile;
 use accprobe::model::results::RunResults;
 use accprobe::policy_gate::ask_source;
+use accprobe::text::Shown;
 use accprobe::verdict::{self, cases::policy_contexts, Standing};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use std::path::Path;
@@ -205,7 +206,7 @@ pub fn run(dir: &Path, results: &Path, profile: Option<&str>, specs: &[String]) 
     };
     let r = RunResults::load(results).map_err(|e| e.to_string())?;
     let p = find_profile(dir, profile.unwrap_or(&r.profile))?;
-    verdict::comparable(&p, &r).map_err(|e| format!("{}: {e}", results.display()))?;
+    verdict::comparable(&p, &r).map_err(|e| format!("{}: {e}", results.shown()))?;
     let cwd = std::env::current_dir().map_err(|e| format!("the working directory: {e}"))?;
     let a = source(a_spec, &p, &cwd)?;
     let b = source(b_spec, &p, &cwd)?;
@@ -224,7 +225,7 @@ pub fn run(dir: &Path, results: &Path, profile: Option<&str>, specs: &[String]) 
     say!(
         "\npolicy compare: {} contexts of {} (tolerance {:.2}%): B helps in {helps}, hurts in {}{}",
         rows.len(),
-        results.display(),
+        results.shown(),
         tolerance * 100.0,
         hurts.len(),
         if hurts.is_empty() {
