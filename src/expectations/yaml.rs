@@ -33,16 +33,16 @@ pub fn parse_document<T: for<'de> Deserialize<'de>>(
 
 /// At most this many lines of saphyr's source snippet go into a message.
 const SNIPPET_LINES: usize = 6;
-/// At most this many characters of one line of it.
-const SNIPPET_WIDTH: usize = 120;
+/// At most this many characters of one line of it, and of the message.
+pub(super) const SNIPPET_WIDTH: usize = 120;
 
-/// Parses YAML into `T`, turning saphyr's error into one that names the file. The source
-/// snippet saphyr shows is kept short and its control characters escaped: the file may be
-/// anything (a binary, another program's file), and the message ends up on a terminal and
-/// in the JUnit XML.
+/// Parses YAML into `T`, turning saphyr's error into one that names the file, in the
+/// project's words (`yaml_words`). The source snippet saphyr shows is kept short and its
+/// control characters escaped: the file may be anything (a binary, another program's
+/// file), and the message ends up on a terminal and in the JUnit XML.
 pub fn parse_yaml<T: for<'de> Deserialize<'de>>(text: &str, file: &Path) -> Result<T> {
     serde_saphyr::from_str(text).map_err(|e| {
-        let rendered = e.to_string();
+        let rendered = e.render_with_formatter(&super::yaml_words::Words);
         let mut lines = rendered.lines();
         let first = lines.next().unwrap_or("invalid YAML");
         // saphyr's first line reads "error: line L column C: message"; keep the message.
