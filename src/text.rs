@@ -98,6 +98,16 @@ impl Shown for std::path::Path {
     }
 }
 
+/// Each of `items` [`Shown`], joined by `sep`: outside texts listed in a message (a loop's
+/// instructions, one per line).
+pub fn joined<S: AsRef<str>>(items: &[S], sep: &str) -> String {
+    items
+        .iter()
+        .map(|i| i.as_ref().shown())
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
 /// At most `max_chars` characters of `text`, shown on one line ([`line`]: an escape is
 /// never cut in half), with `…` where it was cut: for a bit of a file or a program's output quoted in a message.
 pub fn excerpt(text: &str, max_chars: usize) -> String {
@@ -239,6 +249,7 @@ mod tests {
         assert_eq!("H200\nforged\u{1}".shown(), "H200\\nforged\\u{1}");
         let p = std::path::Path::new("/tmp/a\nb");
         assert_eq!(p.shown(), "/tmp/a\\nb");
+        assert_eq!(joined(&["a\nb", "c"], ", "), "a\\nb, c");
         assert_eq!(excerpt("abc", 3), "abc");
         assert_eq!(excerpt("abcd", 3), "abc…");
         // Cut before the escape: never half an escape, never a raw character.

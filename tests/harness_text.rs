@@ -21,15 +21,20 @@ fn child() {
 /// What every forged line begins with.
 const FORGED: &str = "FORGED";
 
-/// The committed H200 run with a newline and a control character in each text its
-/// environment and source carry.
-fn forged_run(into: &Path) {
+/// The committed H200 run (its contexts too), as JSON to rewrite.
+fn committed_run() -> serde_json::Value {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(
         root.join("expectations/recorded/h200-2026-12-04-contexts-wave.json"),
     )
     .unwrap();
-    let mut r: serde_json::Value = serde_json::from_str(&text).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The committed H200 run with a newline and a control character in each text its
+/// environment and source carry.
+fn forged_run(into: &Path) {
+    let mut r = committed_run();
     let e = &mut r["environment"];
     for (field, value) in [
         ("gpu_name", "NVIDIA H200\nFORGED-GPU\u{1}"),
@@ -39,6 +44,27 @@ fn forged_run(into: &Path) {
         e[field] = value.into();
     }
     r["source"] = "measured\nFORGED-SOURCE\u{7}".into();
+    std::fs::write(into, serde_json::to_string(&r).unwrap()).unwrap();
+}
+
+/// The committed H200 run measured while another process, whose name holds a newline, had
+/// a context on the GPU: every variant disturbed, with that cause.
+fn busy_run(into: &Path) {
+    let mut r = committed_run();
+    let cause = "GPU busy: PID 4242 (x\nFORGED-PROCESS\u{1b}[2J) had a context on the GPU";
+    let contaminated: serde_json::Map<String, serde_json::Value> = r["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["name"].as_str().unwrap().to_string(), cause.into()))
+        .collect();
+    r["contention"] = serde_json::json!({
+        "checks": 4,
+        "retries": 2,
+        "foreign_pids": [4242],
+        "throttle_reasons": ["HW\nFORGED-THROTTLE"],
+        "contaminated": contaminated,
+    });
     std::fs::write(into, serde_json::to_string(&r).unwrap()).unwrap();
 }
 
@@ -101,6 +127,28 @@ fn raw_forgery(what: &str, text: &str) -> Option<String> {
     control.map(|c| format!("{what}: a raw {c:?}"))
 }
 
+/// The JUnit file of the run `o` in `sb`, once no output of it shows forged text raw.
+fn no_raw_forgery(sb: &Sandbox, o: &Output) -> Report {
+    let xml = std::fs::read_to_string(sb.paths().junit).unwrap();
+    let report = Report::deserialize_from_str(&xml).unwrap();
+    let mut problems: Vec<String> = [("stdout", &o.stdout), ("stderr", &o.stderr)]
+        .into_iter()
+        .filter_map(|(what, text)| raw_forgery(what, text))
+        .collect();
+    problems.extend(
+        junit_texts(&report)
+            .iter()
+            .filter_map(|t| raw_forgery("the JUnit file", t)),
+    );
+    let first: Vec<&String> = problems.iter().take(5).collect();
+    assert!(
+        problems.is_empty(),
+        "{} texts show forged text raw, the first: {first:#?}",
+        problems.len()
+    );
+    report
+}
+
 #[test]
 fn forged_lines_and_control_characters_reach_no_output_raw() {
     let sb = Sandbox::new("text-\nFORGED-PATH", &["h200", "documented"]);
@@ -118,18 +166,7 @@ fn forged_lines_and_control_characters_reach_no_output_raw() {
         "baselines::environment fails: {}",
         o.stderr
     );
-    let xml = std::fs::read_to_string(sb.paths().junit).unwrap();
-    let report = Report::deserialize_from_str(&xml).unwrap();
-    let mut problems: Vec<String> = [("stdout", &o.stdout), ("stderr", &o.stderr)]
-        .into_iter()
-        .filter_map(|(what, text)| raw_forgery(what, text))
-        .collect();
-    problems.extend(
-        junit_texts(&report)
-            .iter()
-            .filter_map(|t| raw_forgery("the JUnit file", t)),
-    );
-    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let report = no_raw_forgery(&sb, &o);
     // Shown, escaped: the message of baselines::environment goes on past the GPU name's
     // newline to the driver and NVRTC.
     let m = message(case_status(&report, "baselines::environment"));
@@ -144,4 +181,20 @@ fn forged_lines_and_control_characters_reach_no_output_raw() {
     ] {
         assert!(text.contains(shown), "{what} shows {shown}: {text}");
     }
+}
+
+#[test]
+fn a_busy_gpus_cause_reaches_no_output_raw() {
+    let sb = Sandbox::new("text-busy", &["h200"]);
+    std::fs::create_dir_all(sb.dir.join("out")).unwrap();
+    busy_run(&sb.dir.join("out/recorded.json"));
+    let o = run_child(&mut child_command(
+        "recorded",
+        &sb.dir,
+        &["--skip", "compile::", "--skip", "replay::"],
+    ));
+    assert_eq!(o.code, Some(101), "gpu::busy fails: {}", o.stderr);
+    let report = no_raw_forgery(&sb, &o);
+    let texts = junit_texts(&report).join("\n");
+    assert!(texts.contains("(x\\nFORGED-PROCESS\\u{1b}[2J)"), "{texts}");
 }

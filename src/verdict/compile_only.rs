@@ -22,7 +22,7 @@ use crate::expectations::baselines::COMPILE_DIGEST_CHARS;
 use crate::expectations::profile::Profile;
 use crate::model::compiled::{ArchOutcome, CompiledMatrix};
 use crate::model::variant::Variant;
-use crate::text::Shown;
+use crate::text::{joined, Shown};
 
 /// One compile-only case.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,6 +106,7 @@ fn sass_reason(m: &CompiledMatrix) -> String {
         m.sass_unavailable
             .as_deref()
             .unwrap_or("the disassembler's output had no summary")
+            .shown()
     )
 }
 
@@ -139,7 +140,7 @@ fn evaluate_raw(case: &CompileCase, profile: &Profile, m: &CompiledMatrix) -> Ou
                 {
                     bad.push(format!(
                         "{v}: local memory instructions in the SASS: {}",
-                        s.local_memory_instructions.join(", ")
+                        joined(&s.local_memory_instructions, ", ")
                     ));
                 }
             }
@@ -159,7 +160,7 @@ fn evaluate_raw(case: &CompileCase, profile: &Profile, m: &CompiledMatrix) -> Ou
             }
             let sass = match &m.sass_unavailable {
                 None => "and no LDL/STL in the SASS".to_string(),
-                Some(r) => format!("(SASS not read: {r})"),
+                Some(r) => format!("(SASS not read: {})", r.shown()),
             };
             Outcome::Pass(format!(
                 "{}: no spills in the ptxas report {sass} of {} variants, {tool}",
@@ -235,7 +236,7 @@ fn evaluate_raw(case: &CompileCase, profile: &Profile, m: &CompiledMatrix) -> Ou
                 "{v} on {} with {tool}: the SASS changed (digest {then} -> {now}){}\nloop body now:\n  {}\nIf the change is expected, re-bless {} with {bless}",
                 m.architecture,
                 if why.is_empty() { String::new() } else { format!(" ({})", why.join("; ")) },
-                s.loop_body.join("\n  "),
+                joined(&s.loop_body, "\n  "),
                 b.file.shown()
             ))
         }
@@ -279,6 +280,7 @@ fn schedule(
                 s.schedule_unknown
                     .as_deref()
                     .unwrap_or("the loop schedule was not decoded")
+                    .shown()
             ));
         };
         let now = &now[..COMPILE_DIGEST_CHARS.min(now.len())];

@@ -3,7 +3,7 @@
 //! `sass::<variant>::schedule` (the loop's schedule digest is the blessed one).
 
 use super::sass_diff::{self, Scheduled};
-use crate::text::Shown;
+use crate::text::{joined, Shown};
 
 use super::Outcome;
 use crate::expectations::profile::Profile;
@@ -18,14 +18,20 @@ use crate::model::variant::Variant;
 /// skipped with the reason.
 pub(super) fn without_sass(results: &RunResults) -> Outcome {
     if let Some(why) = &results.sass_unreadable {
-        return Outcome::Fail(format!("the SASS of this run could not be read: {why}"));
+        return Outcome::Fail(format!(
+            "the SASS of this run could not be read: {}",
+            why.shown()
+        ));
     }
-    Outcome::Skipped(
-        results
-            .sass_unavailable
-            .clone()
-            .unwrap_or_else(|| format!("the results carry no SASS (source: {})", results.source)),
-    )
+    Outcome::Skipped(results.sass_unavailable.as_deref().map_or_else(
+        || {
+            format!(
+                "the results carry no SASS (source: {})",
+                results.source.shown()
+            )
+        },
+        |why| why.shown(),
+    ))
 }
 
 /// The loop shape of `v`'s SASS in the results ([`shape`]).
@@ -122,7 +128,7 @@ pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
         Outcome::Fail(format!(
             "{v}: {}\n({detail})\nloop body:\n  {}",
             problems.join("; "),
-            s.loop_body.join("\n  ")
+            joined(&s.loop_body, "\n  ")
         ))
     }
 }
@@ -199,6 +205,7 @@ pub(super) fn schedule(
             s.schedule_unknown
                 .as_deref()
                 .unwrap_or("the results carry no loop schedule")
+                .shown()
         ));
     };
     if then == now {

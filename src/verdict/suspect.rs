@@ -214,10 +214,10 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
              {toolchain_text}{clock}"
         ))
     } else {
-        let why = results
-            .sass_unavailable
-            .clone()
-            .unwrap_or_else(|| "the results or the baselines carry no SASS for it".into());
+        let why = results.sass_unavailable.as_deref().map_or_else(
+            || "the results or the baselines carry no SASS for it".into(),
+            |why| why.shown(),
+        );
         Some(format!(
             "{PREFIX}the hardware, clocks or contention (SASS not compared){DETAIL}\
              {toolchain_text}{clock}; the SASS was not compared ({why}), so a compiler change \

@@ -33,7 +33,8 @@ pub(super) fn disturbed(case: &Case, results: &RunResults) -> Option<String> {
         .iter()
         .filter_map(|v| c.contaminated.get(&v.name()))
         .collect();
-    let first = hit.first()?;
+    // A cause is a results file's text: shown on one line.
+    let first = hit.first()?.shown();
     Some(if hit.len() > 1 {
         format!(
             "{first} ({} of the {} variants it needs)",
@@ -41,7 +42,7 @@ pub(super) fn disturbed(case: &Case, results: &RunResults) -> Option<String> {
             case.needs.len()
         )
     } else {
-        first.to_string()
+        first
     })
 }
 
