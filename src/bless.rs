@@ -60,13 +60,13 @@ pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Re
         if !m.by_name(&gpu) {
             wrong.push(format!(
                 "the results come from {:?} (compute capability {}), which profile {:?} does not match: not one of its GPUs {:?} (the compute capability alone is not enough when the profile names its GPUs)",
-                env.gpu_name, env.compute_capability, profile.name, m.gpu_names
+                env.gpu_name, env.compute_capability.shown(), profile.name, m.gpu_names
             ));
         }
     } else if !m.matches(&gpu) {
         wrong.push(format!(
             "the results come from {:?} (compute capability {}), which profile {:?} does not match: {m}",
-            env.gpu_name, env.compute_capability, profile.name
+            env.gpu_name, env.compute_capability.shown(), profile.name
         ));
     }
     if results.profile != profile.name {
