@@ -3,6 +3,7 @@
 //! "use from_str_multiple") or show a value as Rust's Debug writes it ("budget breached:
 //! ScalarBytes { total_scalar_bytes: 67108894 }"); a profile's author can act on neither.
 //! [`Words`] says those in the project's words, what was found and what was expected, and
+//! what saphyr calls a "sequence start" or a "string scalar" as a list or a string; it
 //! leaves saphyr's other messages ("unknown field `x`, expected one of ...") as they are.
 //! The position (file, line, column) is saphyr's, as before (`yaml::parse_yaml`).
 
@@ -31,6 +32,13 @@ impl MessageFormatter for Words {
             Error::MultipleDocuments { .. } => {
                 "a second YAML document (after ---): expected one document".into()
             }
+            Error::Unexpected { expected, .. } => match *expected {
+                "sequence start" => "expected a list (`[a, b]`, or one `- item` per line)".into(),
+                "mapping start" => "expected a mapping (`key: value`)".into(),
+                "string scalar" => "expected a string".into(),
+                "scalar" => "expected a single value, not a list or a mapping".into(),
+                _ => return DefaultMessageFormatter.format_message(err),
+            },
             Error::Budget { breach, .. } => too_large(breach),
             Error::AliasReplayCounterOverflow { .. }
             | Error::AliasReplayLimitExceeded { .. }
