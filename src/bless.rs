@@ -12,6 +12,7 @@ use crate::expectations::policy_source::PolicySource;
 use crate::expectations::profile::Profile;
 use crate::model::results::{short_digest, RunResults};
 use crate::output::write_atomic;
+use crate::text::Shown;
 use crate::verdict;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -59,13 +60,13 @@ pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Re
         if !m.by_name(&gpu) {
             wrong.push(format!(
                 "the results come from {:?} (compute capability {}), which profile {:?} does not match: not one of its GPUs {:?} (the compute capability alone is not enough when the profile names its GPUs)",
-                env.gpu_name, env.compute_capability, profile.name, m.gpu_names
+                env.gpu_name, env.compute_capability.shown(), profile.name, m.gpu_names
             ));
         }
     } else if !m.matches(&gpu) {
         wrong.push(format!(
             "the results come from {:?} (compute capability {}), which profile {:?} does not match: {m}",
-            env.gpu_name, env.compute_capability, profile.name
+            env.gpu_name, env.compute_capability.shown(), profile.name
         ));
     }
     if results.profile != profile.name {
@@ -450,8 +451,8 @@ pub fn write_generated_unless_ci(
             file,
             format!(
                 "not written: it leads through a symbolic link to {}, outside the profile's folder {}",
-                real.display(),
-                real_folder.display()
+                real.shown(),
+                real_folder.shown()
             ),
         ));
     }

@@ -7,6 +7,7 @@
 use crate::error::{Error, Result};
 use crate::expectations::profile::Profile;
 use crate::model::gpu::GpuIdentity;
+use crate::text::Shown;
 use crate::verdict::{cases, compile_only};
 use std::path::{Path, PathBuf};
 
@@ -61,7 +62,7 @@ pub fn load_dir(dir: &Path) -> (Vec<Profile>, Vec<Error>) {
                         format!(
                             "profile name {:?} is already used by {}",
                             p.name,
-                            first.file.display()
+                            first.file.shown()
                         ),
                     ));
                 } else {
@@ -104,7 +105,7 @@ pub fn select(
         if path.is_file() {
             let p = load(path)?;
             return Ok(Selection {
-                why: format!("profile {:?} forced by {PROFILE_ENV}={f}", p.name),
+                why: format!("profile {:?} forced by {PROFILE_ENV}={}", p.name, f.shown()),
                 profile: p,
                 unmatched: None,
             });
@@ -123,7 +124,7 @@ pub fn select(
         let (found, how) = if by_name.is_empty() {
             (
                 by_capability,
-                format!("compute capability {}", g.compute_capability),
+                format!("compute capability {}", g.compute_capability.shown()),
             )
         } else {
             (by_name, format!("GPU name {:?}", g.name))
@@ -147,7 +148,7 @@ pub fn select(
                 // one applies is for the profiles to say, not for the file names' order.
                 let list: Vec<String> = several
                     .iter()
-                    .map(|p| format!("{:?} ({})", p.name, p.file.display()))
+                    .map(|p| format!("{:?} ({})", p.name, p.file.shown()))
                     .collect();
                 return Err(Error::msg(format!(
                     "GPU {:?} (compute capability {}) matches {} profiles by {how}: {}; narrow their `match` sections so that one applies, or choose one with {PROFILE_ENV}",
@@ -168,7 +169,7 @@ pub fn select(
             ))
         })?;
     let why = match gpu {
-        Some(g) => format!("no profile matches GPU {:?} (compute capability {}): the documented profile applies, and its invariants are the study's, not this GPU's", g.name, g.compute_capability),
+        Some(g) => format!("no profile matches GPU {:?} (compute capability {}): the documented profile applies, and its invariants are the study's, not this GPU's", g.name, g.compute_capability.shown()),
         None => "no GPU: the documented profile names the cases".to_string(),
     };
     Ok(Selection {

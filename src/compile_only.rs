@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::expectations::baselines::{self, CompileOrigin, Digests, COMPILE_DIGEST_CHARS};
 use crate::expectations::profile::Profile;
 use crate::model::compiled::ArchOutcome;
+use crate::text::Shown;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -154,7 +155,7 @@ impl CompileOnlySession {
             Ok(r) => match r.toolchain {
                 Err(e) => all(ArchOutcome::Failed(format!(
                     "NVRTC {tc} ({}): {e}",
-                    t.lib_dir.display()
+                    t.lib_dir.shown()
                 ))),
                 Ok(_) => ToolchainRun {
                     outcomes: r.architectures.into_iter().collect(),
@@ -195,7 +196,7 @@ pub fn prepare_compile_bless(
         Error::msg(format!(
             "profile {:?} ({}) names no compile_only.baselines file to bless into",
             p.name,
-            p.file.display()
+            p.file.shown()
         ))
     })?;
     let mut digests: Digests = BTreeMap::new();

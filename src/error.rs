@@ -1,5 +1,6 @@
 //! Errors that name where the bad input is: file, line and column when the format has them.
 
+use crate::text::Shown;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -44,7 +45,7 @@ impl Error {
     pub fn referenced_from(mut self, file: &Path, line: u64, column: u64) -> Self {
         self.message.push_str(&format!(
             " (referenced from {}:{line}:{column})",
-            file.display()
+            file.shown()
         ));
         self
     }
@@ -59,9 +60,9 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (&self.file, self.position) {
             (Some(file), Some((line, col))) => {
-                write!(f, "{}:{line}:{col}: {}", file.display(), self.message)
+                write!(f, "{}:{line}:{col}: {}", file.shown(), self.message)
             }
-            (Some(file), None) => write!(f, "{}: {}", file.display(), self.message),
+            (Some(file), None) => write!(f, "{}: {}", file.shown(), self.message),
             (None, _) => f.write_str(&self.message),
         }
     }
@@ -102,25 +103,6 @@ pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "no message".to_string())
-}
-
-/// `text` from a user's file made safe to put in a message: control characters escaped
-/// (`\u{1b}`), so that a terminal or a JUnit XML attribute gets no raw escape sequence
-/// or forbidden character, and at most `max_chars` characters, with `…` where it was cut.
-pub fn excerpt(text: &str, max_chars: usize) -> String {
-    let mut out = String::new();
-    for (n, c) in text.chars().enumerate() {
-        if n == max_chars {
-            out.push('…');
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// A line of a tool's text output (ptxas log, SASS) that could not be read; `line` is 1-based.

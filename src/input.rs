@@ -4,6 +4,7 @@
 //! variables ([`flag`]).
 
 use crate::error::{Error, Result};
+use crate::text::Shown;
 use std::io::Read;
 use std::path::Path;
 
@@ -47,7 +48,7 @@ pub fn read_bytes(file: &Path, what: &str, limit: u64) -> Result<Vec<u8>> {
             file,
             format!(
                 "cannot read {what}: {} is {}, expected a regular file",
-                file.display(),
+                file.shown(),
                 kind(&m)
             ),
         ));

@@ -84,9 +84,11 @@ macro_rules! say_err {
     };
 }
 
-/// Writes `text` to stderr as it is; a write error drops it.
+/// Writes `text` to stderr through the sanitiser ([`crate::text::clean`]: no control
+/// character reaches the terminal raw); a write error drops it.
 pub fn to_stderr(text: &str) {
     use std::io::Write;
+    let text = crate::text::clean(text);
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 

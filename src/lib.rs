@@ -27,6 +27,7 @@ pub mod output;
 pub mod policy_gate;
 pub mod report;
 pub mod sync;
+pub mod text;
 pub mod trace;
 pub mod verdict;
 

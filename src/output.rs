@@ -13,6 +13,7 @@
 //!   regular file;
 //! - a folder is refused with an error that says so.
 
+use crate::text::Shown;
 use std::fs::OpenOptions;
 use std::io::{Error, ErrorKind, Write};
 use std::path::{Path, PathBuf};
@@ -46,7 +47,7 @@ pub fn write_atomic_bytes(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     match std::fs::metadata(&target) {
         Ok(m) if m.is_dir() => Err(Error::new(
             ErrorKind::IsADirectory,
-            format!("{} is a folder, not a file", target.display()),
+            format!("{} is a folder, not a file", target.shown()),
         )),
         Ok(m) if !m.is_file() => write_through(&target, contents),
         Ok(_) => replace(&target, contents),
@@ -80,7 +81,7 @@ fn resolve_links(path: &Path) -> std::io::Result<PathBuf> {
     }
     Err(Error::other(format!(
         "{}: more than {MAX_LINKS} symlinks to follow (a symlink loop?)",
-        path.display()
+        path.shown()
     )))
 }
 
@@ -203,7 +204,7 @@ mod tests {
             assert!(
                 m.file_type().is_char_device(),
                 "{} was replaced",
-                dev.display()
+                dev.shown()
             );
         }
     }

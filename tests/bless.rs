@@ -213,6 +213,14 @@ fn bless_refuses_an_h100_into_the_h200_profile() {
             "{e}"
         );
     }
+    // What the results say of their GPU stays on its line of the refusal.
+    let mut forged = good.clone();
+    let env = forged.environment.as_mut().unwrap();
+    env.gpu_name = "NVIDIA H100\nFORGED name".into();
+    env.compute_capability = "9.0\nFORGED capability".into();
+    let e = bless_error(&p, &forged, false);
+    assert!(e.contains("9.0\\nFORGED capability"), "{e}");
+    assert!(!e.lines().any(|l| l.starts_with("FORGED")), "{e}");
     // The name is compared case-insensitively, as profile selection does.
     let mut shouting = good.clone();
     shouting.environment.as_mut().unwrap().gpu_name = "nvidia h200".into();

@@ -56,6 +56,9 @@ fn check(path: &Path, load: fn(&Path) -> Result<(), String>) -> Result<(), Strin
     if let Some(c) = error.chars().find(|&c| c.is_control() && c != '\n') {
         return Err(format!("error carries control character {c:?}: {error:?}"));
     }
+    if let Some(w) = library_words(&error) {
+        return Err(format!("error speaks a library's words ({w:?}): {error}"));
+    }
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
     let want = expectation(path);
     // The file the error must name: the generated file a profile points at, else itself.
@@ -87,6 +90,41 @@ fn check(path: &Path, load: fn(&Path) -> Result<(), String>) -> Result<(), Strin
         }
     }
     Ok(())
+}
+
+/// The first words of `error` that are a library's, not accprobe's: its API (what to set
+/// in its options, which type to use) or a value as Rust's Debug writes it
+/// (`ScalarBytes { total_scalar_bytes: 67108894 }`), neither of which a profile's author
+/// can act on.
+fn library_words(error: &str) -> Option<String> {
+    for w in [
+        "Options",
+        "Option<",
+        "DuplicateKeyPolicy",
+        "from_str",
+        "budget breached",
+        "use String",
+    ] {
+        if error.contains(w) {
+            return Some(w.to_string());
+        }
+    }
+    // `Name { field: ...`: a struct's Debug.
+    error.match_indices(" { ").find_map(|(at, _)| {
+        let word: String = error[..at]
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        let debug = word.starts_with(|c: char| c.is_ascii_uppercase())
+            && error[at + 3..]
+                .split_once(": ")
+                .is_some_and(|(f, _)| f.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+        debug.then_some(format!("{word} {{"))
+    })
 }
 
 /// Splits `dir/file.yaml:4:27: words` or `:4:27: words` into the position and the words.

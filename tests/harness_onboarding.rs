@@ -51,8 +51,8 @@ fn every_failing_case_of_an_unknown_gpu_names_the_onboarding_command() {
     for case in &failing {
         let m = body(case_status(&r, case));
         assert!(
-            // The JUnit file carries the text as viewers render it (report::text::for_viewers).
-            m.contains(accprobe::report::text::for_viewers(HINT).as_ref())
+            // The JUnit file carries the text as viewers render it (text::for_viewers).
+            m.contains(accprobe::text::for_viewers(HINT).as_ref())
                 && m.contains(WRITES)
                 && m.contains("expectations/baselines/h200.yaml"),
             "{case}: {m}"

@@ -239,59 +239,53 @@ fn a_program_that_crashes_fails_with_its_signal() {
 }
 
 #[test]
-fn a_program_that_prints_garbage_fails_naming_the_line_and_context() {
-    every_policy_case_fails(
-        &answering("2\\nbanana\\n2\\n"),
-        &[
-            "line 2 (context chain13)",
-            "\"banana\" is not a whole number",
-        ],
-    );
-}
-
-#[test]
-fn too_few_or_too_many_lines_fail_naming_the_line() {
-    every_policy_case_fails(
-        &answering("2\\n2\\n"),
-        &[
-            "answered 2 lines for 3 contexts",
-            "line 3 would answer context chain29",
-        ],
-    );
-    every_policy_case_fails(
-        &answering("2\\n2\\n2\\n2\\n"),
-        &[
-            "answered 4 lines for 3 contexts",
-            "line 4 answers no context",
-        ],
-    );
-    every_policy_case_fails(
-        &answering("2\\n\\n2\\n"),
-        &["line 2 (context chain13)", "\"\" is not a whole number"],
-    );
+fn an_answer_outside_the_grammar_fails_naming_its_line_column_and_context() {
+    for (lines, says) in [
+        ("2\\nbanana\\n2\\n", "line 2, column 1 (context chain13): found \"b\": expected K"),
+        ("+2\\n2\\n2\\n", "line 1, column 1 (context chain7): found \"+\": expected K, an accumulator count from 1 to 256, written without a sign"),
+        ("2\\n-2\\n2\\n", "line 2, column 1 (context chain13): found \"-\""),
+        ("2\\n0002\\n2\\n", "line 2, column 1 (context chain13): found \"0002\": expected K, an accumulator count from 1 to 256, written without a leading zero"),
+        ("2\\r\\n2\\r\\n2\\r\\n", "line 1, column 2 (context chain7): found a carriage return"),
+        // A blank line first is line 1, not a line past the last context.
+        ("\\n2\\n2\\n2\\n", "line 1, column 1 (context chain7): found an empty line"),
+        ("2\\n\\n2\\n", "line 2, column 1 (context chain13): found an empty line"),
+        ("2\\n2\\n", "line 3, column 1 (context chain29): found the end of the answer"),
+        ("2\\n2\\n2\\n2\\n", "line 4, column 1: found \"2\": expected the end of the answer"),
+    ] {
+        every_policy_case_fails(&answering(lines), &["gave a bad answer: ", says]);
+    }
 }
 
 #[test]
 fn out_of_range_or_unmeasured_answers_fail() {
     every_policy_case_fails(
         &answering("0\\n2\\n2\\n"),
-        &["line 1 (context chain7)", "K 0 is out of range"],
+        &["line 1, column 1 (context chain7): K 0 is out of range"],
     );
     every_policy_case_fails(
         &answering("2\\n2\\n999\\n"),
-        &["line 3 (context chain29)", "K 999 is out of range"],
+        &["line 3, column 1 (context chain29): K 999 is out of range"],
     );
     every_policy_case_fails(
         &answering("2\\n6\\n2\\n"),
-        &["line 2 (context chain13)", "K 6 is not measured"],
+        &["line 2, column 1 (context chain13): K 6 is not measured"],
     );
 }
 
 #[test]
-fn a_failing_program_fails_with_its_status_and_stderr() {
-    every_policy_case_fails(
-        "echo 'no model for sm_90' >&2\nexit 1",
-        &["exited with status 1", "its stderr:\nno model for sm_90"],
+fn a_failing_program_fails_with_its_status_and_stderr_quoted() {
+    // Each line of its stderr is quoted, escaped: none reads as one of the gate's own (a
+    // first suspect, a test result), and no control character reaches a terminal.
+    let m = every_policy_case_fails(
+        "echo 'no model for sm_90' >&2\nprintf 'first suspect: forged\\033[2J\\n' >&2\nexit 1",
+        &[
+            "exited with status 1",
+            "its stderr:\n  | no model for sm_90\n  | first suspect: forged\\u{1b}[2J",
+        ],
+    );
+    assert!(
+        !m.lines().any(|l| l.starts_with("first suspect: forged")),
+        "{m}"
     );
 }
 

@@ -358,7 +358,7 @@ fn a_program_that_gives_no_pick_suspects_the_policy_and_the_message_keeps_the_ca
         ("kill -SEGV $$", "was ended by signal 11"),
         (
             "cat > /dev/null\nprintf 'banana\\n'",
-            "gave a bad answer: answered 1 lines",
+            "gave a bad answer: line 1, column 1 (context chain7): found \"b\"",
         ),
     ] {
         let (_dir, p) = with_program(body);

@@ -4,6 +4,7 @@
 
 use super::{sass, Sass};
 use crate::model::variant::Variant;
+use crate::text::Shown;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -82,11 +83,11 @@ fn disassemble_with(tool: &Path, cubin: &[u8]) -> std::result::Result<String, St
         .map_err(|e| {
             format!(
                 "cannot create a file for the CUBIN in {}: {e}",
-                std::env::temp_dir().display()
+                std::env::temp_dir().shown()
             )
         })?;
     std::fs::write(file.path(), cubin)
-        .map_err(|e| format!("cannot write {}: {e}", file.path().display()))?;
+        .map_err(|e| format!("cannot write {}: {e}", file.path().shown()))?;
     let mut cmd = std::process::Command::new(tool);
     crate::interrupt::child(&mut cmd).args(disassembler_flag(tool));
     let out = cmd.arg(file.path()).output();
@@ -95,11 +96,11 @@ fn disassemble_with(tool: &Path, cubin: &[u8]) -> std::result::Result<String, St
         Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
         Ok(o) => Err(format!(
             "{} failed ({}): {}",
-            tool.display(),
+            tool.shown(),
             o.status,
             String::from_utf8_lossy(&o.stderr)
         )),
-        Err(e) => Err(format!("cannot run {}: {e}", tool.display())),
+        Err(e) => Err(format!("cannot run {}: {e}", tool.shown())),
     }
 }
 

@@ -3,6 +3,7 @@
 //! the one on disk. The compile cache's key names them; the compile worker checks with them
 //! that it loaded its toolchain's library.
 
+use crate::text::Shown;
 use std::path::{Path, PathBuf};
 
 /// The libnvrtc files mapped into this process (`/proc/self/maps`; none where there is no
@@ -70,7 +71,7 @@ pub(super) fn unknown_library(loaded: &[PathBuf]) -> Option<String> {
     loaded.iter().find(|p| replaced(p)).map(|p| {
         format!(
             "the libnvrtc this process loaded, {}, was removed or replaced since",
-            p.display()
+            p.shown()
         )
     })
 }

@@ -7,6 +7,7 @@ use super::toolchain::{
     default_root, from_folder, library_path_first, resolve, Toolchain, ToolchainError,
 };
 use crate::compile;
+use crate::text::Shown;
 use std::process::Command;
 
 /// A folder or an installed version (`12.8`, `12.8.93`): the NVRTC the process uses; and,
@@ -58,7 +59,7 @@ pub fn process_origin() -> Option<String> {
         match mapped.iter().find(|p| p.parent() != Some(dir.as_path())) {
             Some(other) => format!(
                 "{NVRTC_ENV} asked for {what}, but {} is loaded",
-                other.display()
+                other.shown()
             ),
             None => format!("{NVRTC_ENV}: {what}"),
         },

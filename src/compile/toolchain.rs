@@ -6,6 +6,7 @@
 
 use crate::compile::disassemble::find_disassembler_preferring;
 use crate::model::compiled::ArchOutcome;
+use crate::text::Shown;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -110,7 +111,7 @@ pub fn resolve(spec: &str, root: &Path) -> Result<Toolchain, ToolchainError> {
         return match matching.as_slice() {
             [] => Err(ToolchainError::NotInstalled(format!(
                 "no pinned NVRTC {spec} toolchain in {} (installed there: {}); install it with `ci/toolchains.sh {}`",
-                root.display(),
+                root.shown(),
                 if names.is_empty() { "none".to_string() } else { names.join(", ") },
                 if spec.matches('.').count() == 2 { spec.to_string() } else { format!("{spec}.<patch>") }
             ))),
@@ -121,7 +122,7 @@ pub fn resolve(spec: &str, root: &Path) -> Result<Toolchain, ToolchainError> {
             }
             several => Err(ToolchainError::Invalid(format!(
                 "NVRTC {spec} is ambiguous in {}: {}; name the full release",
-                root.display(),
+                root.shown(),
                 several.iter().map(|(v, _)| v.as_str()).collect::<Vec<_>>().join(", ")
             ))),
         };
@@ -142,7 +143,7 @@ pub(super) fn from_folder(path: &Path, key: &str) -> Result<Toolchain, Toolchain
     if !path.is_dir() {
         return Err(ToolchainError::Invalid(format!(
             "toolchain {key:?}: {} is not a folder",
-            path.display()
+            path.shown()
         )));
     }
     let lib_dir = [path.to_path_buf(), path.join("lib")]
@@ -151,7 +152,7 @@ pub(super) fn from_folder(path: &Path, key: &str) -> Result<Toolchain, Toolchain
         .ok_or_else(|| {
             ToolchainError::Invalid(format!(
                 "toolchain {key:?}: {} is not an NVRTC: no libnvrtc.so* in it or in its lib/",
-                path.display()
+                path.shown()
             ))
         })?;
     let lib_dir = lib_dir.canonicalize().unwrap_or(lib_dir);

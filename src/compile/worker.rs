@@ -16,6 +16,7 @@ use crate::model::compiled::{
     ArchOutcome, CompiledMatrix, CompiledVariant, PtxasFigures, ToolchainIdentity,
 };
 use crate::model::variant::Variant;
+use crate::text::Shown;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -91,8 +92,7 @@ pub fn worker_main() -> Option<ExitCode> {
             serde_json::from_str(&text).map_err(|e| format!("bad worker request {file:?}: {e}"))?;
         let report = work(&req);
         let json = serde_json::to_string(&report).map_err(|e| e.to_string())?;
-        std::fs::write(&req.out, json)
-            .map_err(|e| format!("cannot write {}: {e}", req.out.display()))
+        std::fs::write(&req.out, json).map_err(|e| format!("cannot write {}: {e}", req.out.shown()))
     };
     Some(match run() {
         Ok(()) => ExitCode::SUCCESS,
@@ -108,16 +108,16 @@ fn load(t: &Toolchain) -> Result<ToolchainIdentity, String> {
     let lib = nvrtc_files(&t.lib_dir)
         .into_iter()
         .next()
-        .ok_or_else(|| format!("{} holds no libnvrtc.so*", t.lib_dir.display()))?;
+        .ok_or_else(|| format!("{} holds no libnvrtc.so*", t.lib_dir.shown()))?;
     // Opened by path first, for a clear error when the file is not a loadable library or
     // not an NVRTC; kept open for the process.
     let handle = unsafe { libloading::Library::new(&lib) }
-        .map_err(|e| format!("{} is not an NVRTC: it does not load: {e}", lib.display()))?;
+        .map_err(|e| format!("{} is not an NVRTC: it does not load: {e}", lib.shown()))?;
     unsafe { handle.get::<unsafe extern "C" fn(*mut i32, *mut i32) -> i32>(b"nvrtcVersion\0") }
         .map_err(|e| {
             format!(
                 "{} is not an NVRTC: it has no nvrtcVersion: {e}",
-                lib.display()
+                lib.shown()
             )
         })?;
     std::mem::forget(handle);
@@ -133,8 +133,8 @@ fn load(t: &Toolchain) -> Result<ToolchainIdentity, String> {
     if let Some(other) = mapped.iter().find(|p| p.parent() != Some(want.as_path())) {
         return Err(format!(
             "another NVRTC was loaded ({}) instead of the one in {}: check LD_LIBRARY_PATH",
-            other.display(),
-            want.display()
+            other.shown(),
+            want.shown()
         ));
     }
     let supported = supported_architectures()?;
@@ -273,7 +273,7 @@ pub fn spawn_worker(
         .map_err(|e| {
             format!(
                 "cannot create a folder for the compile worker in {}: {e}",
-                std::env::temp_dir().display()
+                std::env::temp_dir().shown()
             )
         })?;
     let tmp = folder.path();
@@ -290,7 +290,7 @@ pub fn spawn_worker(
         &req_file,
         serde_json::to_string(&req).map_err(|e| e.to_string())?,
     )
-    .map_err(|e| format!("cannot write {}: {e}", req_file.display()))?;
+    .map_err(|e| format!("cannot write {}: {e}", req_file.shown()))?;
     let mut cmd = Command::new(&exe);
     // The worker ends with this process (`interrupt::child`): the thread that starts it
     // waits here until it ends.
@@ -303,7 +303,7 @@ pub fn spawn_worker(
         .env_remove(ACTIVE_ENV)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot start the compile worker {}: {e}", exe.display()))?;
+        .map_err(|e| format!("cannot start the compile worker {}: {e}", exe.shown()))?;
     let report = std::fs::read_to_string(&req.out);
     drop(folder);
     match report {
@@ -312,7 +312,7 @@ pub fn spawn_worker(
         _ => Err(WorkerError::Failed(format!(
             "the compile worker for NVRTC {} ({}) failed ({}): {}",
             t.key,
-            t.lib_dir.display(),
+            t.lib_dir.shown(),
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         ))),

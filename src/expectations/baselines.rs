@@ -7,6 +7,7 @@ use crate::expectations::policy::MAX_POLICY_ACCUMULATORS;
 use crate::expectations::yaml::number::{self, Unquoted};
 use crate::expectations::yaml::{at, parse_yaml, read_text};
 use crate::model::variant::Variant;
+use crate::text::Shown;
 use serde::{Deserialize, Serialize};
 use serde_saphyr::Spanned;
 use std::collections::{BTreeMap, HashMap};
@@ -177,7 +178,7 @@ pub fn load(
             format!(
                 "baselines are for profile {:?}, but {} is profile {:?}",
                 raw.profile.value,
-                profile_file.display(),
+                profile_file.shown(),
                 profile
             ),
         ));
@@ -373,7 +374,7 @@ pub fn load_compile(
             format!(
                 "compile baselines are for profile {:?}, but {} is profile {:?}",
                 raw.profile.value,
-                profile_file.display(),
+                profile_file.shown(),
                 profile
             ),
         ));
@@ -426,7 +427,7 @@ impl Known<'_> {
                     format!(
                         "{:?} is not in compile_only.architectures {architectures:?} of {}",
                         arch.value,
-                        profile_file.display()
+                        profile_file.shown()
                     ),
                 ));
             }
@@ -439,7 +440,7 @@ impl Known<'_> {
                         format!(
                             "toolchain {:?} is not in compile_only.toolchains {toolchains:?} of {}",
                             tc.value,
-                            profile_file.display()
+                            profile_file.shown()
                         ),
                     ));
                 }

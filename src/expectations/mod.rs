@@ -10,3 +10,4 @@ pub mod policy_source;
 pub mod profile;
 pub mod recorded;
 pub mod yaml;
+mod yaml_words;

@@ -6,7 +6,7 @@
 //! (1 - tolerance) of the best measured progress.
 
 use crate::error::Result;
-use crate::expectations::yaml::{at, number, parse_document, read_text};
+use crate::expectations::yaml::{at, is_case_name, number, parse_document, read_text, CASE_NAME};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::path::{Path, PathBuf};
@@ -158,8 +158,12 @@ impl Policy {
                 ),
             ));
         }
-        if raw.name.value.trim().is_empty() {
-            return Err(at(file, &raw.name, "policy name is empty"));
+        if !is_case_name(&raw.name.value) {
+            return Err(at(
+                file,
+                &raw.name,
+                format!("policy name {:?}: {CASE_NAME}", raw.name.value),
+            ));
         }
         Ok(Policy {
             name: raw.name.value,

@@ -6,6 +6,7 @@
 
 use crate::expectations::policy::{Accumulation, Policy};
 use crate::model::variant::{Context, Sink};
+use crate::text::Shown;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -59,11 +60,11 @@ impl PolicyCommand {
     /// The command as a reader sees it: `python3 study.py`.
     pub fn display(&self) -> String {
         let program = match &self.program {
-            Program::InFolder(p) => p.display().to_string(),
-            Program::OnPath(n) => n.clone(),
+            Program::InFolder(p) => p.shown(),
+            Program::OnPath(n) => n.shown(),
         };
         std::iter::once(program)
-            .chain(self.args.iter().cloned())
+            .chain(self.args.iter().map(|a| a.shown()))
             .collect::<Vec<_>>()
             .join(" ")
     }

@@ -7,6 +7,7 @@ use crate::expectations::yaml::{at, path_inside, referenced_from};
 use crate::model::results::{Resources, RunResults, VariantResult, SCHEMA};
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::Variant;
+use crate::text::Shown;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::collections::BTreeMap;
@@ -96,7 +97,7 @@ pub(crate) fn load(
                     path,
                     format!(
                         "recorded results file {} does not exist",
-                        results_file.display()
+                        results_file.shown()
                     ),
                 ));
             }
@@ -109,7 +110,7 @@ pub(crate) fn load(
                         path,
                         format!(
                             "recorded results {} were measured with other settings than the profile's probe section ({}): re-measure, or replay them under a profile with their settings",
-                            results_file.display(),
+                            results_file.shown(),
                             diff.join(", ")
                         ),
                     ));

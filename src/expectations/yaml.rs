@@ -1,8 +1,10 @@
 //! YAML loading shared by profiles, baselines and policies: saphyr's errors turned into
 //! ones that name file, line and column, and text read as UTF-8 with a clear error.
 
-use crate::error::{excerpt, Error, Result};
+use crate::error::{Error, Result};
 use crate::input;
+use crate::text::excerpt;
+use crate::text::Shown;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::path::{Path, PathBuf};
@@ -31,16 +33,16 @@ pub fn parse_document<T: for<'de> Deserialize<'de>>(
 
 /// At most this many lines of saphyr's source snippet go into a message.
 const SNIPPET_LINES: usize = 6;
-/// At most this many characters of one line of it.
-const SNIPPET_WIDTH: usize = 120;
+/// At most this many characters of one line of it, and of the message.
+pub(super) const SNIPPET_WIDTH: usize = 120;
 
-/// Parses YAML into `T`, turning saphyr's error into one that names the file. The source
-/// snippet saphyr shows is kept short and its control characters escaped: the file may be
-/// anything (a binary, another program's file), and the message ends up on a terminal and
-/// in the JUnit XML.
+/// Parses YAML into `T`, turning saphyr's error into one that names the file, in the
+/// project's words (`yaml_words`). The source snippet saphyr shows is kept short and its
+/// control characters escaped: the file may be anything (a binary, another program's
+/// file), and the message ends up on a terminal and in the JUnit XML.
 pub fn parse_yaml<T: for<'de> Deserialize<'de>>(text: &str, file: &Path) -> Result<T> {
     serde_saphyr::from_str(text).map_err(|e| {
-        let rendered = e.to_string();
+        let rendered = e.render_with_formatter(&super::yaml_words::Words);
         let mut lines = rendered.lines();
         let first = lines.next().unwrap_or("invalid YAML");
         // saphyr's first line reads "error: line L column C: message"; keep the message.
@@ -51,12 +53,7 @@ pub fn parse_yaml<T: for<'de> Deserialize<'de>>(text: &str, file: &Path) -> Resu
         let mut snippet: Vec<String> = lines
             .by_ref()
             .take(SNIPPET_LINES)
-            .map(|l| {
-                excerpt(
-                    &l.replace("<input>", &file.display().to_string()),
-                    SNIPPET_WIDTH,
-                )
-            })
+            .map(|l| excerpt(&l.replace("<input>", &file.shown()), SNIPPET_WIDTH))
             .collect();
         if lines.next().is_some() {
             snippet.push("  (…)".into());
@@ -73,6 +70,19 @@ pub fn parse_yaml<T: for<'de> Deserialize<'de>>(text: &str, file: &Path) -> Resu
         }
     })
 }
+
+/// Whether `name` may be part of a case's name (`replay::<profile>::...`,
+/// `policy::<name>::...`), which `--exact` takes and every output shows: letters, digits,
+/// '_' or '-', at least one.
+pub fn is_case_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// What [`is_case_name`] expects, for the messages that refuse a name.
+pub const CASE_NAME: &str = "expected letters, digits, '_' or '-'";
 
 /// `s`, a path a profile names (`key`), resolved under the profile's folder `dir`: no
 /// absolute path, no `..` that leaves the folder once the path is normalised, and no
@@ -121,7 +131,7 @@ pub fn path_inside(file: &Path, dir: &Path, key: &str, s: &Spanned<String>) -> R
             format!(
                 "{key} {:?} leads through a symbolic link to {}, outside the profile's folder: expected a file in it or below it",
                 excerpt(&s.value, SNIPPET_WIDTH),
-                excerpt(&real.display().to_string(), SNIPPET_WIDTH)
+                real.shown()
             ),
         ));
     }

@@ -3,6 +3,7 @@
 
 use crate::config::ConfigError;
 use crate::model::settings::Mode;
+use crate::text::Shown;
 use std::path::{Path, PathBuf};
 
 /// Two of the files a run writes are one: a configuration error, before anything runs.
@@ -10,7 +11,7 @@ use std::path::{Path, PathBuf};
 #[error(
     "{first} and {second} are one file, {}: name files that differ (the results \
      file's ptxas log and CUBINs take its name with .ptxas.log and .cubin)",
-    path.display()
+    path.shown()
 )]
 pub struct SameFile {
     /// What names the file first (`ACCPROBE_JUNIT`, ...), and what names it again.

@@ -10,6 +10,7 @@ use super::trial::Planned;
 use crate::error::GpuError;
 use crate::measure::session::GpuSession;
 use crate::model::results::RunResults;
+use crate::text::Shown;
 use libtest_mimic::{Arguments, Conclusion, Trial};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -117,11 +118,11 @@ fn publish(
     match share.publish(&Published { devices }) {
         Ok(()) => crate::say_err!(
             "accprobe: measured for this nextest run: {}",
-            share.dir.display()
+            share.dir.shown()
         ),
         Err(e) => crate::say_err!(
             "accprobe: cannot publish the measurement under {}: {e}; the run's next process measures again",
-            share.dir.display()
+            share.dir.shown()
         ),
     }
 }

@@ -9,6 +9,7 @@ use crate::error::Error;
 use crate::measure::session::GpuSession;
 use crate::output::{write_atomic, write_atomic_bytes};
 use crate::report::{self, junit::SuiteInfo};
+use crate::text::Shown;
 use libtest_mimic::Arguments;
 use std::path::{Path, PathBuf};
 
@@ -87,7 +88,7 @@ impl Finishing<'_> {
             ));
             info.system_out = format!("{}\n{table}", s.selection_note);
             match write_atomic(&results_path, &r.to_json()) {
-                Ok(()) => crate::say_err!("results: {}", results_path.display()),
+                Ok(()) => crate::say_err!("results: {}", results_path.shown()),
                 Err(e) => crate::say_err!("{}", Error::io(&results_path, "write results", e)),
             }
         }
@@ -165,7 +166,7 @@ mod tests {
             assert!(
                 !stale.exists(),
                 "{} left from the run before",
-                stale.display()
+                stale.shown()
             );
         }
         assert!(other.exists());

@@ -18,6 +18,7 @@ use crate::model::results::RunResults;
 use crate::model::variant::Variant;
 use crate::policy_gate::Asked;
 use crate::report::{self, junit::CaseRecord, junit::Ended, junit::Status, junit::SuiteInfo};
+use crate::text::Shown;
 use crate::verdict::{self, cases::cases, cases::on_device, cases::unrecorded};
 use libtest_mimic::Arguments;
 use std::sync::Arc;
@@ -110,7 +111,7 @@ impl Plan {
             let mut system_out = report::table(r, &p.probe.chains, &p.probe.accumulators);
             system_out.insert_str(
                 0,
-                &format!("replay of {} ({})\n", p.file.display(), r.source),
+                &format!("replay of {} ({})\n", p.file.shown(), r.source.shown()),
             );
             self.suites.push(SuiteInfo {
                 name: replay_suite_name(p),

@@ -12,6 +12,7 @@ use super::gpu;
 use super::recorder::{Record, Skip};
 use crate::measure::session::GpuSession;
 use crate::report::junit::{CaseRecord, Status};
+use crate::text::Shown;
 use crate::verdict::cases::on_device;
 use std::collections::BTreeSet;
 
@@ -62,7 +63,7 @@ pub fn records(session: &GpuSession, records: &[Record]) -> Vec<Record> {
         // adds how many of its variants it hit); else as the cases got them (the lock).
         let mut causes: BTreeSet<String> = contention
             .iter()
-            .flat_map(|c| c.contaminated.values().cloned())
+            .flat_map(|c| c.contaminated.values().map(|cause| cause.shown()))
             .collect();
         if causes.is_empty() {
             causes = busy
@@ -103,7 +104,7 @@ pub fn records(session: &GpuSession, records: &[Record]) -> Vec<Record> {
                 },
                 match c.throttle_reasons.is_empty() {
                     true => "none".to_string(),
-                    false => c.throttle_reasons.join(", "),
+                    false => c.throttle_reasons.join(", ").shown(),
                 }
             ));
         }

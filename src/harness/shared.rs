@@ -22,6 +22,7 @@ use crate::measure::target::{RecordedTarget, Target};
 use crate::model::gpu::{Environment, GpuIdentity};
 use crate::model::results::RunResults;
 use crate::sync::lock_ignoring_poison;
+use crate::text::Shown;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -59,7 +60,7 @@ impl RunShare {
             Err(std::fs::TryLockError::WouldBlock) => {
                 crate::say_err!(
                     "accprobe: waiting for another process of this nextest run to measure ({})",
-                    dir.display()
+                    dir.shown()
                 );
                 file.lock().map_err(|e| naming(&lock_path, "lock", e))?;
             }
@@ -77,7 +78,7 @@ impl RunShare {
                 Err(e) => {
                     crate::say_err!(
                         "accprobe: {}: not a measurement of this suite ({e}); measuring again",
-                        measured.display()
+                        measured.shown()
                     );
                     None
                 }
@@ -148,9 +149,9 @@ pub fn in_run(dir: &Path, path: &Path) -> std::io::Result<PathBuf> {
         std::io::Error::other(format!(
             "{}: refused: it leads to {}, outside the nextest run folder {} (a symlink on \
              the way); nothing of the run is read or written outside it",
-            path.display(),
-            leads.display(),
-            dir.display()
+            path.shown(),
+            leads.shown(),
+            dir.shown()
         ))
     };
     if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
@@ -182,7 +183,7 @@ pub fn lock_file(path: &Path) -> std::io::Result<File> {
     if !m.is_file() {
         return Err(std::io::Error::other(format!(
             "{}: cannot use it as a lock file: not a regular file",
-            path.display()
+            path.shown()
         )));
     }
     Ok(file)
@@ -190,7 +191,7 @@ pub fn lock_file(path: &Path) -> std::io::Result<File> {
 
 /// `e`, saying which file it is about and what was being done.
 pub fn naming(path: &Path, doing: &str, e: std::io::Error) -> std::io::Error {
-    std::io::Error::new(e.kind(), format!("{}: cannot {doing}: {e}", path.display()))
+    std::io::Error::new(e.kind(), format!("{}: cannot {doing}: {e}", path.shown()))
 }
 
 fn remove_old_runs(runs: &Path) {

@@ -10,6 +10,7 @@ use crate::error::{Error, GpuError, GpuErrorKind};
 use crate::expectations::profile::Profile;
 use crate::measure::device;
 use crate::measure::target::{Ahead, CudaTarget, Target};
+use crate::text::Shown;
 use libtest_mimic::Arguments;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,9 +39,9 @@ pub enum Refused {
 pub enum ArgumentError {
     #[error("--test-threads 0: expected at least 1 thread")]
     NoThreads,
-    #[error("--logfile {}: is a folder, expected a file", .0.display())]
+    #[error("--logfile {}: is a folder, expected a file", .0.shown())]
     LogIsAFolder(std::path::PathBuf),
-    #[error("--logfile {}: cannot be written: {source}", log.display())]
+    #[error("--logfile {}: cannot be written: {source}", log.shown())]
     LogUnwritable {
         log: std::path::PathBuf,
         source: std::io::Error,
@@ -93,7 +94,7 @@ pub fn open_share(args: &Arguments, paths: &Paths, options: &RunOptions) -> Opti
         Err(e) => {
             crate::say_err!(
                 "accprobe: cannot share the measurement of nextest run {id} under {}: {e}; measuring in this process",
-                paths.runs.display()
+                paths.runs.shown()
             );
             None
         }

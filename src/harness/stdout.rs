@@ -79,9 +79,11 @@ fn plain(text: &str) -> String {
         .to_string()
 }
 
-/// Prints `text` on stdout; a write error (a closed pipe, a full disk) drops it.
+/// Prints `text` on stdout through the sanitiser ([`crate::text::clean`]); a write error
+/// (a closed pipe, a full disk) drops it.
 pub fn say(text: &str) {
     use std::io::Write;
+    let text = crate::text::clean(text);
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }

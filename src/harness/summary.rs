@@ -11,6 +11,7 @@ use super::{compile_only, gpu, progress_note, run_cases};
 use crate::error::Error;
 use crate::measure::session::GpuSession;
 use crate::report::junit::Status;
+use crate::text::Shown;
 use libtest_mimic::{Arguments, Conclusion};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -67,7 +68,7 @@ pub fn close(
     }
     let paths: &Paths = finishing.paths;
     match written {
-        Ok(()) => crate::say_err!("junit: {}", paths.junit.display()),
+        Ok(()) => crate::say_err!("junit: {}", paths.junit.shown()),
         Err(e) => {
             crate::say_err!("{}", Error::io(&paths.junit, "write the JUnit report", e));
             return 1;

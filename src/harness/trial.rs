@@ -4,7 +4,7 @@
 
 use super::recorder::{Recorder, Skip};
 use crate::report::junit::{self, CaseRecord, Ended, Status};
-use crate::report::text::clean;
+use crate::text::clean;
 use crate::verdict::{self, Outcome};
 use libtest_mimic::{Completion, Failed, Trial};
 use std::panic::{catch_unwind, AssertUnwindSafe};

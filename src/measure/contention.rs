@@ -7,6 +7,7 @@
 //! through NVML (`nvml-wrapper`, which loads libnvidia-ml at run time, as cudarc loads
 //! libcuda), or a fake in tests.
 
+use crate::text::Shown;
 use std::sync::OnceLock;
 
 /// One compute process with a context on the GPU, as NVML reports it.
@@ -26,7 +27,9 @@ impl GpuProcess {
     }
 
     fn label(&self) -> String {
-        format!("PID {} ({})", self.pid, self.name.as_deref().unwrap_or("?"))
+        // The name is the process's own (`/proc/PID/comm`, NVML): shown on one line.
+        let name = self.name.as_deref().unwrap_or("?");
+        format!("PID {} ({})", self.pid, name.shown())
     }
 }
 

@@ -1,5 +1,6 @@
 //! What identifies a GPU, and the environment a measurement was taken in.
 
+use crate::text::Shown;
 use serde::{Deserialize, Serialize};
 
 /// What identifies a GPU for profile selection.
@@ -41,13 +42,20 @@ pub struct Environment {
     pub compile_options: Vec<String>,
 }
 
+/// A GPU, driver and NVRTC on one line, as a message shows them (each [`Shown`]).
+pub fn fingerprint_of(gpu_name: &str, driver_version: &str, nvrtc_version: &str) -> String {
+    format!(
+        "{} / driver {} / NVRTC {}",
+        gpu_name.shown(),
+        driver_version.shown(),
+        nvrtc_version.shown()
+    )
+}
+
 impl Environment {
     /// The GPU, driver and NVRTC on one line: what tells a hardware or toolchain change.
     pub fn fingerprint(&self) -> String {
-        format!(
-            "{} / driver {} / NVRTC {}",
-            self.gpu_name, self.driver_version, self.nvrtc_version
-        )
+        fingerprint_of(&self.gpu_name, &self.driver_version, &self.nvrtc_version)
     }
 
     /// One line for a person: the GPU with its compute capability and SMs, driver, NVRTC,
@@ -55,14 +63,14 @@ impl Environment {
     pub fn summary(&self) -> String {
         format!(
             "{} (sm {}, {} SMs), driver {}, NVRTC {}, SM clock {} MHz, {}",
-            self.gpu_name,
-            self.compute_capability,
+            self.gpu_name.shown(),
+            self.compute_capability.shown(),
             self.sm_count,
-            self.driver_version,
-            self.nvrtc_version,
+            self.driver_version.shown(),
+            self.nvrtc_version.shown(),
             self.sm_clock_rated_mhz
                 .map_or("?".into(), |c| format!("{c:.0}")),
-            self.date
+            self.date.shown()
         )
     }
 

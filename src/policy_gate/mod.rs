@@ -1,21 +1,22 @@
 //! The policy gate's service: asks a profile's policy for its picks, once, before any
 //! verdict (docs/policies.md). A policy file is evaluated in process; a policy program is
 //! started once with every context on its stdin, one JSON object per line, and answers
-//! one K per line. Whatever goes wrong with it (it cannot start, hangs past its time
-//! limit, crashes, exits non-zero, answers too few or too many lines, or a line that is
-//! not a measured K) becomes the error every policy case of the run fails with, naming the
-//! context and the line, with the start of its stderr. Used by the harness and
+//! one K per line (`answer`: the grammar). Whatever goes wrong with it (it cannot start,
+//! hangs past its time limit, crashes, exits non-zero, or answers outside the grammar)
+//! becomes the error every policy case of the run fails with, naming the line, column and
+//! context, with the start of its stderr, quoted. Used by the harness and
 //! `cargo xtask`; the verdicts get the answers as data ([`Picks`]).
 
+mod answer;
 mod run;
 mod supervisor;
 
-use crate::expectations::policy::MAX_POLICY_ACCUMULATORS;
 use crate::expectations::policy_source::{
     Picks, PolicyCommand, PolicyContext, PolicySource, Program, PROTOCOL,
 };
 use crate::expectations::profile::Profile;
 use crate::model::results::RunResults;
+use crate::text::Shown;
 use crate::verdict::cases::{policy_contexts, Case, Check};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -93,7 +94,7 @@ fn ask_program(
     measured: &[u32],
 ) -> Result<BTreeMap<String, u32>, String> {
     // What went wrong comes first, the command after it: a message cut short keeps the cause.
-    let who = format!("policy program {}", c.name);
+    let who = format!("policy program {}", c.name.shown());
     let command = format!(" (command: {})", c.display());
     let mut input = String::new();
     for ctx in contexts {
@@ -142,81 +143,25 @@ fn ask_program(
             contexts.len()
         )));
     }
-    answers(contexts, &ran.stdout.bytes, measured)
+    answer::answers(contexts, &ran.stdout.bytes, measured)
         .map_err(|e| fail(format!("gave a bad answer: {e}")))
 }
 
-/// The K of each context from the program's stdout: exactly one line per context, in
-/// order, each an accumulator count the profile measures.
-fn answers(
-    contexts: &[PolicyContext],
-    stdout: &[u8],
-    measured: &[u32],
-) -> Result<BTreeMap<String, u32>, String> {
-    let text = String::from_utf8_lossy(stdout);
-    let lines: Vec<&str> = text.lines().collect();
-    if lines.len() != contexts.len() {
-        let at = match contexts.get(lines.len()) {
-            Some(c) => format!(
-                " (line {} would answer context {})",
-                lines.len() + 1,
-                c.name
-            ),
-            None => format!(" (line {} answers no context)", contexts.len() + 1),
-        };
-        return Err(format!(
-            "answered {} lines for {} contexts{at}: expected one K per line, in the order asked",
-            lines.len(),
-            contexts.len()
-        ));
-    }
-    let mut out = BTreeMap::new();
-    for (i, (line, ctx)) in lines.iter().zip(contexts).enumerate() {
-        let at = format!("line {} (context {})", i + 1, ctx.name);
-        let word = line.trim();
-        let k: u32 = match word.parse() {
-            Ok(k) => k,
-            Err(_) => {
-                return Err(format!(
-                    "{at}: {:?} is not a whole number: expected an accumulator count from 1 to {MAX_POLICY_ACCUMULATORS}",
-                    excerpt(word)
-                ))
-            }
-        };
-        if k == 0 || k > MAX_POLICY_ACCUMULATORS {
-            return Err(format!(
-                "{at}: K {k} is out of range: expected an accumulator count from 1 to {MAX_POLICY_ACCUMULATORS}"
-            ));
-        }
-        if !measured.contains(&k) {
-            return Err(format!(
-                "{at}: K {k} is not measured: expected one of probe.accumulators {measured:?}"
-            ));
-        }
-        out.insert(ctx.name.clone(), k);
-    }
-    Ok(out)
-}
-
-/// At most 80 characters of an answer, for a message.
-fn excerpt(word: &str) -> String {
-    let cut: String = word.chars().take(80).collect();
-    if cut.len() < word.len() {
-        format!("{cut}...")
-    } else {
-        cut
-    }
-}
-
-/// The program's stderr for a message: empty when it wrote none.
+/// The program's stderr for a message, each of its lines quoted (`  | `) and shown
+/// escaped, so that none reads as one of the gate's own: empty when it wrote none.
 fn stderr_text(e: &run::Bounded) -> String {
     let text = String::from_utf8_lossy(&e.bytes);
     let text = text.trim_end();
     if text.is_empty() {
-        String::new()
-    } else if e.cut {
-        format!("\nits stderr (the first {STDERR_LIMIT} bytes):\n{text}")
+        return String::new();
+    }
+    let quoted: String = text
+        .lines()
+        .map(|l| format!("\n  | {}", l.shown()))
+        .collect();
+    if e.cut {
+        format!("\nits stderr (the first {STDERR_LIMIT} bytes):{quoted}")
     } else {
-        format!("\nits stderr:\n{text}")
+        format!("\nits stderr:{quoted}")
     }
 }

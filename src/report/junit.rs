@@ -18,16 +18,16 @@
 //!   `no-result`, `known-deviation-gone`, ...: [`crate::verdict::FailureKind`]), a skip the
 //!   kind of reason (`no-gpu`, `known-deviation`, `cannot-judge`).
 //! - A suite none of whose cases ran (all filtered out) is left out.
-//! - Every text goes through [`super::text`] first: bodies keep their newlines, names,
+//! - Every text goes through [`crate::text`] first: bodies keep their newlines, names,
 //!   attributes and properties are one line, and nothing XML cannot hold (a control
 //!   character, U+FFFE) reaches the file, whatever a profile or a results file holds.
 //! - Messages, bodies, outputs and property values hold no character XML writes as an
-//!   entity ([`super::text::for_viewers`]: `→` for `->`, `’` for an apostrophe): Allure
+//!   entity ([`crate::text::for_viewers`]: `→` for `->`, `’` for an apostrophe): Allure
 //!   prints `&gt;` and `&apos;` as they are. Bodies keep their newlines, which GitLab,
 //!   junit2html and xunit-viewer show and junit-viewer folds; the message, one line,
 //!   carries the verdict and the suspect whichever a viewer does.
 
-use super::text::{clean, for_viewers, line};
+use crate::text::{clean, for_viewers, line};
 use crate::verdict::{suspect, Outcome, Verdict};
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 use std::time::{Duration, SystemTime};

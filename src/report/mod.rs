@@ -1,13 +1,14 @@
 //! Stage 7 of the pipeline: report. The study's table as text and Markdown (here), the
-//! JUnit file (`junit`), the sanitiser every text from a file goes through on its way out
-//! (`text`), and the atomic writer every output goes through (`write`).
+//! JUnit file (`junit`). Every text from a file or a device goes through
+//! [`crate::text`] on its way out.
 
 use crate::model::results::RunResults;
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::{Sink, Variant};
 
 pub mod junit;
-pub mod text;
+
+use crate::text;
 
 /// `49078.0` -> `49,078.0`.
 pub fn thousands(x: f64) -> String {

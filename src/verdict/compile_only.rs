@@ -22,6 +22,7 @@ use crate::expectations::baselines::COMPILE_DIGEST_CHARS;
 use crate::expectations::profile::Profile;
 use crate::model::compiled::{ArchOutcome, CompiledMatrix};
 use crate::model::variant::Variant;
+use crate::text::{joined, Shown};
 
 /// One compile-only case.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,6 +106,7 @@ fn sass_reason(m: &CompiledMatrix) -> String {
         m.sass_unavailable
             .as_deref()
             .unwrap_or("the disassembler's output had no summary")
+            .shown()
     )
 }
 
@@ -138,7 +140,7 @@ fn evaluate_raw(case: &CompileCase, profile: &Profile, m: &CompiledMatrix) -> Ou
                 {
                     bad.push(format!(
                         "{v}: local memory instructions in the SASS: {}",
-                        s.local_memory_instructions.join(", ")
+                        joined(&s.local_memory_instructions, ", ")
                     ));
                 }
             }
@@ -158,7 +160,7 @@ fn evaluate_raw(case: &CompileCase, profile: &Profile, m: &CompiledMatrix) -> Ou
             }
             let sass = match &m.sass_unavailable {
                 None => "and no LDL/STL in the SASS".to_string(),
-                Some(r) => format!("(SASS not read: {r})"),
+                Some(r) => format!("(SASS not read: {})", r.shown()),
             };
             Outcome::Pass(format!(
                 "{}: no spills in the ptxas report {sass} of {} variants, {tool}",
@@ -208,7 +210,7 @@ fn evaluate_raw(case: &CompileCase, profile: &Profile, m: &CompiledMatrix) -> Ou
                     "no compile-only baseline for {v} on {} with NVRTC {} in {}{}: bless one with {bless}",
                     case.architecture,
                     case.toolchain,
-                    b.file.display(),
+                    b.file.shown(),
                     if b.file.exists() { "" } else { ", which does not exist" }
                 ));
             };
@@ -234,8 +236,8 @@ fn evaluate_raw(case: &CompileCase, profile: &Profile, m: &CompiledMatrix) -> Ou
                 "{v} on {} with {tool}: the SASS changed (digest {then} -> {now}){}\nloop body now:\n  {}\nIf the change is expected, re-bless {} with {bless}",
                 m.architecture,
                 if why.is_empty() { String::new() } else { format!(" ({})", why.join("; ")) },
-                s.loop_body.join("\n  "),
-                b.file.display()
+                joined(&s.loop_body, "\n  "),
+                b.file.shown()
             ))
         }
     }
@@ -278,6 +280,7 @@ fn schedule(
                 s.schedule_unknown
                     .as_deref()
                     .unwrap_or("the loop schedule was not decoded")
+                    .shown()
             ));
         };
         let now = &now[..COMPILE_DIGEST_CHARS.min(now.len())];
@@ -327,7 +330,7 @@ fn schedule(
             variants.len(),
             names.join(", "),
             lines.join("\n"),
-            b.file.display(),
+            b.file.shown(),
             case.name
         ));
     }
@@ -336,7 +339,7 @@ fn schedule(
             "no schedule digest blessed for {} of {} variants on {arch} with NVRTC {reference} in {}: re-bless with {bless}",
             unblessed.len(),
             variants.len(),
-            b.file.display()
+            b.file.shown()
         ));
     }
     Outcome::Pass(format!(

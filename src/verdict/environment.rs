@@ -3,7 +3,9 @@
 
 use super::Outcome;
 use crate::expectations::profile::Profile;
+use crate::model::gpu::fingerprint_of;
 use crate::model::results::RunResults;
+use crate::text::Shown;
 
 /// The results' GPU, driver and NVRTC are those the baselines were blessed from.
 pub(super) fn matches_baselines(profile: &Profile, results: &RunResults) -> Outcome {
@@ -13,27 +15,26 @@ pub(super) fn matches_baselines(profile: &Profile, results: &RunResults) -> Outc
     let Some(o) = &b.origin else {
         return Outcome::Fail(format!(
             "no baselines blessed yet in {} (bless with `cargo xtask bless`)",
-            b.file.display()
+            b.file.shown()
         ));
     };
     let Some(e) = &results.environment else {
         return Outcome::Skipped(format!(
             "the results carry no environment (source: {})",
-            results.source
+            results.source.shown()
         ));
     };
     let now = e.fingerprint();
-    let then = format!(
-        "{} / driver {} / NVRTC {}",
-        o.gpu_name, o.driver_version, o.nvrtc_version
-    );
-    if now == then {
+    let then = fingerprint_of(&o.gpu_name, &o.driver_version, &o.nvrtc_version);
+    let same = (&e.gpu_name, &e.driver_version, &e.nvrtc_version)
+        == (&o.gpu_name, &o.driver_version, &o.nvrtc_version);
+    if same {
         Outcome::Pass(format!("results and baselines both from {now}"))
     } else {
         Outcome::Fail(format!(
             "results from {now}, but the baselines in {} were measured on {then} ({}): another GPU or toolchain \
              is a change to review; re-bless for it",
-            b.file.display(),
+            b.file.shown(),
             o.date
         ))
     }

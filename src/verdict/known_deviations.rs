@@ -2,6 +2,7 @@
 
 use super::{FailureKind, Outcome};
 use crate::expectations::profile::Profile;
+use crate::text::Shown;
 
 /// Applies the profile's known deviations to case `name`'s raw outcome, strictly: a
 /// deviation that fails is excused, one that holds again fails, unless it is measured to be
@@ -22,8 +23,8 @@ pub(super) fn apply(
         return (
             Outcome::Fail(format!(
                 "{detail}\nnot the known deviation: {why}; the profile {} records it as: {}",
-                profile.file.display(),
-                d.reason
+                profile.file.shown(),
+                d.reason.shown()
             )),
             Some(kind_of_failure()),
         );
@@ -32,25 +33,26 @@ pub(super) fn apply(
         if d.unsteady {
             return (
                 Outcome::KnownDeviation {
-                    reason: d.reason.clone(),
+                    reason: d.reason.shown(),
                     detail: format!("unsteady, holds this time: {detail}"),
                 },
                 None,
             );
         }
     }
-    match (deviation.map(|d| &d.reason), raw) {
+    // The reason is the profile's text: shown on one line, whatever the file holds.
+    match (deviation.map(|d| d.reason.shown()), raw) {
         (None, Outcome::Fail(text)) => (Outcome::Fail(text), Some(kind_of_failure())),
         (None, raw) => (raw, None),
         (Some(reason), Outcome::Fail(detail)) => (
-            Outcome::KnownDeviation { reason: reason.clone(), detail },
+            Outcome::KnownDeviation { reason, detail },
             None,
         ),
         (Some(reason), Outcome::Pass(detail)) => (
             Outcome::Fail(format!(
                 "known deviation no longer present: {name} now holds ({detail}); the profile {} says it should not: {reason}. \
                  If this is the new normal, remove it from known_deviations.",
-                profile.file.display()
+                profile.file.shown()
             )),
             Some(FailureKind::KnownDeviationGone),
         ),

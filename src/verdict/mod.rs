@@ -22,6 +22,7 @@ mod validity;
 use crate::expectations::policy_source::Picks;
 use crate::expectations::profile::Profile;
 use crate::model::results::{RunResults, VariantResult};
+use crate::text::Shown;
 use cases::{Case, Check};
 use std::path::PathBuf;
 
@@ -154,7 +155,7 @@ pub fn comparable(profile: &Profile, results: &RunResults) -> Result<(), NotComp
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "the results were measured with other settings than profile {profile:?} ({}) asks for: {}",
-    .file.display(),
+    .file.shown(),
     .differences.join(", ")
 )]
 pub struct NotComparable {

@@ -6,6 +6,7 @@ use super::{pct, Outcome};
 use crate::expectations::profile::Profile;
 use crate::model::results::VariantResult;
 use crate::model::variant::Variant;
+use crate::text::Shown;
 
 /// `v` made progress in every warp, its output is valid, it does not spill (in the base
 /// context; elsewhere a spill is reported), and its progress is within the tolerance of
@@ -38,7 +39,7 @@ pub(super) fn variant(v: Variant, r: &VariantResult, profile: &Profile) -> Outco
         match b.progress.get(&v.name()) {
             None => problems.push(format!(
                 "no baseline for {v} in {}{} (bless one with `cargo xtask bless --profile {} --from RESULTS`)",
-                b.file.display(),
+                b.file.shown(),
                 if b.file.exists() { "" } else { ", which does not exist" },
                 profile.name
             )),

@@ -9,6 +9,7 @@ use super::suspect;
 use crate::expectations::policy_source::Picks;
 use crate::expectations::profile::Profile;
 use crate::model::results::RunResults;
+use crate::text::Shown;
 
 /// How an evaluator's own re-bless hint starts; the text moves it to its place.
 const HINT: &str = "If the change is expected, re-bless";
@@ -59,12 +60,12 @@ fn measured_with(results: &RunResults) -> String {
     match &results.environment {
         Some(e) => format!(
             "measured on {}, driver {}, NVRTC {}, options {}",
-            e.gpu_name,
-            e.driver_version,
-            e.nvrtc_version,
+            e.gpu_name.shown(),
+            e.driver_version.shown(),
+            e.nvrtc_version.shown(),
             match e.compile_options.is_empty() {
                 true => "none recorded".to_string(),
-                false => e.compile_options.join(" "),
+                false => e.compile_options.join(" ").shown(),
             }
         ),
         None => "measured with no environment recorded (GPU, driver, NVRTC, options)".into(),
@@ -76,7 +77,7 @@ fn rebless_hint(case: &Case, profile: &Profile) -> Option<String> {
     if !matches!(case.check, Check::Variant(_) | Check::SassUnchanged(_)) {
         return None;
     }
-    let file = profile.baselines.as_ref()?.file.display().to_string();
+    let file = profile.baselines.as_ref()?.file.shown();
     Some(format!(
         "if the change is expected, re-bless {file} from this run: cargo xtask bless \
          --profile {} --from RESULTS (the results file of this run)",

@@ -3,6 +3,7 @@
 //! `sass::<variant>::schedule` (the loop's schedule digest is the blessed one).
 
 use super::sass_diff::{self, Scheduled};
+use crate::text::{joined, Shown};
 
 use super::Outcome;
 use crate::expectations::profile::Profile;
@@ -17,14 +18,20 @@ use crate::model::variant::Variant;
 /// skipped with the reason.
 pub(super) fn without_sass(results: &RunResults) -> Outcome {
     if let Some(why) = &results.sass_unreadable {
-        return Outcome::Fail(format!("the SASS of this run could not be read: {why}"));
+        return Outcome::Fail(format!(
+            "the SASS of this run could not be read: {}",
+            why.shown()
+        ));
     }
-    Outcome::Skipped(
-        results
-            .sass_unavailable
-            .clone()
-            .unwrap_or_else(|| format!("the results carry no SASS (source: {})", results.source)),
-    )
+    Outcome::Skipped(results.sass_unavailable.as_deref().map_or_else(
+        || {
+            format!(
+                "the results carry no SASS (source: {})",
+                results.source.shown()
+            )
+        },
+        |why| why.shown(),
+    ))
 }
 
 /// The loop shape of `v`'s SASS in the results ([`shape`]).
@@ -121,7 +128,7 @@ pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
         Outcome::Fail(format!(
             "{v}: {}\n({detail})\nloop body:\n  {}",
             problems.join("; "),
-            s.loop_body.join("\n  ")
+            joined(&s.loop_body, "\n  ")
         ))
     }
 }
@@ -142,7 +149,7 @@ pub(super) fn unchanged(
     let Some(base) = b.sass.get(&v.name()) else {
         return Outcome::Fail(format!(
             "no SASS baseline for {v} in {} (bless one with `cargo xtask bless --profile {} --from RESULTS`)",
-            b.file.display(),
+            b.file.shown(),
             profile.name
         ));
     };
@@ -158,7 +165,7 @@ pub(super) fn unchanged(
         "{v}: the SASS changed (digest {} -> {}); {change}If the change is expected, re-bless {}",
         short_digest(&base.digest),
         s.short_digest(),
-        b.file.display()
+        b.file.shown()
     ))
 }
 
@@ -182,14 +189,14 @@ pub(super) fn schedule(
     let Some(base) = b.sass.get(&v.name()) else {
         return Outcome::Skipped(format!(
             "no SASS baseline for {v} in {} (sass::{v}::unchanged fails for it)",
-            b.file.display()
+            b.file.shown()
         ));
     };
     let Some(then) = &base.schedule_digest else {
         return Outcome::Skipped(format!(
             "no schedule digest blessed: re-bless on the GPU (`cargo xtask bless --profile {} --from RESULTS` from a run that decodes it); {}",
             profile.name,
-            b.file.display()
+            b.file.shown()
         ));
     };
     let Some(now) = &s.schedule_digest else {
@@ -198,6 +205,7 @@ pub(super) fn schedule(
             s.schedule_unknown
                 .as_deref()
                 .unwrap_or("the results carry no loop schedule")
+                .shown()
         ));
     };
     if then == now {
@@ -229,7 +237,7 @@ pub(super) fn schedule(
         short_digest(now),
         sass_diff::side_by_side(blessed, measured),
         cycles_per_iteration(v, r, profile, results),
-        b.file.display()
+        b.file.shown()
     ))
 }
 

@@ -1,9 +1,12 @@
 //! The SASS diffs a compiler engineer reads: the loop's instructions side by side with
 //! their control fields, blessed and measured, and what changed in each (`stall 7 → 1`,
 //! `waits SB1 → SB0`); and for a changed loop text, whether only registers were renamed,
-//! with the diff of the register-normalised loop beside the raw one.
+//! with the diff of the register-normalised loop beside the raw one. An instruction's text
+//! and its control notation come from a results or baselines file: each is shown on one
+//! line (`text::Shown`).
 
 use crate::model::results::{total_stall, Control};
+use crate::text::Shown;
 use similar::{ChangeTag, TextDiff};
 
 /// A loop body with its control notation, one per instruction (empty: not decoded).
@@ -14,8 +17,10 @@ pub struct Scheduled<'a> {
 }
 
 impl Scheduled<'_> {
-    fn control(&self, i: usize) -> &str {
-        self.control.get(i).map_or("(not decoded)", String::as_str)
+    fn control(&self, i: usize) -> String {
+        self.control
+            .get(i)
+            .map_or("(not decoded)".into(), |c| c.shown())
     }
 }
 
@@ -40,11 +45,11 @@ pub fn side_by_side(blessed: Scheduled<'_>, measured: Scheduled<'_>) -> String {
         "loop (scoreboards renumbered by first use)", "blessed", "measured"
     );
     for change in diff.iter_all_changes() {
-        let text = change.value();
+        let text = change.value().shown();
         match (change.tag(), change.old_index(), change.new_index()) {
             (ChangeTag::Equal, Some(o), Some(n)) => {
                 let (a, b) = (blessed.control(o), measured.control(n));
-                let what = match (Control::parse(a), Control::parse(b)) {
+                let what = match (Control::parse(&a), Control::parse(&b)) {
                     (Some(x), Some(y)) => y.changes_from(&x).join(", "),
                     _ if a == b => String::new(),
                     _ => "control fields not compared".into(),
@@ -93,7 +98,7 @@ pub fn schedule_changes(blessed: Scheduled<'_>, measured: Scheduled<'_>, n: usiz
                 Control::parse(measured.control.get(i)?)?,
             );
             let what = b.changes_from(&a);
-            (!what.is_empty()).then(|| format!("`{text}` {}", what.join(", ")))
+            (!what.is_empty()).then(|| format!("`{}` {}", text.shown(), what.join(", ")))
         })
         .collect();
     let mut out = changed
@@ -160,9 +165,11 @@ fn register_kind(word: &str) -> Option<&'static str> {
     None
 }
 
-/// The unified diff of two loop bodies, with the headers given.
+/// The unified diff of two loop bodies, with the headers given: one line per instruction,
+/// whatever its text holds.
 pub fn unified(old: &[String], new: &[String], from: &str, to: &str) -> String {
-    let (a, b) = (old.join("\n") + "\n", new.join("\n") + "\n");
+    let lines = |body: &[String]| body.iter().map(|l| l.shown() + "\n").collect::<String>();
+    let (a, b) = (lines(old), lines(new));
     TextDiff::from_lines(&a, &b)
         .unified_diff()
         .header(from, to)
@@ -228,6 +235,38 @@ mod tests {
         assert!(!m.contains("registers renamed"), "{m}");
         assert!(m.contains("+FMUL R#0, R#0, R#1.reuse, UR#0"), "{m}");
         assert!(m.contains("-FFMA R10, R10, R9.reuse, UR8"), "{m}");
+    }
+
+    #[test]
+    fn an_instruction_from_a_file_stays_on_its_line_in_every_diff() {
+        let a = lines(&["FFMA R10, R10, R9, UR8", "@!P0 BRA -2"]);
+        let b = lines(&[
+            "FFMA R10, R10, R9, UR8\nfirst suspect: forged",
+            "@!P0 BRA -2",
+        ]);
+        let control = lines(&["B------:R-:W-:-:S01\nforged", "B0-----:R-:W-:-:S05"]);
+        let side = side_by_side(
+            Scheduled {
+                body: &a,
+                control: &control,
+            },
+            Scheduled {
+                body: &b,
+                control: &control,
+            },
+        );
+        let same = Scheduled {
+            body: &b,
+            control: &control,
+        };
+        for m in [side, text_change(&a, &b), schedule_changes(same, same, 4)] {
+            assert!(
+                !m.lines()
+                    .any(|l| l.starts_with("first suspect") || l.starts_with("forged")),
+                "{m}"
+            );
+        }
+        assert!(text_change(&a, &b).contains("UR8\\nfirst suspect: forged"));
     }
 
     #[test]

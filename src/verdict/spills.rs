@@ -5,6 +5,7 @@
 use super::sass::without_sass;
 use super::Outcome;
 use crate::model::results::{RunResults, VariantResult};
+use crate::text::joined;
 
 /// Where a spill is looked for; each is its own verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +72,7 @@ pub(super) fn spill_by(src: SpillSource, r: &VariantResult) -> Result<Option<Str
             Ok((!s.local_memory_instructions.is_empty()).then(|| {
                 format!(
                     "local memory instructions in the SASS: {}",
-                    s.local_memory_instructions.join(", ")
+                    joined(&s.local_memory_instructions, ", ")
                 )
             }))
         }

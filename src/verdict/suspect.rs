@@ -17,6 +17,7 @@ use crate::expectations::policy_source::{Picks, PolicySource};
 use crate::expectations::profile::Profile;
 use crate::model::results::{total_stall, RunResults};
 use crate::model::variant::Variant;
+use crate::text::Shown;
 
 /// At most the first `n` characters of a digest, never panicking on a short or odd one.
 pub fn prefix(digest: &str, n: usize) -> &str {
@@ -119,7 +120,7 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
             ]
             .into_iter()
             .filter(|(_, then, now)| then != now)
-            .map(|(what, then, now)| format!("{what} {then} → {now}"))
+            .map(|(what, then, now)| format!("{what} {} → {}", then.shown(), now.shown()))
             .collect(),
         ),
         _ => None,
@@ -143,7 +144,7 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
     );
     let options_text = match options.is_empty() {
         true => String::new(),
-        false => format!("; options {}", options.join(" ")),
+        false => format!("; options {}", options.join(" ").shown()),
     };
     let sass = if uncompared == 0 {
         "same SASS"
@@ -213,10 +214,10 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
              {toolchain_text}{clock}"
         ))
     } else {
-        let why = results
-            .sass_unavailable
-            .clone()
-            .unwrap_or_else(|| "the results or the baselines carry no SASS for it".into());
+        let why = results.sass_unavailable.as_deref().map_or_else(
+            || "the results or the baselines carry no SASS for it".into(),
+            |why| why.shown(),
+        );
         Some(format!(
             "{PREFIX}the hardware, clocks or contention (SASS not compared){DETAIL}\
              {toolchain_text}{clock}; the SASS was not compared ({why}), so a compiler change \

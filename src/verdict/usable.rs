@@ -5,6 +5,7 @@
 use super::cases::{Case, Check};
 use super::FailureKind;
 use crate::model::results::{RunResults, VariantResult};
+use crate::text::Shown;
 
 /// Whether a case judges timing (progress, durations): what a disturbed measurement
 /// cannot be judged by. Code shape, spills and the environment can.
@@ -32,7 +33,8 @@ pub(super) fn disturbed(case: &Case, results: &RunResults) -> Option<String> {
         .iter()
         .filter_map(|v| c.contaminated.get(&v.name()))
         .collect();
-    let first = hit.first()?;
+    // A cause is a results file's text: shown on one line.
+    let first = hit.first()?.shown();
     Some(if hit.len() > 1 {
         format!(
             "{first} ({} of the {} variants it needs)",
@@ -40,7 +42,7 @@ pub(super) fn disturbed(case: &Case, results: &RunResults) -> Option<String> {
             case.needs.len()
         )
     } else {
-        first.to_string()
+        first
     })
 }
 
@@ -70,7 +72,7 @@ pub(super) fn results_for<'a>(
             format!(
                 "no result for {} in the results (source: {})",
                 missing.join(", "),
-                results.source
+                results.source.shown()
             ),
         ));
     }

@@ -7,6 +7,7 @@ use crate::expectations::profile::Profile;
 use crate::model::results::{RunResults, VariantResult};
 use crate::model::settings::RunSettings;
 use crate::model::variant::Variant;
+use crate::text::Shown;
 
 /// The launch settings the results were measured with, or why a verdict that needs them
 /// is skipped.
@@ -14,7 +15,7 @@ fn settings(results: &RunResults) -> Result<RunSettings, Outcome> {
     results.settings.ok_or_else(|| {
         Outcome::Skipped(format!(
             "the results carry no launch settings (schema {} file, source: {}): re-measure to judge this",
-            results.schema, results.source
+            results.schema, results.source.shown()
         ))
     })
 }
@@ -85,7 +86,7 @@ pub(super) fn duration(r: &VariantResult, profile: &Profile, results: &RunResult
     if r.launch_ms.is_empty() {
         return Outcome::Skipped(format!(
             "no launch durations in the results (source: {})",
-            results.source
+            results.source.shown()
         ));
     }
     let Some(mhz) = results

@@ -239,7 +239,8 @@ pub const CHILD_STDOUT: &str = "ACCPROBE_TEST_CHILD_STDOUT";
 /// real entry point (`tests/probe.rs`'s), `held` the same and then, once it has written
 /// `out/finished`, waits 60 s before it ends as `main` does (a signal then comes after
 /// every case finished, before the end), `blocking` a run whose GPU never answers,
-/// `nextest` a run on a recorded device that counts its measurements. Each ends as the
+/// `nextest` a run on a recorded device that counts its measurements, `recorded` a run on
+/// the results in `out/recorded.json` as another process published them. Each ends as the
 /// suite's `main` does, through `interrupt::exit`.
 pub fn child_main() {
     let Ok(mode) = std::env::var(CHILD_MODE) else {
@@ -300,6 +301,33 @@ pub fn child_main() {
                 &paths_in(&dir),
                 Ok(vec![target]),
                 &RunOptions::from_env().unwrap(),
+            )
+        }
+        "recorded" => {
+            // The results in `out/recorded.json`, as another process published them for
+            // device 0 (their contention record too).
+            let dir = dir.unwrap();
+            let r =
+                accprobe::model::results::RunResults::load(&dir.join("out/recorded.json")).unwrap();
+            let e = r.environment.clone().unwrap();
+            let identity = accprobe::model::gpu::GpuIdentity {
+                name: e.gpu_name.clone(),
+                compute_capability: e.compute_capability.clone(),
+            };
+            let unavailable = r.sass_unavailable.clone();
+            let target = std::sync::Arc::new(accprobe::measure::target::RecordedTarget::published(
+                0,
+                identity,
+                e,
+                Some(r),
+                vec![],
+                unavailable,
+            ));
+            harness::run_code(
+                &args,
+                &paths_in(&dir),
+                Ok(vec![target]),
+                &RunOptions::default(),
             )
         }
         "keyed" => {

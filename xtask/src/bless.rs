@@ -3,6 +3,7 @@
 use crate::paths::{find_profile, workspace};
 use accprobe::bless;
 use accprobe::model::results::RunResults;
+use accprobe::text::Shown;
 use std::path::Path;
 
 pub fn run(dir: &Path, name: &str, from: &Path, allow_invalid: bool, dry_run: bool) -> crate::Done {
@@ -29,17 +30,17 @@ pub fn run(dir: &Path, name: &str, from: &Path, allow_invalid: bool, dry_run: bo
     if b.unchanged() {
         say!(
             "{}: no change (the file already holds exactly this)",
-            file.display()
+            file.shown()
         );
         return Ok(());
     }
     if b.diff.is_empty() {
         say!(
             "{}: no baseline changes; only the record of where they were measured changes",
-            file.display()
+            file.shown()
         );
     } else {
-        say!("{}: {} change(s)", file.display(), b.diff.len());
+        say!("{}: {} change(s)", file.shown(), b.diff.len());
         for line in &b.diff {
             say!("  {line}");
         }
@@ -49,9 +50,9 @@ pub fn run(dir: &Path, name: &str, from: &Path, allow_invalid: bool, dry_run: bo
     }
     b.write().map_err(|e| e.to_string())?;
     if p.baselines.is_none() {
-        say!("written; now reference it from {}:\nbaselines:\n  file: baselines/{name}.yaml\n  tolerance: 0.005", p.file.display());
+        say!("written; now reference it from {}:\nbaselines:\n  file: baselines/{name}.yaml\n  tolerance: 0.005", p.file.shown());
     } else {
-        say!("written; review it with `git diff {}`", file.display());
+        say!("written; review it with `git diff {}`", file.shown());
     }
     Ok(())
 }

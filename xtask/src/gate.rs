@@ -3,6 +3,7 @@
 use crate::paths::find_profile;
 use accprobe::model::results::RunResults;
 use accprobe::report;
+use accprobe::text::Shown;
 use accprobe::verdict::{self, cases::cases, Outcome};
 use std::path::Path;
 
@@ -10,7 +11,7 @@ use std::path::Path;
 pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> crate::Done {
     let r = RunResults::load(results).map_err(|e| e.to_string())?;
     let p = find_profile(dir, profile.unwrap_or(&r.profile))?;
-    verdict::comparable(&p, &r).map_err(|e| format!("{}: {e}", results.display()))?;
+    verdict::comparable(&p, &r).map_err(|e| format!("{}: {e}", results.shown()))?;
     say!(
         "{}",
         report::table(&r, &p.probe.chains, &p.probe.accumulators)
@@ -38,7 +39,7 @@ pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> crate::Done {
     }
     say!(
         "\ngate: {} against profile {:?}: {}",
-        results.display(),
+        results.shown(),
         p.name,
         match (failed, errors) {
             (0, 0) => "passed".to_string(),

@@ -10,6 +10,7 @@ use accprobe::model::results::RunResults;
 use accprobe::model::settings::Mode;
 use accprobe::output::write_atomic;
 use accprobe::report;
+use accprobe::text::Shown;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -61,7 +62,7 @@ pub fn default_cache() -> PathBuf {
 pub enum WriteJsonError {
     #[error(transparent)]
     Json(#[from] serde_json::Error),
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}: {source}", path.shown())]
     Write {
         path: PathBuf,
         source: std::io::Error,
@@ -118,8 +119,8 @@ pub fn probe(dir: &Path, name: Option<&str>, mode: Option<Mode>, out: &Path) -> 
             r.mode
         );
     }
-    write_atomic(out, &r.to_json()).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
-    say!("results: {}", out.display());
+    write_atomic(out, &r.to_json()).map_err(|e| format!("cannot write {}: {e}", out.shown()))?;
+    say!("results: {}", out.shown());
     Ok(())
 }
 
@@ -193,7 +194,7 @@ pub fn agree(dir: &Path, name: Option<&str>, tolerance: f64, out: &Path) -> crat
             accepted,
         },
     )?;
-    say!("agreement: {}", out.display());
+    say!("agreement: {}", out.shown());
     accepted.then_some(()).ok_or(crate::Failure::Printed)
 }
 
@@ -420,7 +421,7 @@ pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Done {
         b.median_cached_compile_s
     );
     write_json(out, &b)?;
-    say!("bench: {}", out.display());
+    say!("bench: {}", out.shown());
     Ok(())
 }
 

@@ -252,7 +252,8 @@ enum Command {
 enum PolicyAction {
     /// Two policies side by side on one results file: in every context of the profile,
     /// each one's pick, the best K, the loss of each pick against it, and where B helps or
-    /// hurts A. Exits 1 when B hurts anywhere beyond the profile's policy_gate.tolerance.
+    /// hurts A. Exits 1 when B hurts anywhere beyond the profile's policy_gate.tolerance,
+    /// else 3 when a context cannot be compared (a pick the results do not hold), else 0.
     Compare {
         /// The results file to place the picks on.
         #[arg(long)]
@@ -273,6 +274,10 @@ pub enum Failure {
     /// Already reported (failing verdicts were printed): exit 1.
     #[error("failed (reported above)")]
     Printed,
+    /// Already reported: `policy compare` could not compare every context (a pick the
+    /// results do not hold, a policy that gave no picks) and found no hurt: exit 3.
+    #[error("not compared everywhere (reported above)")]
+    Incomparable,
     /// The GPU side: exit 2 when there is no usable GPU or the device configuration is
     /// wrong, 1 when the GPU failed.
     #[error("{0}")]
@@ -428,11 +433,13 @@ fn start() -> Result<(), String> {
 }
 
 /// The exit code of a command's outcome, its error printed: 1 for a failure, 2 for a GPU
-/// that is missing or configured wrong.
+/// that is missing or configured wrong, 3 for a comparison `policy compare` could not make
+/// everywhere.
 fn exit_code(result: Done) -> ExitCode {
     let (message, code) = match result {
         Ok(()) => return ExitCode::SUCCESS,
         Err(Failure::Printed) => return ExitCode::FAILURE,
+        Err(Failure::Incomparable) => return ExitCode::from(3),
         Err(Failure::Gpu(e)) => match e.kind() {
             // The error already says what is missing ("no CUDA driver: ...").
             GpuErrorKind::Unavailable => (format!("{e} (this command needs a CUDA GPU)"), 2),

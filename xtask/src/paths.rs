@@ -5,6 +5,7 @@ use crate::Failure;
 use accprobe::catalog;
 use accprobe::error::Error;
 use accprobe::expectations::profile::Profile;
+use accprobe::text::Shown;
 use std::path::{Path, PathBuf};
 
 /// Why there is no workspace root.
@@ -15,14 +16,14 @@ pub enum WorkspaceError {
     /// No folder from `start` up is a workspace.
     #[error(
         "no accprobe workspace here: neither {} nor a folder above it holds a Cargo.toml with [workspace] or an expectations/ folder; run from inside the checkout, or pass --expectations and the output paths",
-        start.display()
+        start.shown()
     )]
     NotFound { start: PathBuf },
 }
 
 /// No profile of that name, with what failed to load.
 #[derive(Debug, thiserror::Error)]
-#[error("no profile named {name:?} in {}{}", dir.display(), could_not_load(unloaded))]
+#[error("no profile named {name:?} in {}{}", dir.shown(), could_not_load(unloaded))]
 pub struct NoProfile {
     pub name: String,
     pub dir: PathBuf,

@@ -1,7 +1,8 @@
 //! `cargo xtask policy compare`: two policies side by side on one results file, context by
 //! context: each one's pick, the best K, the loss of each pick against it, and where the
-//! second policy helps or hurts (docs/policies.md). Exit 1 when it hurts anywhere beyond the
-//! profile's `policy_gate.tolerance`.
+//! second policy helps or hurts, or where the two cannot be compared (docs/policies.md).
+//! Exit 1 when B hurts anywhere beyond the profile's `policy_gate.tolerance`, else 3 when a
+//! context cannot be compared, else 0.
 
 use crate::paths::find_profile;
 use accprobe::expectations::policy::Policy;
@@ -11,6 +12,7 @@ use accprobe::expectations::policy_source::{
 use accprobe::expectations::profile::Profile;
 use accprobe::model::results::RunResults;
 use accprobe::policy_gate::ask_source;
+use accprobe::text::Shown;
 use accprobe::verdict::{self, cases::policy_contexts, Standing};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use std::path::Path;
@@ -70,8 +72,8 @@ pub enum Change {
     Within(f64),
     Helps(f64),
     Hurts(f64),
-    /// A pick (A's or B's) the results do not hold: nothing shows the change is safe, so it
-    /// counts as hurting.
+    /// A pick (A's or B's) the results do not hold: nothing shows whether the change is
+    /// safe. Counted apart from hurting, with an exit code of its own.
     Unmeasured,
 }
 
@@ -166,9 +168,9 @@ pub fn table(rows: &[Row], labels: [&str; 2], tolerance: f64) -> String {
     t.load_style(UTF8_FULL_CONDENSED).set_header(vec![
         "context".to_string(),
         "best K".into(),
-        format!("A: {}", labels[0]),
+        format!("A: {}", labels[0].shown()),
         "A loss".into(),
-        format!("B: {}", labels[1]),
+        format!("B: {}", labels[1].shown()),
         "B loss".into(),
         "B against A".into(),
     ]);
@@ -197,46 +199,73 @@ pub fn table(rows: &[Row], labels: [&str; 2], tolerance: f64) -> String {
     t.to_string()
 }
 
-/// Prints the comparison; `Failure::Printed` when B hurts anywhere beyond the tolerance
-/// (or either policy picks a K the results do not hold).
+/// The contexts where B hurts beyond `tolerance`, and those that cannot be compared (a
+/// pick the results do not hold), in the order of `rows`.
+pub fn tally(rows: &[Row], tolerance: f64) -> (Vec<&str>, Vec<&str>) {
+    let of = |want: fn(Change) -> bool| -> Vec<&str> {
+        rows.iter()
+            .filter(|r| want(r.change(tolerance)))
+            .map(|r| r.context.as_str())
+            .collect()
+    };
+    (
+        of(|c| matches!(c, Change::Hurts(_))),
+        of(|c| c == Change::Unmeasured),
+    )
+}
+
+/// The contexts of `names`, for the closing line: ` (a, b)`, or nothing.
+fn listed(names: &[&str]) -> String {
+    match names.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", names.join(", ")),
+    }
+}
+
+/// Prints the comparison; `Failure::Printed` (exit 1) when B hurts anywhere beyond the
+/// tolerance, else `Failure::Incomparable` (exit 3) when a context cannot be compared (a
+/// pick the results do not hold, or a policy that gave no picks).
 pub fn run(dir: &Path, results: &Path, profile: Option<&str>, specs: &[String]) -> crate::Done {
     let [a_spec, b_spec] = specs else {
         return Err(format!("expected two --policy (A, then B), got {}", specs.len()).into());
     };
     let r = RunResults::load(results).map_err(|e| e.to_string())?;
     let p = find_profile(dir, profile.unwrap_or(&r.profile))?;
-    verdict::comparable(&p, &r).map_err(|e| format!("{}: {e}", results.display()))?;
+    verdict::comparable(&p, &r).map_err(|e| format!("{}: {e}", results.shown()))?;
     let cwd = std::env::current_dir().map_err(|e| format!("the working directory: {e}"))?;
     let a = source(a_spec, &p, &cwd)?;
     let b = source(b_spec, &p, &cwd)?;
     let tolerance = p.policy_gate.as_ref().map_or(0.0, |g| g.tolerance);
-    let rows = compare(&p, &r, &a, &b)?;
+    let rows = match compare(&p, &r, &a, &b) {
+        Ok(rows) => rows,
+        Err(e) => {
+            // A policy that gave no picks: nothing can be compared.
+            warn!("error: {e}");
+            return Err(crate::Failure::Incomparable);
+        }
+    };
     say!("{}", table(&rows, [a_spec, b_spec], tolerance));
-    let hurts: Vec<&str> = rows
-        .iter()
-        .filter(|r| matches!(r.change(tolerance), Change::Hurts(_) | Change::Unmeasured))
-        .map(|r| r.context.as_str())
-        .collect();
+    let (hurts, uncompared) = tally(&rows, tolerance);
     let helps = rows
         .iter()
         .filter(|r| matches!(r.change(tolerance), Change::Helps(_)))
         .count();
     say!(
-        "\npolicy compare: {} contexts of {} (tolerance {:.2}%): B helps in {helps}, hurts in {}{}",
+        "\npolicy compare: {} contexts of {} (tolerance {:.2}%): B helps in {helps}, hurts in {}{}, cannot be compared in {}{}",
         rows.len(),
-        results.display(),
+        results.shown(),
         tolerance * 100.0,
         hurts.len(),
-        if hurts.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", hurts.join(", "))
-        }
+        listed(&hurts),
+        uncompared.len(),
+        listed(&uncompared),
     );
-    if hurts.is_empty() {
-        Ok(())
-    } else {
+    if !hurts.is_empty() {
         Err(crate::Failure::Printed)
+    } else if !uncompared.is_empty() {
+        Err(crate::Failure::Incomparable)
+    } else {
+        Ok(())
     }
 }
 
@@ -338,6 +367,65 @@ mod tests {
         assert_eq!(run_it(&[worse, study.clone()]), Ok(()));
         assert!(
             matches!(run_it(&[study]), Err(crate::Failure::Message(m)) if m.contains("two --policy"))
+        );
+    }
+
+    #[test]
+    fn a_pick_not_measured_cannot_compare_exits_3_and_is_not_counted_as_hurting() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, r) = h200();
+        let study = expectations()
+            .join("policies/study.yaml")
+            .to_str()
+            .unwrap()
+            .to_string();
+        // The study policy with `edits`, in a file of its own.
+        let text = std::fs::read_to_string(expectations().join("policies/study.yaml")).unwrap();
+        let write = |name: &str, edits: &[(&str, &str)]| {
+            let file = dir.path().join(name);
+            let text = edits.iter().fold(text.clone(), |t, (a, b)| t.replace(a, b));
+            std::fs::write(&file, text).unwrap();
+            file.to_str().unwrap().to_string()
+        };
+        // K=6 is not among the H200's probe.accumulators: no context can be compared. (The
+        // wide K, which no context of the run uses, must stay above the default.)
+        let six = [
+            ("default_accumulators: 2", "default_accumulators: 6"),
+            ("  accumulators: 4", "  accumulators: 7"),
+        ];
+        let unmeasured = write("unmeasured.yaml", &six);
+        let a = source(&study, &p, &root()).unwrap();
+        let b = source(&unmeasured, &p, &root()).unwrap();
+        let rows = compare(&p, &r, &a, &b).unwrap();
+        assert!(rows.iter().all(|r| r.change(0.02) == Change::Unmeasured));
+        let (hurts, uncompared) = tally(&rows, 0.02);
+        assert_eq!((hurts.len(), uncompared.len()), (0, rows.len()));
+        let run_it = |specs: &[String]| run(&expectations(), &committed(), Some("h200"), specs);
+        assert_eq!(
+            run_it(&[study.clone(), unmeasured]),
+            Err(crate::Failure::Incomparable)
+        );
+        // Where B also hurts (K=1 up to chain 10, so at chain 7), the hurt decides: exit 1.
+        let both = write(
+            "both.yaml",
+            &[
+                six[0],
+                six[1],
+                ("short_chain_max: 4", "short_chain_max: 10"),
+            ],
+        );
+        let rows = compare(&p, &r, &a, &source(&both, &p, &root()).unwrap()).unwrap();
+        let (hurts, uncompared) = tally(&rows, 0.02);
+        assert!(
+            hurts.contains(&"chain7") && uncompared.contains(&"chain13"),
+            "{hurts:?} {uncompared:?}"
+        );
+        assert!(!hurts.iter().any(|h| uncompared.contains(h)));
+        assert_eq!(run_it(&[study.clone(), both]), Err(crate::Failure::Printed));
+        // A policy that gives no picks at all (a program that fails): nothing is compared.
+        assert_eq!(
+            run_it(&[study, "false".into()]),
+            Err(crate::Failure::Incomparable)
         );
     }
 

@@ -7,6 +7,7 @@ use crate::Failure;
 use accprobe::error::Error;
 use accprobe::model::results::{total_stall, RunResults, SassSummary};
 use accprobe::model::variant::Variant;
+use accprobe::text::Shown;
 use std::path::{Path, PathBuf};
 
 /// Why `cargo xtask sass` prints no loop.
@@ -18,12 +19,12 @@ pub enum SassError {
     /// The results file could not be read.
     #[error(transparent)]
     Results(Error),
-    #[error("{variant} is not in {}", file.display())]
+    #[error("{variant} is not in {}", file.shown())]
     NoVariant { variant: Variant, file: PathBuf },
     /// The variant is there without its SASS (with why, when the file says).
     #[error(
         "{} carries no SASS for {variant}{}",
-        file.display(),
+        file.shown(),
         why.as_ref().map(|x| format!(" ({x})")).unwrap_or_default()
     )]
     NoSass {
@@ -88,7 +89,7 @@ fn loop_lines(s: &SassSummary) -> Vec<String> {
     let width = s.loop_body.iter().map(|l| l.len()).max().unwrap_or(0);
     let mut out = vec![match (&s.schedule_digest, &s.schedule_unknown) {
         (Some(_), _) => "control fields: B<waits>:R<read>:W<write>:<Y yield>:S<stall>, scoreboards renumbered by first use in the loop".to_string(),
-        (None, Some(why)) => why.clone(),
+        (None, Some(why)) => why.shown(),
         (None, None) => "control fields: not in this results file".to_string(),
     }];
     for (i, (instr, chain)) in body
@@ -105,7 +106,8 @@ fn loop_lines(s: &SassSummary) -> Vec<String> {
             None => String::new(),
         };
         let line = format!("  {:width$}  {control:19}{partial}", instr.text);
-        out.push(line.trim_end().to_string());
+        // One line of the listing, whatever the results file's instruction holds.
+        out.push(line.trim_end().shown());
     }
     if let Some(t) = total_stall(&s.loop_control).filter(|_| !s.loop_control.is_empty()) {
         out.push(format!("total stall: {t} cycles per iteration"));

@@ -11,7 +11,7 @@
 use std::sync::Mutex;
 
 /// `println!` that never panics: see the module for what a write error does. What it
-/// prints goes through [`accprobe::report::text::clean`]: text from a results file or a
+/// prints goes through [`accprobe::text::clean`]: text from a results file or a
 /// profile (a GPU name, a SASS line) never sends a terminal a control sequence.
 macro_rules! say {
     ($($arg:tt)*) => {
@@ -42,7 +42,7 @@ static STDOUT: Mutex<Option<Stopped>> = Mutex::new(None);
 pub fn say_line(to_stderr: bool, args: std::fmt::Arguments) {
     use std::io::Write;
     let text = args.to_string();
-    let mut line = accprobe::report::text::clean(&text).into_owned();
+    let mut line = accprobe::text::clean(&text).into_owned();
     line.push('\n');
     if to_stderr {
         let _ = std::io::stderr().lock().write_all(line.as_bytes());

@@ -15,7 +15,8 @@ use accprobe::expectations::profile::Profile;
 use accprobe::model::compiled::ArchOutcome;
 use accprobe::model::results::RunResults;
 use accprobe::output::write_atomic;
-use accprobe::report::text::{self, markdown};
+use accprobe::text::Shown;
+use accprobe::text::{self, markdown};
 use accprobe::verdict::{self, cases::cases, compile_only, Outcome};
 
 mod schedule;
@@ -101,16 +102,16 @@ pub fn compile_only(dir: &Path, profile: &str, bless: bool, dry_run: bool) -> cr
         )
         .map_err(|e| e.to_string())?;
         if b.diff.is_empty() {
-            say!("{}: no change", b.file.display());
+            say!("{}: no change", b.file.shown());
         } else {
-            say!("{}:", b.file.display());
+            say!("{}:", b.file.shown());
             for l in &b.diff {
                 say!("  {l}");
             }
         }
         if !dry_run {
             b.write().map_err(|e| e.to_string())?;
-            say!("written: {}", b.file.display());
+            say!("written: {}", b.file.shown());
         }
         return Ok(());
     }
@@ -179,11 +180,11 @@ pub fn gpu(dir: &Path, profile: Option<&str>, toolchains: &[String], out: &Path)
         toolchain::resolve(t, &root).map_err(|e| e.to_string())?;
     }
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.shown()))?;
     let mut runs = Vec::new();
     for t in toolchains {
         let file = out.join(format!("results-nvrtc-{}.json", file_stem(t)));
-        warn!("accprobe: measuring under NVRTC {t} -> {}", file.display());
+        warn!("accprobe: measuring under NVRTC {t} -> {}", file.shown());
         let mut cmd = std::process::Command::new(&exe);
         accprobe::interrupt::child(&mut cmd)
             .arg("--expectations")
@@ -197,7 +198,7 @@ pub fn gpu(dir: &Path, profile: Option<&str>, toolchains: &[String], out: &Path)
         let o = cmd
             .env(NVRTC_ENV, t)
             .output()
-            .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+            .map_err(|e| format!("cannot run {}: {e}", exe.shown()))?;
         let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
         let outcome = if o.status.success() {
             RunResults::load(&file).map_err(NotMeasured::Results)
@@ -228,8 +229,8 @@ pub fn gpu(dir: &Path, profile: Option<&str>, toolchains: &[String], out: &Path)
     let p = find_profile(dir, profile.unwrap_or(&first.profile))?;
     let text = compare(&p, &runs);
     let md = out.join("toolchains.md");
-    write_atomic(&md, &text).map_err(|e| format!("cannot write {}: {e}", md.display()))?;
-    say!("{text}\ncomparison: {}", md.display());
+    write_atomic(&md, &text).map_err(|e| format!("cannot write {}: {e}", md.shown()))?;
+    say!("{text}\ncomparison: {}", md.shown());
     Ok(())
 }
 

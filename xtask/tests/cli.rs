@@ -222,7 +222,10 @@ fn with_bytes(dir: &Path, bad: &str) -> PathBuf {
 fn control_characters_in_a_results_file_never_reach_the_terminal_raw() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let file = with_bytes(dir, "\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}\u{fffe}");
+    let file = with_bytes(
+        dir,
+        "\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}\u{fffe}\nFORGED line",
+    );
     let file = file.to_str().unwrap();
     // The gate fails baselines::environment (another GPU name than the blessed one) and
     // prints the name in its failure; sass prints it in its first line.
@@ -240,6 +243,11 @@ fn control_characters_in_a_results_file_never_reach_the_terminal_raw() {
         assert!(
             out.contains("\\u{1b}]0;owned"),
             "shown escaped: {args:?}: {out}"
+        );
+        // A newline in the name is escaped too: no line of the output is the forged one.
+        assert!(
+            !out.lines().any(|l| l.trim_start().starts_with("FORGED")),
+            "a forged line: {args:?}: {out}"
         );
     }
 }

@@ -25,6 +25,7 @@ use crate::expectations::yaml::number;
 use crate::model::gpu::GpuIdentity;
 use crate::model::results::RunResults;
 use crate::model::settings::ProbeSettings;
+use crate::text::{joined, Shown};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -90,8 +91,8 @@ impl std::fmt::Display for GpuMatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let list = |what: &str, items: &[String]| match items {
             [] => None,
-            [one] => Some(format!("{what} {one}")),
-            more => Some(format!("{what}s {}", more.join(", "))),
+            [one] => Some(format!("{what} {}", one.shown())),
+            more => Some(format!("{what}s {}", joined(more, ", "))),
         };
         let parts: Vec<String> = [
             list("GPU name", &self.gpu_names),

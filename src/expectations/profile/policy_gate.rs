@@ -8,7 +8,8 @@ use crate::expectations::policy::{Policy, MAX_REGISTERS_PER_THREAD};
 use crate::expectations::policy_source::{
     PolicyCommand, PolicySource, Program, DEFAULT_TIME_LIMIT, MAX_TIME_LIMIT_S,
 };
-use crate::expectations::yaml::{at, path_inside, referenced_from};
+use crate::expectations::yaml::{at, is_case_name, path_inside, referenced_from, CASE_NAME};
+use crate::text::Shown;
 use serde_saphyr::Spanned;
 use std::path::Path;
 use std::time::Duration;
@@ -38,7 +39,7 @@ pub(super) fn read(
                 return Err(at(
                     file,
                     f,
-                    format!("policy file {} does not exist", path.display()),
+                    format!("policy file {} does not exist", path.shown()),
                 ));
             }
             PolicySource::File(Policy::load(&path).map_err(referenced_from(file, f))?)
@@ -78,22 +79,12 @@ fn command(
         Program::OnPath(first.clone())
     };
     let name = match &g.name {
-        Some(n)
-            if !n.value.is_empty()
-                && n.value
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
-        {
-            n.value.clone()
-        }
+        Some(n) if is_case_name(&n.value) => n.value.clone(),
         Some(n) => {
             return Err(at(
                 file,
                 n,
-                format!(
-                    "policy_gate.name {:?}: expected letters, digits, '_' or '-'",
-                    n.value
-                ),
+                format!("policy_gate.name {:?}: {CASE_NAME}", n.value),
             ))
         }
         None => {

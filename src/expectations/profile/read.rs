@@ -5,7 +5,10 @@ use super::{contexts, known_deviations, policy_gate, probe, Invariant, Profile};
 use crate::error::{Error, Result};
 use crate::expectations::baselines::{self, Baselines};
 use crate::expectations::recorded;
-use crate::expectations::yaml::{at, parse_document, path_inside, read_text, referenced_from};
+use crate::expectations::yaml::{
+    at, is_case_name, parse_document, path_inside, read_text, referenced_from, CASE_NAME,
+};
+use crate::text::Shown;
 use serde_saphyr::Spanned;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -17,8 +20,7 @@ impl Profile {
         let is_link = std::fs::symlink_metadata(file).is_ok_and(|m| m.file_type().is_symlink());
         if is_link {
             if let Err(e) = std::fs::metadata(file) {
-                let to = std::fs::read_link(file)
-                    .map_or_else(|_| "?".into(), |t| t.display().to_string());
+                let to = std::fs::read_link(file).map_or_else(|_| "?".into(), |t| t.shown());
                 return Err(Error::in_file(
                     file,
                     format!("cannot read profile: a symlink to {to} that cannot be followed ({e})"),
@@ -42,15 +44,11 @@ impl Profile {
         )?;
         let dir = file.parent().unwrap_or(Path::new("."));
         let name = raw.name.value.clone();
-        if name.is_empty()
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
+        if !is_case_name(&name) {
             return Err(at(
                 file,
                 &raw.name,
-                format!("profile name {name:?}: expected letters, digits, '_' or '-'"),
+                format!("profile name {name:?}: {CASE_NAME}"),
             ));
         }
         let mut probe = probe::probe(file, &raw.probe, raw.sink_isolation.as_ref())?;

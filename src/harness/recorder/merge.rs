@@ -3,6 +3,7 @@
 //! them under `<run dir>/junit.lock`.
 
 use super::*;
+use crate::text::Shown;
 
 /// This process's records, as merged under nextest.
 #[derive(Serialize, Deserialize)]
@@ -49,7 +50,7 @@ pub(super) fn merge(dir: &Path, junit_path: &Path, part: &ProcessPart) -> std::i
                         parts.push(p);
                         continue;
                     }
-                    Err(e) => format!("{}: not a JUnit record of this suite ({e})", path.display()),
+                    Err(e) => format!("{}: not a JUnit record of this suite ({e})", path.shown()),
                 },
                 Err(e) => e.to_string(),
             };

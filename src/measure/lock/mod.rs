@@ -24,6 +24,7 @@ pub use settings::{
 };
 
 use crate::sync::lock_ignoring_poison;
+use crate::text::Shown;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write;
@@ -91,7 +92,7 @@ pub enum Waiting<'a> {
 
 /// The shared lock directory could not be made.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot create the lock directory {}: {source}", dir.display())]
+#[error("cannot create the lock directory {}: {source}", dir.shown())]
 pub struct LockDirError {
     pub dir: PathBuf,
     pub source: std::io::Error,
@@ -131,7 +132,7 @@ pub fn acquire(
         .create(true)
         .truncate(false)
         .open(&path)
-        .map_err(|e| LockError::Io(format!("cannot open the lock file {}: {e}", path.display())))?;
+        .map_err(|e| LockError::Io(format!("cannot open the lock file {}: {e}", path.shown())))?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -158,10 +159,7 @@ pub fn acquire(
                 std::thread::sleep(poll.min(timeout - waited));
             }
             Err(TryLockError::Error(e)) => {
-                return Err(LockError::Io(format!(
-                    "cannot lock {}: {e}",
-                    path.display()
-                )))
+                return Err(LockError::Io(format!("cannot lock {}: {e}", path.shown())))
             }
         }
     }

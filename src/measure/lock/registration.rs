@@ -6,6 +6,7 @@
 use super::{
     open_shared_dir, shared, DeviceKey, LockDirError, LockDirRefused, LockSettings, Slots,
 };
+use crate::text::Shown;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -27,7 +28,7 @@ impl Drop for Registration {
 pub enum RegisterError {
     #[error(transparent)]
     Dir(#[from] LockDirError),
-    #[error("cannot register in {}: {source}", dir.display())]
+    #[error("cannot register in {}: {source}", dir.shown())]
     Write {
         dir: PathBuf,
         source: std::io::Error,

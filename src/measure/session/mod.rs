@@ -24,6 +24,7 @@ use crate::model::results::{Contention, RunResults, Timings, VariantResult, SCHE
 use crate::model::settings::Mode;
 use crate::model::variant::Variant;
 use crate::sync::lock_ignoring_poison;
+use crate::text::Shown;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
@@ -287,7 +288,7 @@ impl GpuSession {
 
     pub fn device_label(&self) -> String {
         match &self.target {
-            Ok(t) => format!("gpu{} {}", t.ordinal(), t.identity().name),
+            Ok(t) => format!("gpu{} {}", t.ordinal(), t.identity().name.shown()),
             Err(_) => "no gpu".to_string(),
         }
     }

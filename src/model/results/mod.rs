@@ -364,7 +364,7 @@ impl RunResults {
                 // front, as file:line:col.
                 format!(
                     "not a results file: {}",
-                    crate::error::excerpt(
+                    crate::text::excerpt(
                         e.to_string().trim_end_matches(&format!(
                             " at line {} column {}",
                             e.line(),

@@ -4,7 +4,7 @@
 use super::Input;
 use accprobe::model::results::RunResults;
 use accprobe::model::variant::Variant;
-use accprobe::report::text::line;
+use accprobe::text::line;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::types::RangedCoordf64;
 use plotters::element::DashedPathElement;

@@ -3,8 +3,8 @@
 
 use super::Input;
 use accprobe::model::variant::Sink;
-use accprobe::report::text::{markdown, markdown_code};
 use accprobe::report::{markdown_grid, markdown_table};
+use accprobe::text::{markdown, markdown_code};
 use accprobe::verdict::{self, Outcome};
 
 /// The header: what generated the page, the files it was made from, the gain chart.

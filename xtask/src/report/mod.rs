@@ -15,6 +15,7 @@ use accprobe::error::Error;
 use accprobe::expectations::profile::Profile;
 use accprobe::model::results::RunResults;
 use accprobe::output::write_atomic;
+use accprobe::text::Shown;
 use std::path::{Path, PathBuf};
 
 /// A results file with the profile it is judged against and a short label.
@@ -82,7 +83,7 @@ fn distinguish(inputs: &mut [Input]) {
         .collect();
     for i in inputs.iter_mut() {
         if shared.contains(&i.label) {
-            i.label = format!("{} ({})", i.label, i.file.display());
+            i.label = format!("{} ({})", i.label, i.file.shown());
         }
     }
     let mut seen: Vec<String> = Vec::new();
@@ -143,17 +144,17 @@ pub enum ReportError {
     Results(Error),
     #[error("none of {} is a results file", list(.0))]
     NoResults(Vec<PathBuf>),
-    #[error("cannot create {}: {source}", dir.display())]
+    #[error("cannot create {}: {source}", dir.shown())]
     CreateFolder {
         dir: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot draw {}: {error}", path.display())]
+    #[error("cannot draw {}: {error}", path.shown())]
     Draw {
         path: PathBuf,
         error: charts::DrawError,
     },
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}: {source}", path.shown())]
     Write {
         path: PathBuf,
         source: std::io::Error,
@@ -163,7 +164,7 @@ pub enum ReportError {
 fn list(files: &[PathBuf]) -> String {
     files
         .iter()
-        .map(|f| f.display().to_string())
+        .map(|f| f.shown())
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -203,8 +204,8 @@ fn policy_map(input: &Input, out: &Path, used: &mut Vec<String>) -> Result<Strin
         Err(why) => {
             return Ok(format!(
                 "Policy map of {}: not drawn: {}\n\n",
-                accprobe::report::text::markdown_code(policy),
-                accprobe::report::text::markdown(&why)
+                accprobe::text::markdown_code(policy),
+                accprobe::text::markdown(&why)
             ))
         }
     };
@@ -215,9 +216,9 @@ fn policy_map(input: &Input, out: &Path, used: &mut Vec<String>) -> Result<Strin
     write_file(&out.join(&name), &svg)?;
     Ok(format!(
         "Policy map: the pick of policy {} in each context against the best K measured there ({}):\n\n![policy map, {}]({name})\n\n",
-        accprobe::report::text::markdown_code(policy),
+        accprobe::text::markdown_code(policy),
         "green: no loss, yellow: the tolerance, red: twice it",
-        accprobe::report::text::markdown(&input.label)
+        accprobe::text::markdown(&input.label)
     ))
 }
 
@@ -235,7 +236,7 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), ReportError>
     let mut inputs = Vec::new();
     for f in files {
         if let Some(what) = other_json(f) {
-            warn!("report: skipped {}: {what}", f.display());
+            warn!("report: skipped {}: {what}", f.shown());
             continue;
         }
         let results = RunResults::load(f).map_err(ReportError::Results)?;
@@ -280,6 +281,6 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), ReportError>
     write_file(&gain, &svg)?;
     let path = out.join("report.md");
     write_file(&path, &md)?;
-    say!("report: {} (and SVG charts beside it)", path.display());
+    say!("report: {} (and SVG charts beside it)", path.shown());
     Ok(())
 }

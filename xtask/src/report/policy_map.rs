@@ -9,7 +9,7 @@ use super::charts::DrawError;
 use super::Input;
 use crate::policy::placed;
 use accprobe::expectations::policy_source::PolicyContext;
-use accprobe::report::text::line;
+use accprobe::text::line;
 use accprobe::verdict::cases::policy_contexts;
 use accprobe::verdict::Standing;
 use plotters::prelude::*;

@@ -2,7 +2,7 @@
 
 use accprobe::model::results::RunResults;
 use accprobe::model::variant::Variant;
-use accprobe::report::text::{self, markdown};
+use accprobe::text::{self, markdown};
 
 /// The section of the comparison on the measured loop's schedule: for each variant whose
 /// loop has the same instructions under consecutive toolchains but another schedule (its

@@ -1,8 +1,10 @@
-//! Text from files on its way out: the one sanitiser every writer uses, whatever the
-//! destination (JUnit XML, Markdown, SVG, a terminal).
+//! Text on its way out: the one sanitiser every output uses, whatever the destination
+//! (JUnit XML, Markdown, SVG, a terminal), and the one way text a file or a device supplies
+//! is put into a message. It sits below every stage and imports nothing.
 //!
-//! A results file, a profile or a baseline may hold any Unicode. What no destination can
-//! hold as is, and what this module therefore escapes, visibly, as `\u{..}`:
+//! A results file, a profile, a baseline, a GPU's name or a file name may hold any Unicode.
+//! What no destination can hold as is, and what this module therefore escapes, visibly, as
+//! `\u{..}`:
 //! - C0 control characters (ESC, BEL, ...) other than newline and tab, DEL and the C1
 //!   controls (U+0080 to U+009F; U+009B is a terminal's CSI): they move a terminal's cursor,
 //!   change its colours or its title, and XML 1.0 forbids C0 outright;
@@ -17,6 +19,14 @@
 //! multi-line body: a JUnit failure text, a terminal line); [`line`] escapes them too (a
 //! name, a heading, an attribute, a chart label); [`markdown`] and [`markdown_code`] also
 //! keep a Markdown line from becoming a heading, a link or a table column.
+//!
+//! A message's own lines are the tool's: its first is the verdict (the JUnit `message`,
+//! the line libtest prints), the next ones its detail. So text from outside (a GPU name, a
+//! driver version, a profile's reason, a results file's source, a file name, a program's
+//! answer) goes into a message [`Shown`], on one line: a newline in it is escaped like
+//! every other control character, and can neither end the verdict early nor start a line
+//! that reads as the tool's. The outputs ([`clean`] at every sink) then escape what is
+//! left.
 
 use std::borrow::Cow;
 use std::fmt::Write;
@@ -69,6 +79,44 @@ pub fn clean(text: &str) -> Cow<'_, str> {
 /// attribute, an SVG label, a Markdown heading or cell.
 pub fn line(text: &str) -> Cow<'_, str> {
     escaped(text, false)
+}
+
+/// Text from outside, as a message shows it: on one line ([`line`]).
+pub trait Shown {
+    fn shown(&self) -> String;
+}
+
+impl Shown for str {
+    fn shown(&self) -> String {
+        line(self).into_owned()
+    }
+}
+
+impl Shown for std::path::Path {
+    fn shown(&self) -> String {
+        line(&self.to_string_lossy()).into_owned()
+    }
+}
+
+/// Each of `items` [`Shown`], joined by `sep`: outside texts listed in a message (a loop's
+/// instructions, one per line).
+pub fn joined<S: AsRef<str>>(items: &[S], sep: &str) -> String {
+    items
+        .iter()
+        .map(|i| i.as_ref().shown())
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
+/// At most `max_chars` characters of `text`, shown on one line ([`line`]: an escape is
+/// never cut in half), with `…` where it was cut: for a bit of a file or a program's output quoted in a message.
+pub fn excerpt(text: &str, max_chars: usize) -> String {
+    let kept: String = text.chars().take(max_chars).collect();
+    let mut out = line(&kept).into_owned();
+    if kept.len() < text.len() {
+        out.push('…');
+    }
+    out
 }
 
 /// `text` with what XML must escape as an entity written as a character no viewer shows
@@ -194,6 +242,18 @@ mod tests {
         assert_eq!(clean("two\nlines\tok"), "two\nlines\tok");
         assert_eq!(line("two\nlines"), "two\\nlines");
         assert!(matches!(clean("NVIDIA H200 é"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn text_from_outside_is_shown_on_one_line_and_an_excerpt_is_cut_visibly() {
+        assert_eq!("H200\nforged\u{1}".shown(), "H200\\nforged\\u{1}");
+        let p = std::path::Path::new("/tmp/a\nb");
+        assert_eq!(p.shown(), "/tmp/a\\nb");
+        assert_eq!(joined(&["a\nb", "c"], ", "), "a\\nb, c");
+        assert_eq!(excerpt("abc", 3), "abc");
+        assert_eq!(excerpt("abcd", 3), "abc…");
+        // Cut before the escape: never half an escape, never a raw character.
+        assert_eq!(excerpt("\u{1b}[2J", 3), "\\u{1b}[2…");
     }
 
     #[test]
