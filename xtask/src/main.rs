@@ -29,6 +29,8 @@ mod report;
 mod sass;
 #[cfg(test)]
 mod testing;
+#[cfg(test)]
+mod tidy;
 mod toolchains;
 
 use accprobe::error::{GpuError, GpuErrorKind};
