@@ -14,7 +14,7 @@
 //!   reorder what a terminal or a page shows.
 //!
 //! Lone surrogates cannot occur in a Rust string. [`clean`] keeps newlines and tabs (a
-//! multi-line body: a JUnit failure text, a terminal line); [`line`] escapes them too (a
+//! multi-line body: a JUnit failure text, a terminal line); [`line()`] escapes them too (a
 //! name, a heading, an attribute, a chart label); [`markdown`] and [`markdown_code`] also
 //! keep a Markdown line from becoming a heading, a link or a table column.
 
@@ -113,10 +113,10 @@ pub fn for_viewers(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// `text` as Markdown inline text on one line: [`line`], with every character Markdown
+/// `text` as Markdown inline text on one line: [`line()`], with every character Markdown
 /// could read as markup backslash-escaped, so that it shows as written and a `|` never
 /// starts a table column, a `#` never a heading, a `[` never a link, a `&` never an
-/// entity (`&#x202e;` would render as the bidi override that [`line`] escapes).
+/// entity (`&#x202e;` would render as the bidi override that [`line()`] escapes).
 pub fn markdown(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in line(text).chars() {
