@@ -9,7 +9,6 @@ use crate::model::compiled::ArchOutcome;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 // The worker's and the process's entry points, at the path the front ends call them by.
 pub use super::process_nvrtc::{process_origin, select_for_process};
@@ -222,12 +221,12 @@ pub fn disassembler_identity(tool: &Path) -> String {
     let name = tool
         .file_name()
         .map_or("?".into(), |n| n.to_string_lossy().into_owned());
-    let version = crate::interrupt::child(&mut Command::new(tool))
+    let version = crate::child::Job::new(tool, super::disassemble::time_limit())
         .arg("--version")
-        .output()
+        .run()
         .ok()
         .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
+            String::from_utf8_lossy(&o.stdout.bytes)
                 .split_whitespace()
                 .rev()
                 .find(|w| w.starts_with('V') && w[1..].contains('.'))

@@ -7,9 +7,6 @@
 //! context and the line, with the start of its stderr. Used by the harness and
 //! `cargo xtask`; the verdicts get the answers as data ([`Picks`]).
 
-mod run;
-mod supervisor;
-
 use crate::expectations::policy::MAX_POLICY_ACCUMULATORS;
 use crate::expectations::policy_source::{
     Picks, PolicyCommand, PolicyContext, PolicySource, Program, PROTOCOL,
@@ -104,19 +101,14 @@ fn ask_program(
         Program::InFolder(p) => p.as_path(),
         Program::OnPath(n) => std::path::Path::new(n),
     };
-    let job = run::Job {
-        program,
-        args: &c.args,
-        dir: &c.dir,
-    };
-    let ran = run::run(
-        &job,
-        input.into_bytes(),
-        c.time_limit,
-        STDOUT_LIMIT,
-        STDERR_LIMIT,
-    )
-    .map_err(|e| format!("{who} {e}{command}"))?;
+    let ran = crate::child::Job::new(program, c.time_limit)
+        .args(&c.args)
+        .dir(&c.dir)
+        .input(input.into_bytes())
+        .stdout_limit(STDOUT_LIMIT)
+        .stderr_limit(STDERR_LIMIT)
+        .run()
+        .map_err(|e| format!("{who} {e}{command}"))?;
     let stderr = stderr_text(&ran.stderr);
     let fail = |what: String| format!("{who} {what}{command}{stderr}");
     let status = match ran.status {
@@ -129,12 +121,7 @@ fn ask_program(
         Some(s) => s,
     };
     if !status.success() {
-        use std::os::unix::process::ExitStatusExt;
-        return Err(fail(match (status.code(), status.signal()) {
-            (Some(code), _) => format!("exited with status {code}"),
-            (None, Some(sig)) => format!("was ended by {}", crate::interrupt::name(sig)),
-            _ => format!("ended with {status}"),
-        }));
+        return Err(fail(crate::child::ended_how(status)));
     }
     if ran.stdout.cut {
         return Err(fail(format!(
@@ -209,7 +196,7 @@ fn excerpt(word: &str) -> String {
 }
 
 /// The program's stderr for a message: empty when it wrote none.
-fn stderr_text(e: &run::Bounded) -> String {
+fn stderr_text(e: &crate::child::Bounded) -> String {
     let text = String::from_utf8_lossy(&e.bytes);
     let text = text.trim_end();
     if text.is_empty() {
