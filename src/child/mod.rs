@@ -1,7 +1,7 @@
 //! The one way the crate and `cargo xtask` run a child process (a disassembler and its
 //! version query, a compile worker, a policy program, xtask's runs of itself): [`Job`].
 //!
-//! A job runs under a supervisor of its own ([`supervisor`]), a forked subreaper that starts
+//! A job runs under a supervisor of its own (`supervisor`), a forked subreaper that starts
 //! the program in a process group of its own, with signals as a new process has them, and
 //! kills the program's whole tree once it ends, at the time limit, or when this process
 //! ends (which closes the control pipe), so nothing of it outlives the run, however the run
