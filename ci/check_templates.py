@@ -4,14 +4,17 @@
     python3 ci/check_templates.py
 
 GitHub (ci/github/accprobe.yml): every job that runs on a self-hosted runner is kept from
-forks' pull requests and sets ACCPROBE_REQUIRE_GPU=1; the host job runs fmt, clippy and
-the tests; both publish JUnit; the GPU job keeps results, ptxas log, CUBIN and JUnit and the compile cache; a
+forks' pull requests and sets ACCPROBE_REQUIRE_GPU=1; every job installs the Rust that
+rust-toolchain.toml pins (`rustup toolchain install`) and no other; the host job runs fmt,
+clippy and the tests; both publish JUnit; the GPU job keeps results, ptxas log, CUBIN and JUnit and the compile cache; a
 cargo cache is used; every action is pinned (a release tag vX.Y.Z or a commit).
 
 GitLab (ci/gitlab/accprobe.gitlab-ci.yml): only hidden jobs at the top level (no
 `stages:`, `variables:`, `default:` that would leak into an including project); the GPU job
 sets ACCPROBE_REQUIRE_GPU=1, keeps results, ptxas log, CUBIN and JUnit `when: always` and
-reports JUnit; the cache is keyed on Cargo.lock and keeps the compile cache. Exits 1 listing every broken promise.
+reports JUnit; the cache is keyed on Cargo.lock and keeps the compile cache; every job
+installs the pinned Rust, and an image is the pinned release's. Exits 1 listing every
+broken promise.
 """
 import re
 import sys
@@ -19,6 +22,10 @@ import sys
 import yaml
 
 problems = []
+
+# The release rust-toolchain.toml pins.
+PINNED = re.search(r'^channel = "([^"]+)"$', open("rust-toolchain.toml", encoding="utf-8").read(), re.M)[1]
+INSTALL = "rustup toolchain install"
 
 
 def need(ok, what):
@@ -46,6 +53,11 @@ def github(path):
         need(
             any("rust-cache" in s.get("uses", "") for s in steps),
             f"{path}: {name}: no cargo cache",
+        )
+        need(
+            any(s.get("run", "").strip() == INSTALL for s in steps)
+            and not any("rust-toolchain" in s.get("uses", "") for s in steps),
+            f"{path}: {name}: does not install rust-toolchain.toml's Rust (`{INSTALL}`) alone",
         )
         if "self-hosted" in str(job.get("runs-on", "")) or "self-hosted" in str(
             job.get("strategy", "")
@@ -132,6 +144,16 @@ def gitlab(path):
         need(want in kept, f"{path}: .accprobe-gpu: {want} is not kept as an artifact")
     for name in (".accprobe-host", ".accprobe-gpu", ".accprobe-report"):
         need(doc[name].get("extends") == ".accprobe-base", f"{path}: {name}: not .accprobe-base")
+        script = doc[name].get("script", [])
+        need(
+            bool(script) and script[0].split("#")[0].strip() == INSTALL,
+            f"{path}: {name}: does not first install rust-toolchain.toml's Rust (`{INSTALL}`)",
+        )
+        image = doc[name].get("image")
+        need(
+            image in (None, f"rust:{PINNED}"),
+            f"{path}: {name}: image {image} is not rust:{PINNED}, the release rust-toolchain.toml pins",
+        )
 
 
 github("ci/github/accprobe.yml")

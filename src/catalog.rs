@@ -1,5 +1,5 @@
 //! The catalog of profiles, as the front ends load and choose them: a profile read by
-//! stage 1 ([`Profile::load`]) with its known deviations checked against the names of the
+//! stage 1 (`Profile::load`) with its known deviations checked against the names of the
 //! cases it generates (the verdict stage's), every profile of a folder, and the profile for
 //! a GPU. It sits above the verdict stage, beside the front ends it serves: the harness and
 //! xtask load profiles only through here.

@@ -8,10 +8,10 @@
 //! `sigtimedwait`: no handler is involved, NVRTC's or ours. Called first thing in `main`,
 //! that is every thread of the process. A child process inherits the mask of the thread
 //! that starts it (`std::process::Command` does not reset it), so every command the
-//! process starts goes through [`child`]: a disassembler or compile worker that ignored
-//! the signals would outlive a cancelled run. [`child`] also has it die with the thread
-//! that starts it, so a run that ends at once (a second signal, `_exit`, SIGKILL) leaves
-//! none running either.
+//! process starts goes through [`crate::child`], which starts it with no signal blocked
+//! (a disassembler or compile worker that ignored the signals would outlive a cancelled
+//! run) and kills its whole tree when this process ends, so a run that ends at once (a
+//! second signal, `_exit`, SIGKILL) leaves none running either.
 //!
 //! The signals handled are SIGINT and SIGTERM always, and each other signal whose default
 //! action ends the process ([`TERMINATING`]) when that is still its action when [`install`]
@@ -305,38 +305,6 @@ pub fn exit(code: u8) -> ! {
     std::process::exit(i32::from(code))
 }
 
-/// Makes `cmd` start a child of this run: it begins with every signal of [`TERMINATING`]
-/// unblocked, whatever the mask of the thread that starts it (blocked by [`install`]), and
-/// it is killed (SIGKILL) when the thread that starts it ends, which the process's end
-/// (`_exit`, a signal, a SIGKILL) does too: a cancelled or killed run leaves no
-/// disassembler, compile worker or toolchain run going on, unwatched. So the thread that
-/// starts it must be the one that waits for it (`output`, `status`). Every process the
-/// crate and `cargo xtask` start goes through here, but a policy program, which its
-/// supervisor starts (`policy_gate::supervisor`), killing its whole tree when the run ends.
-pub fn child(cmd: &mut std::process::Command) -> &mut std::process::Command {
-    use std::os::unix::process::CommandExt;
-    let set = set_of(&all());
-    let parent = std::process::id();
-    // SAFETY: pthread_sigmask, prctl and getppid are async-signal-safe, as pre_exec
-    // requires; `set` is an initialised signal set, copied into the closure.
-    unsafe {
-        cmd.pre_exec(move || {
-            let e = libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-            if e != 0 {
-                return Err(std::io::Error::from_raw_os_error(e));
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The parent may have ended before the call above.
-            if libc::getppid() as u32 != parent {
-                return Err(std::io::Error::other("the parent process has ended"));
-            }
-            Ok(())
-        })
-    }
-}
-
 /// Blocks every signal of [`TERMINATING`] in the calling thread only (and so in the
 /// threads it starts after): what a test's child does before it runs, as the suite's
 /// `main` does first. Async-signal-safe, so it may run between fork and exec. 0, else the
@@ -467,46 +435,5 @@ mod tests {
             .unwrap();
         assert_eq!(status.code(), Some(128 + libc::SIGTERM));
         assert!(!path.exists(), "{} was left", path.display());
-    }
-
-    #[test]
-    fn a_child_of_this_run_ends_with_the_thread_that_started_it() {
-        // A disassembler started by a thread that ends (as every thread does when the
-        // process `_exit`s on a signal) must not run on.
-        let tmp = tempfile::tempdir().unwrap();
-        let pid_file = tmp.path().join("pid");
-        let started = {
-            let pid_file = pid_file.clone();
-            std::thread::spawn(move || {
-                let mut cmd = std::process::Command::new("/bin/sh");
-                child(&mut cmd)
-                    .arg("-c")
-                    .arg("echo $$ > \"$0.part\" && mv \"$0.part\" \"$0\"; exec sleep 30")
-                    .arg(&pid_file)
-                    .spawn()
-                    .unwrap()
-            })
-            .join()
-            .unwrap()
-        };
-        let pid = started.id();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let gone = |pid: u32| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
-                s.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
-            })
-        };
-        while !gone(pid) {
-            assert!(
-                Instant::now() < deadline,
-                "process {pid} still runs after the thread that started it ended"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        drop(started);
     }
 }

@@ -12,6 +12,7 @@
 
 pub mod bless;
 pub mod catalog;
+pub mod child;
 pub mod compile;
 pub mod compile_only;
 pub mod config;

@@ -16,7 +16,7 @@
 //!   reorder what a terminal or a page shows.
 //!
 //! Lone surrogates cannot occur in a Rust string. [`clean`] keeps newlines and tabs (a
-//! multi-line body: a JUnit failure text, a terminal line); [`line`] escapes them too (a
+//! multi-line body: a JUnit failure text, a terminal line); [`line()`] escapes them too (a
 //! name, a heading, an attribute, a chart label); [`markdown`] and [`markdown_code`] also
 //! keep a Markdown line from becoming a heading, a link or a table column.
 //!
@@ -81,7 +81,7 @@ pub fn line(text: &str) -> Cow<'_, str> {
     escaped(text, false)
 }
 
-/// Text from outside, as a message shows it: on one line ([`line`]).
+/// Text from outside, as a message shows it: on one line ([`line()`]).
 pub trait Shown {
     fn shown(&self) -> String;
 }
@@ -108,7 +108,7 @@ pub fn joined<S: AsRef<str>>(items: &[S], sep: &str) -> String {
         .join(sep)
 }
 
-/// At most `max_chars` characters of `text`, shown on one line ([`line`]: an escape is
+/// At most `max_chars` characters of `text`, shown on one line ([`line()`]: an escape is
 /// never cut in half), with `…` where it was cut: for a bit of a file or a program's output quoted in a message.
 pub fn excerpt(text: &str, max_chars: usize) -> String {
     let kept: String = text.chars().take(max_chars).collect();
@@ -161,10 +161,10 @@ pub fn for_viewers(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// `text` as Markdown inline text on one line: [`line`], with every character Markdown
+/// `text` as Markdown inline text on one line: [`line()`], with every character Markdown
 /// could read as markup backslash-escaped, so that it shows as written and a `|` never
 /// starts a table column, a `#` never a heading, a `[` never a link, a `&` never an
-/// entity (`&#x202e;` would render as the bidi override that [`line`] escapes).
+/// entity (`&#x202e;` would render as the bidi override that [`line()`] escapes).
 pub fn markdown(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in line(text).chars() {

@@ -64,7 +64,9 @@ static SETUP: LazyLock<Setup> = LazyLock::new(|| {
     std::fs::write(dir.join("small.yaml"), SMALL).unwrap();
     let profiles = ["h200", "small"]
         .iter()
-        .map(|n| accprobe::catalog::load(&dir.join(format!("{n}.yaml"))).expect("fuzz profile loads"))
+        .map(|n| {
+            accprobe::catalog::load(&dir.join(format!("{n}.yaml"))).expect("fuzz profile loads")
+        })
         .collect();
     Setup { profiles }
 });

@@ -3,5 +3,6 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    let _ = accprobe::model::results::RunResults::from_json(text, std::path::Path::new("fuzz.json"));
+    let _ =
+        accprobe::model::results::RunResults::from_json(text, std::path::Path::new("fuzz.json"));
 });

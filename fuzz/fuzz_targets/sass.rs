@@ -15,7 +15,11 @@ fuzz_target!(|text: &str| {
             "{}",
             s.digest
         );
-        assert!(s.loop_partials.iter().all(|&c| c > 0), "{:?}", s.loop_partials);
+        assert!(
+            s.loop_partials.iter().all(|&c| c > 0),
+            "{:?}",
+            s.loop_partials
+        );
         assert!(s.loop_partials.iter().sum::<u32>() <= s.loop_ffma, "{s:?}");
         assert!(
             s.loop_ffma_destinations.len() as u32 <= s.loop_ffma,

@@ -3,8 +3,8 @@
 //! whose results are missing or unusable always fails, whatever the profile expects.
 #![no_main]
 use accprobe::expectations::profile::Profile;
-use accprobe::verdict::cases::{cases, Case};
 use accprobe::model::results::RunResults;
+use accprobe::verdict::cases::{cases, Case};
 use accprobe::verdict::evaluate;
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
@@ -15,8 +15,8 @@ static PROFILES: LazyLock<Vec<(Profile, Vec<Case>)>> = LazyLock::new(|| {
     ["documented", "h200"]
         .iter()
         .map(|name| {
-            let p =
-                accprobe::catalog::load(&dir.join(format!("{name}.yaml"))).expect("committed profile loads");
+            let p = accprobe::catalog::load(&dir.join(format!("{name}.yaml")))
+                .expect("committed profile loads");
             let cases = cases(&p);
             (p, cases)
         })

@@ -3,10 +3,12 @@
 //! what it prints.
 
 use super::{sass, Sass};
+use crate::child::{ended_how, Job};
 use crate::model::variant::Variant;
 use crate::text::Shown;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Environment variable naming the disassembler to run (a path to cuobjdump or nvdisasm),
 /// ahead of any other; the compile worker gets its parent's choice through it.
@@ -61,7 +63,7 @@ pub fn disassemble(cubin: &[u8], variants: &[Variant]) -> (Option<String>, Sass)
             Sass::Unavailable(disassembler_unavailable().unwrap_or_default()),
         );
     };
-    match disassemble_with(&tool, cubin) {
+    match disassemble_with(&tool, cubin, time_limit()) {
         Ok(text) => match read_sass(&text, tool.display().to_string(), variants) {
             read @ Sass::Read { .. } => (Some(text), read),
             other => (None, other),
@@ -70,12 +72,29 @@ pub fn disassemble(cubin: &[u8], variants: &[Variant]) -> (Option<String>, Sass)
     }
 }
 
-/// The disassembly of `cubin` by `tool`, or why there is none. The CUBIN goes to a file of
-/// its own for each call: two devices compile at once in one process (the cache off, or
-/// two architectures), and with a name both could make (the process id and the CUBIN's
+/// How long the disassembler may run: `ACCPROBE_DISASSEMBLER_TIMEOUT` (which the front
+/// ends check first), else its default.
+pub(super) fn time_limit() -> Duration {
+    crate::config::disassembler_timeout().unwrap_or(Duration::from_secs(
+        crate::config::DEFAULT_DISASSEMBLER_TIMEOUT_S,
+    ))
+}
+
+/// The most of a listing read: more than ten times what the largest matrix gives
+/// (cuobjdump's 5 MB for the H200 profile's, `tests/data/h200/sass.txt`).
+const LISTING_LIMIT: usize = 64 << 20;
+
+/// The disassembly of `cubin` by `tool`, or why there is none: `tool` is killed, with every
+/// process it started, once it has run for `limit`. The CUBIN goes to a file of its own
+/// for each call: two devices compile at once in one process (the cache off, or two
+/// architectures), and with a name both could make (the process id and the CUBIN's
 /// length, say) one device's write or removal would reach the file the other's
 /// disassembler is reading.
-fn disassemble_with(tool: &Path, cubin: &[u8]) -> std::result::Result<String, String> {
+fn disassemble_with(
+    tool: &Path,
+    cubin: &[u8],
+    limit: Duration,
+) -> std::result::Result<String, String> {
     let file = tempfile::Builder::new()
         .prefix("accprobe-")
         .suffix(".cubin")
@@ -88,19 +107,33 @@ fn disassemble_with(tool: &Path, cubin: &[u8]) -> std::result::Result<String, St
         })?;
     std::fs::write(file.path(), cubin)
         .map_err(|e| format!("cannot write {}: {e}", file.path().shown()))?;
-    let mut cmd = std::process::Command::new(tool);
-    crate::interrupt::child(&mut cmd).args(disassembler_flag(tool));
-    let out = cmd.arg(file.path()).output();
+    let ran = Job::new(tool, limit)
+        .args(disassembler_flag(tool))
+        .arg(file.path())
+        .stdout_limit(LISTING_LIMIT)
+        .run();
     drop(file);
-    match out {
-        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
-        Ok(o) => Err(format!(
-            "{} failed ({}): {}",
+    let ran = ran.map_err(|e| format!("the disassembler {} {e}", tool.shown()))?;
+    match ran.status {
+        None => Err(format!(
+            "the disassembler {} did not finish within {} s and was killed, with every process it started \
+             ({} sets the limit)",
             tool.shown(),
-            o.status,
-            String::from_utf8_lossy(&o.stderr)
+            limit.as_secs_f64(),
+            crate::config::DISASSEMBLER_TIMEOUT_ENV
         )),
-        Err(e) => Err(format!("cannot run {}: {e}", tool.shown())),
+        Some(s) if !s.success() => Err(format!(
+            "the disassembler {} failed ({}): {}",
+            tool.shown(),
+            ended_how(s),
+            String::from_utf8_lossy(&ran.stderr.bytes).trim_end()
+        )),
+        Some(_) if ran.stdout.cut => Err(format!(
+            "the disassembler {} printed more than {} MiB: no listing of one CUBIN is that long",
+            tool.shown(),
+            LISTING_LIMIT >> 20
+        )),
+        Some(_) => Ok(String::from_utf8_lossy(&ran.stdout.bytes).into_owned()),
     }
 }
 
@@ -144,6 +177,9 @@ pub fn read_sass(text: &str, tool: String, variants: &[Variant]) -> Sass {
 mod tests {
     use super::*;
 
+    /// A limit no disassembler of these tests comes near (a limit, not a timing).
+    const LIMIT: Duration = Duration::from_secs(60);
+
     /// An executable shell script `name` in `dir` that runs `script`: a disassembler to test
     /// with.
     fn fake_tool(dir: &Path, name: &str, script: &str) -> PathBuf {
@@ -180,7 +216,7 @@ mod tests {
         let read: Vec<std::result::Result<String, String>> = std::thread::scope(|scope| {
             let handles: Vec<_> = cubins
                 .iter()
-                .map(|c| scope.spawn(|| disassemble_with(&tool, c.as_bytes())))
+                .map(|c| scope.spawn(|| disassemble_with(&tool, c.as_bytes(), LIMIT)))
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
@@ -199,7 +235,7 @@ mod tests {
         let tool = fake_tool(dir.path(), "nvdisasm", "exec grep SigBlk /proc/self/status");
         let text = std::thread::spawn(move || {
             assert_eq!(crate::interrupt::block_in_this_thread(), 0);
-            disassemble_with(&tool, b"cubin")
+            disassemble_with(&tool, b"cubin", LIMIT)
         })
         .join()
         .unwrap()
@@ -208,5 +244,87 @@ mod tests {
             .unwrap_or_else(|e| panic!("{text:?}: {e}"));
         let ours = (1 << (libc::SIGINT - 1)) | (1 << (libc::SIGTERM - 1));
         assert_eq!(mask & ours, 0, "blocked in the disassembler: {text}");
+    }
+
+    #[test]
+    fn a_hung_disassembler_is_killed_at_its_limit_with_what_it_started_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display();
+        let tool = fake_tool(
+            dir.path(),
+            "nvdisasm",
+            &format!("sleep 300 & echo $! > {d}/started\necho $$ > {d}/tool\nwait"),
+        );
+        let limit = Duration::from_secs(1);
+        let e = disassemble_with(&tool, b"cubin", limit).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "the disassembler {} did not finish within 1 s and was killed, with every process \
+                 it started (ACCPROBE_DISASSEMBLER_TIMEOUT sets the limit)",
+                tool.display()
+            )
+        );
+        for who in ["tool", "started"] {
+            let pid = std::fs::read_to_string(dir.path().join(who)).unwrap();
+            let still = crate::child::tests::running(&pid);
+            assert!(!still, "the {who} process {pid} still runs");
+        }
+    }
+
+    #[test]
+    fn a_failing_disassembler_is_named_with_its_end_and_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = fake_tool(dir.path(), "cuobjdump", "echo 'not a CUBIN' >&2; exit 3");
+        let e = disassemble_with(&tool, b"cubin", LIMIT).unwrap_err();
+        let want = format!(
+            "the disassembler {} failed (exited with status 3): not a CUBIN",
+            tool.display()
+        );
+        assert_eq!(e, want);
+    }
+
+    /// Set for [`disassembles_as_the_environment_says`]: where it writes what it got.
+    const CHILD_OUT: &str = "ACCPROBE_TEST_DISASSEMBLY_OUT";
+
+    /// The child of [`the_environment_names_the_disassembler_and_its_limit`]: the stage's
+    /// entry point, with the disassembler and its limit from the environment.
+    #[test]
+    #[ignore = "entry point of a child process"]
+    fn disassembles_as_the_environment_says() {
+        let Some(out) = std::env::var_os(CHILD_OUT) else {
+            return;
+        };
+        let said = match disassemble(b"cubin", &[]) {
+            (_, Sass::Failed(why)) => why,
+            (_, other) => format!("not a failure: {other:?}"),
+        };
+        std::fs::write(out, said).unwrap();
+    }
+
+    #[test]
+    fn the_environment_names_the_disassembler_and_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = fake_tool(dir.path(), "nvdisasm", "exec sleep 300");
+        let out = dir.path().join("said");
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "compile::disassemble::tests::disassembles_as_the_environment_says",
+            ])
+            .args(["--ignored", "--test-threads", "1"])
+            .env(CHILD_OUT, &out)
+            .env(DISASSEMBLER_ENV, &tool)
+            .env(crate::config::DISASSEMBLER_TIMEOUT_ENV, "0.5")
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let said = std::fs::read_to_string(&out).unwrap();
+        let want = format!(
+            "the disassembler {} did not finish within 0.5 s",
+            tool.display()
+        );
+        assert!(said.starts_with(&want), "{said}");
     }
 }

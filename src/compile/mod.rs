@@ -6,8 +6,9 @@
 //!
 //! This module is the stage's public API ([`compile`], [`compile_as`], [`compile_cached`])
 //! and what it returns ([`Compiled`], [`Program`], [`Sass`]); the work is in its modules:
-//! [`source`] (source and options), [`parts`], [`nvrtc`], [`disassemble`], [`cache`],
-//! [`libraries`] (which NVRTC files the process runs), and for the compile-only gate
+//! [`source`](mod@source) (source and options), [`parts`], [`nvrtc`],
+//! [`disassemble`](mod@disassemble), [`cache`], [`libraries`] (which NVRTC files the
+//! process runs), and for the compile-only gate
 //! [`toolchain`] (toolchains as data), [`worker`] (a process per toolchain) and
 //! [`process_nvrtc`] (`ACCPROBE_NVRTC`). Only [`nvrtc`] and the worker call NVRTC; the
 //! source, options and parts are plain functions, tested everywhere.

@@ -10,7 +10,6 @@ use crate::text::Shown;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// Where `ci/toolchains.sh` installs (default: the workspace's `target/toolchains`), and
 /// the variable set (to `1`) where the compile-only cases must run: a toolchain a profile
@@ -219,12 +218,12 @@ pub fn disassembler_identity(tool: &Path) -> String {
     let name = tool
         .file_name()
         .map_or("?".into(), |n| n.to_string_lossy().into_owned());
-    let version = crate::interrupt::child(&mut Command::new(tool))
+    let version = crate::child::Job::new(tool, super::disassemble::time_limit())
         .arg("--version")
-        .output()
+        .run()
         .ok()
         .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
+            String::from_utf8_lossy(&o.stdout.bytes)
                 .split_whitespace()
                 .rev()
                 .find(|w| w.starts_with('V') && w[1..].contains('.'))

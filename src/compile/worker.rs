@@ -19,7 +19,7 @@ use crate::model::variant::Variant;
 use crate::text::Shown;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 
 /// Set by the parent for a compile worker: the request file.
 pub use crate::config::WORKER_ENV;
@@ -291,30 +291,39 @@ pub fn spawn_worker(
         serde_json::to_string(&req).map_err(|e| e.to_string())?,
     )
     .map_err(|e| format!("cannot write {}: {e}", req_file.shown()))?;
-    let mut cmd = Command::new(&exe);
-    // The worker ends with this process (`interrupt::child`): the thread that starts it
-    // waits here until it ends.
-    crate::interrupt::child(&mut cmd);
-    let out = cmd
+    let ran = crate::child::Job::new(&exe, WORKER_LIMIT)
         .env(WORKER_ENV, &req_file)
         .env("LD_LIBRARY_PATH", library_path_first(&t.lib_dir))
         .env(compile::COMPUTE_CACHE_ENV, "1")
         .env_remove(NVRTC_ENV)
         .env_remove(ACTIVE_ENV)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot start the compile worker {}: {e}", exe.shown()))?;
+        .run()
+        .map_err(|e| format!("the compile worker {} {e}", exe.shown()))?;
     let report = std::fs::read_to_string(&req.out);
     drop(folder);
-    match report {
-        Ok(text) if out.status.success() => serde_json::from_str(&text)
+    let who = format!(
+        "the compile worker for NVRTC {} ({})",
+        t.key,
+        t.lib_dir.shown()
+    );
+    let stderr = String::from_utf8_lossy(&ran.stderr.bytes)
+        .trim()
+        .to_string();
+    match (ran.status, report) {
+        (None, _) => Err(WorkerError::Failed(format!(
+            "{who} did not finish within {} s and was killed, with every process it started: {stderr}",
+            WORKER_LIMIT.as_secs()
+        ))),
+        (Some(s), Ok(text)) if s.success() => serde_json::from_str(&text)
             .map_err(|e| WorkerError::Failed(format!("unreadable compile worker report: {e}"))),
-        _ => Err(WorkerError::Failed(format!(
-            "the compile worker for NVRTC {} ({}) failed ({}): {}",
-            t.key,
-            t.lib_dir.shown(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
+        (Some(s), _) => Err(WorkerError::Failed(format!(
+            "{who} failed ({}): {stderr}",
+            crate::child::ended_how(s)
         ))),
     }
 }
+
+/// How long a compile worker may take: its toolchain's matrices for every architecture
+/// asked take about a minute cold on a loaded 2-core machine (docs/toolchains.md), and its
+/// disassembler has a limit of its own (`ACCPROBE_DISASSEMBLER_TIMEOUT`) per CUBIN.
+const WORKER_LIMIT: std::time::Duration = std::time::Duration::from_secs(30 * 60);

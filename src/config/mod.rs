@@ -56,6 +56,8 @@ pub const PARTS_ENV: &str = "ACCPROBE_COMPILE_PARTS";
 /// The disassembler to run ahead of any other; the compile worker gets its parent's
 /// choice through it.
 pub const DISASSEMBLER_ENV: &str = "ACCPROBE_DISASSEMBLER";
+/// Seconds the disassembler may take for one CUBIN before it is killed.
+pub const DISASSEMBLER_TIMEOUT_ENV: &str = "ACCPROBE_DISASSEMBLER_TIMEOUT";
 pub const NVRTC_ENV: &str = "ACCPROBE_NVRTC";
 pub const TOOLCHAINS_ENV: &str = "ACCPROBE_TOOLCHAINS";
 /// Set where the compile-only cases must run: a toolchain a profile names that is not
@@ -82,6 +84,9 @@ pub const MAX_RETRIES: u32 = 100;
 pub const DEFAULT_WAIT_S: f64 = 10.0;
 /// ...and at most.
 pub const MAX_WAIT_S: f64 = 3600.0;
+/// Seconds the disassembler may take for one CUBIN by default: `nvdisasm -ndf` takes 0.3
+/// to 0.5 s for the H200 profile's matrix (docs/speed.md), so this is a hung one.
+pub const DEFAULT_DISASSEMBLER_TIMEOUT_S: u64 = 120;
 
 const FLAG: &str = "1, true or yes (or 0, false, empty)";
 
@@ -173,6 +178,12 @@ pub const VARIABLES: &[Variable] = &[
         "a path to nvdisasm or cuobjdump",
         "`nvdisasm`, then `cuobjdump`, on `PATH`, in `$CUDA_HOME/bin`, in `/usr/local/cuda/bin`",
         "the SASS disassembler, ahead of any other (when it names a file)",
+    ),
+    setting(
+        DISASSEMBLER_TIMEOUT_ENV,
+        "a number of seconds, more than 0",
+        "120",
+        "how long the disassembler may take for one CUBIN before it is killed and the SASS cases fail",
     ),
     setting(
         NVRTC_ENV,
@@ -427,6 +438,20 @@ pub fn disassembler() -> Option<PathBuf> {
     var_os(DISASSEMBLER_ENV).map(PathBuf::from)
 }
 
+/// [`DISASSEMBLER_TIMEOUT_ENV`]: seconds, more than 0 (at most 10^9);
+/// [`DEFAULT_DISASSEMBLER_TIMEOUT_S`] unset.
+pub fn disassembler_timeout() -> Result<Duration, ConfigError> {
+    let limit = parsed(DISASSEMBLER_TIMEOUT_ENV, time_limit)?;
+    Ok(limit.unwrap_or(Duration::from_secs(DEFAULT_DISASSEMBLER_TIMEOUT_S)))
+}
+
+/// A time limit: seconds, more than 0 (at most 10^9).
+fn time_limit(t: &str) -> Option<Duration> {
+    seconds(t)
+        .filter(|&s| s > 0.0)
+        .map(|s| Duration::from_secs_f64(s.min(1e9)))
+}
+
 /// [`NVRTC_ENV`]: a folder or an installed version.
 pub fn nvrtc() -> Result<Option<String>, ConfigError> {
     text(NVRTC_ENV)
@@ -504,6 +529,7 @@ pub fn check() -> Result<(), ConfigError> {
     devices()?;
     extra_options()?;
     compile_parts()?;
+    disassembler_timeout()?;
     nvrtc()?;
     require_toolchains()?;
     lock_timeout()?;

@@ -14,6 +14,7 @@ const B: &str = "ACCPROBE_TEST_CONFIG_B";
 const C: &str = "ACCPROBE_TEST_CONFIG_C";
 const D: &str = "ACCPROBE_TEST_CONFIG_D";
 const E: &str = "ACCPROBE_TEST_CONFIG_E";
+const F: &str = "ACCPROBE_TEST_CONFIG_F";
 
 #[test]
 fn empty_is_unset() {
@@ -93,6 +94,17 @@ fn the_contention_settings_have_their_defaults_and_limits() {
 }
 
 #[test]
+fn the_disassembler_s_time_limit_is_more_than_zero_seconds_with_its_default() {
+    for bad in ["0", "-1", "abc", "inf"] {
+        assert!(with(F, bad, || parsed(F, time_limit)).is_err(), "{bad}");
+    }
+    let half = with(F, "0.5", || parsed(F, time_limit));
+    assert_eq!(half, Ok(Some(Duration::from_millis(500))));
+    let default = variable(DISASSEMBLER_TIMEOUT_ENV).unwrap().default;
+    assert_eq!(default, DEFAULT_DISASSEMBLER_TIMEOUT_S.to_string());
+}
+
+#[test]
 fn the_table_names_each_variable_once_and_every_constant() {
     let mut names: Vec<_> = VARIABLES.iter().map(|v| v.name).collect();
     names.sort_unstable();
@@ -115,6 +127,7 @@ fn the_table_names_each_variable_once_and_every_constant() {
         EXTRA_OPTIONS_ENV,
         PARTS_ENV,
         DISASSEMBLER_ENV,
+        DISASSEMBLER_TIMEOUT_ENV,
         NVRTC_ENV,
         TOOLCHAINS_ENV,
         REQUIRE_TOOLCHAINS_ENV,

@@ -1,5 +1,5 @@
 //! serde-saphyr's errors in accprobe's words. Its own messages speak to the programmer
-//! who calls it ("set DuplicateKeyPolicy in Options if acceptable", "use Option<String>",
+//! who calls it ("set DuplicateKeyPolicy in Options if acceptable", "use `Option<String>`",
 //! "use from_str_multiple") or show a value as Rust's Debug writes it ("budget breached:
 //! ScalarBytes { total_scalar_bytes: 67108894 }"); a profile's author can act on neither.
 //! [`Words`] says those in the project's words, what was found and what was expected, and

@@ -83,7 +83,7 @@ impl LoadedMatrix {
     /// variant that cannot be prepared (not in the CUBIN, no ptxas report) gets its own
     /// error, and when the set fails as a whole (a launch the GPU refuses, say) each
     /// variant is measured again alone, so that the error is the failing variant's and the
-    /// others are measured (see [`each_its_own`]).
+    /// others are measured (see `each_its_own`).
     pub fn measure_serial(
         &self,
         vs: &[Variant],
@@ -138,7 +138,7 @@ impl LoadedMatrix {
     /// after another, each set's variants at once, one stream each, each launch timed by the
     /// kernel. A variant the GPU refuses to load or launch gets its own error and the run
     /// goes again without it; any other failure is every variant's (see
-    /// [`without_refused`]).
+    /// `without_refused`).
     pub fn measure_wave(
         &self,
         vs: &[Variant],

@@ -59,7 +59,7 @@ pub const MAX_CONCURRENT_KERNELS: usize = 128;
 
 /// How `n` variants of `blocks` blocks each are split into waves on a GPU of `sms` SMs: as
 /// few waves as hold no more blocks than there are SMs and no more kernels than the GPU runs
-/// at once ([`MAX_CONCURRENT_KERNELS`]), so that every block has an SM to itself from the
+/// at once (`MAX_CONCURRENT_KERNELS`), so that every block has an SM to itself from the
 /// wave's start (with more, blocks would share SMs or wait, and measure each other). The
 /// variants are dealt evenly, in order: 129 variants of one block make waves of 65 and 64,
 /// not 128 and 1. A variant with more blocks than the GPU has SMs runs alone.

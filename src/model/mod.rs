@@ -6,6 +6,7 @@ pub mod ceilings;
 pub mod compiled;
 pub mod context;
 pub mod gpu;
+pub mod median;
 pub mod results;
 pub mod settings;
 pub mod variant;

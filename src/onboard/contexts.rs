@@ -7,7 +7,7 @@
 //!
 //! Onboarding measures them ([`measuring`]); the draft names those the measurement holds
 //! ([`measured`]: a run written before contexts existed holds none, and a profile naming a
-//! context its baselines lack would fail every run), and [`section`] writes them with a
+//! context its baselines lack would fail every run), and `section` writes them with a
 //! comment saying what each is for.
 
 use crate::expectations::profile::Profile;

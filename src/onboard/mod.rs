@@ -8,7 +8,7 @@
 //! chooses on the base context ([`mode`]), the compile-only section, the validity
 //! ceilings as measured ([`ceilings`]), a known deviation for every case that does not
 //! hold ([`deviations`]), the wider baselines of the variants that moved between runs
-//! ([`steadiness`]), the text laid out by [`render`]; the baselines are the blessing of
+//! ([`steadiness`]), the text laid out by `render`; the baselines are the blessing of
 //! the chosen mode's results (`bless::check`, `bless::prepare`). [`Draft::write`] puts it
 //! on disk through `bless::write_generated` (the folder's lock, never under CI, never
 //! over a file), after [`Draft::refuse_existing`]: onboarding never replaces a profile,

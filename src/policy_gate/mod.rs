@@ -8,8 +8,6 @@
 //! `cargo xtask`; the verdicts get the answers as data ([`Picks`]).
 
 mod answer;
-mod run;
-mod supervisor;
 
 use crate::expectations::policy_source::{
     Picks, PolicyCommand, PolicyContext, PolicySource, Program, PROTOCOL,
@@ -105,19 +103,14 @@ fn ask_program(
         Program::InFolder(p) => p.as_path(),
         Program::OnPath(n) => std::path::Path::new(n),
     };
-    let job = run::Job {
-        program,
-        args: &c.args,
-        dir: &c.dir,
-    };
-    let ran = run::run(
-        &job,
-        input.into_bytes(),
-        c.time_limit,
-        STDOUT_LIMIT,
-        STDERR_LIMIT,
-    )
-    .map_err(|e| format!("{who} {e}{command}"))?;
+    let ran = crate::child::Job::new(program, c.time_limit)
+        .args(&c.args)
+        .dir(&c.dir)
+        .input(input.into_bytes())
+        .stdout_limit(STDOUT_LIMIT)
+        .stderr_limit(STDERR_LIMIT)
+        .run()
+        .map_err(|e| format!("{who} {e}{command}"))?;
     let stderr = stderr_text(&ran.stderr);
     let fail = |what: String| format!("{who} {what}{command}{stderr}");
     let status = match ran.status {
@@ -130,12 +123,7 @@ fn ask_program(
         Some(s) => s,
     };
     if !status.success() {
-        use std::os::unix::process::ExitStatusExt;
-        return Err(fail(match (status.code(), status.signal()) {
-            (Some(code), _) => format!("exited with status {code}"),
-            (None, Some(sig)) => format!("was ended by {}", crate::interrupt::name(sig)),
-            _ => format!("ended with {status}"),
-        }));
+        return Err(fail(crate::child::ended_how(status)));
     }
     if ran.stdout.cut {
         return Err(fail(format!(
@@ -149,7 +137,7 @@ fn ask_program(
 
 /// The program's stderr for a message, each of its lines quoted (`  | `) and shown
 /// escaped, so that none reads as one of the gate's own: empty when it wrote none.
-fn stderr_text(e: &run::Bounded) -> String {
+fn stderr_text(e: &crate::child::Bounded) -> String {
     let text = String::from_utf8_lossy(&e.bytes);
     let text = text.trim_end();
     if text.is_empty() {

@@ -186,7 +186,7 @@ pub fn cases(profile: &Profile) -> Vec<Case> {
 /// The contexts a profile's policy is asked about, in a stable order: the base probe
 /// kernel at each chain (`chain<N>`), each sink mode at each chain (`chain<N>_sink<M>`),
 /// each probe context at each context chain (`chain<N>_<context>`). Each accumulation is
-/// the one `results` measured there ([`super::policy::accumulation`]); without results,
+/// the one `results` measured there (`verdict::policy::accumulation`); without results,
 /// or where they carry no ptxas register count (a recorded table), the policy's
 /// `probe_context` stands for it, its chain set. A context `results` predate (a file
 /// written before contexts, [`RunResults::predates`]) is left out: nothing measured it,

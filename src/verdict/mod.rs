@@ -74,7 +74,7 @@ pub struct Verdict {
 /// skipped with the reason (`cases::unrecorded`). A timing case whose variants
 /// were measured while the GPU was not ours is an error, not a verdict. A failure that
 /// judged a measurement says its first suspect (see [`suspect`]), in the order of
-/// [`red`].
+/// `red`.
 pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome {
     judge(case, profile, results).outcome
 }

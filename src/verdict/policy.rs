@@ -359,7 +359,7 @@ impl std::fmt::Display for Basis {
 }
 
 /// Where pick `k` stands among `found` as the policy case judges it: by the blessed
-/// progress while every variant there holds its baseline ([`blessed_standing`]), else by
+/// progress while every variant there holds its baseline (`blessed_standing`), else by
 /// this run's figures; and which of the two it was.
 pub fn judged_standing(
     k: u32,

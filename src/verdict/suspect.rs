@@ -4,7 +4,7 @@
 //! (control fields) differs (the compiler's schedule), or the GPU, driver or NVRTC differ
 //! from those the baselines were measured with (the toolchain), or none of these (the
 //! hardware, its clocks, or other work on the GPU), so that the reader knows where to look
-//! first. A policy case's suspect is the policy ([`policy_suspect`]) unless the measured
+//! first. A policy case's suspect is the policy (`policy_suspect`) unless the measured
 //! progress moved.
 //!
 //! The line has two parts: the head, `first suspect: <who> (<what changed, short>)`, which

@@ -4,6 +4,7 @@
 
 use super::{pct, Outcome};
 use crate::expectations::profile::Profile;
+use crate::model::median::median;
 use crate::model::results::{RunResults, VariantResult};
 use crate::model::settings::RunSettings;
 use crate::model::variant::Variant;
@@ -83,12 +84,12 @@ pub(super) fn duration(r: &VariantResult, profile: &Profile, results: &RunResult
     let Some(val) = profile.validity else {
         return Outcome::Skipped("the profile has no validity settings".into());
     };
-    if r.launch_ms.is_empty() {
+    let Some(median) = median(r.launch_ms.iter().copied()) else {
         return Outcome::Skipped(format!(
             "no launch durations in the results (source: {})",
             results.source.shown()
         ));
-    }
+    };
     let Some(mhz) = results
         .environment
         .as_ref()
@@ -104,15 +105,9 @@ pub(super) fn duration(r: &VariantResult, profile: &Profile, results: &RunResult
     // The median launch is judged, the worst reported: progress counts SM cycles, so a
     // rare launch that takes longer in wall time (the events also time the GPU's launch
     // latency) does not touch it, while a wrong clock or budget moves every launch.
-    let mut sorted = r.launch_ms.clone();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    let median = if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    };
-    let worst = sorted
+    let n = r.launch_ms.len();
+    let worst = r
+        .launch_ms
         .iter()
         .copied()
         .max_by(|a, b| {
@@ -129,7 +124,7 @@ pub(super) fn duration(r: &VariantResult, profile: &Profile, results: &RunResult
         val.duration_tolerance * 100.0,
         pct(worst / expected - 1.0)
     );
-    if rel.abs() > val.duration_tolerance || sorted.iter().any(|x| !x.is_finite()) {
+    if rel.abs() > val.duration_tolerance || r.launch_ms.iter().any(|x| !x.is_finite()) {
         Outcome::Fail(format!("{}: {text}", r.name))
     } else {
         Outcome::Pass(text)

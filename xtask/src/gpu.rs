@@ -278,17 +278,9 @@ struct Bench {
     median_cached_compile_s: f64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+/// The median of `values`, NaN (null in the JSON) for none.
+fn median(values: impl IntoIterator<Item = f64>) -> f64 {
+    accprobe::model::median::median(values).unwrap_or(f64::NAN)
 }
 
 /// The GPU phase's floors, seconds, of `n` variants of `blocks` blocks each, `launches`
@@ -383,10 +375,10 @@ pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Done {
         sm_clock_mhz: clock,
         serial_floor_s,
         wave_floor_s,
-        median_serial_gpu_s: median(rows.iter().map(|x| x.serial_gpu_s).collect()),
-        median_wave_gpu_s: median(rows.iter().map(|x| x.wave_gpu_s).collect()),
-        median_cold_compile_s: median(rows.iter().map(|x| x.cold_compile_s).collect()),
-        median_cached_compile_s: median(rows.iter().map(|x| x.cached_compile_s).collect()),
+        median_serial_gpu_s: median(rows.iter().map(|x| x.serial_gpu_s)),
+        median_wave_gpu_s: median(rows.iter().map(|x| x.wave_gpu_s)),
+        median_cold_compile_s: median(rows.iter().map(|x| x.cold_compile_s)),
+        median_cached_compile_s: median(rows.iter().map(|x| x.cached_compile_s)),
         runs: rows,
     };
     say!("{}\n", b.environment);

@@ -29,6 +29,8 @@ mod report;
 mod sass;
 #[cfg(test)]
 mod testing;
+#[cfg(test)]
+mod tidy;
 mod toolchains;
 
 use accprobe::error::{GpuError, GpuErrorKind};
@@ -92,7 +94,7 @@ enum Command {
         #[arg(long)]
         profile: Option<String>,
     },
-    /// Write expectations/baselines/<profile>.yaml from a measured results file, after
+    /// Write `expectations/baselines/<profile>.yaml` from a measured results file, after
     /// printing what changes. Refuses under CI, results from a GPU the profile does not
     /// match, and results that failed validity checks.
     Bless {
@@ -171,7 +173,7 @@ enum Command {
     /// Onboard the GPU at hand, which no profile names: measure the study's probe with
     /// the heuristic gate's contexts serially and as a wave, then --runs more times in
     /// the mode chosen, and the GPU's ceilings; then write a draft profile
-    /// expectations/<name>.yaml (match block, the study's probe, contexts and invariants,
+    /// `expectations/<name>.yaml` (match block, the study's probe, contexts and invariants,
     /// the mode `agree` chooses on the base context, the measured ceilings, a known
     /// deviation for each case that does not hold, wider baselines for the variants that
     /// moved between runs), its baselines and its recorded results, and print what to
@@ -226,7 +228,7 @@ enum Command {
         /// Profile name (compile-only default: h200; --gpu default: the GPU's).
         #[arg(long)]
         profile: Option<String>,
-        /// Write expectations/baselines/<profile>-compile.yaml (refused under CI).
+        /// Write `expectations/baselines/<profile>-compile.yaml` (refused under CI).
         #[arg(long, conflicts_with_all = ["gpu", "compare"])]
         bless: bool,
         /// With --bless: print the diff but write nothing.

@@ -431,10 +431,10 @@ mod tests {
 
     #[test]
     fn a_policy_program_is_compared_like_a_file() {
-        let has_python = std::process::Command::new("python3")
+        let has_python = accprobe::child::Job::new("python3", std::time::Duration::from_secs(60))
             .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
+            .run()
+            .is_ok_and(|o| o.status.is_some_and(|s| s.success()));
         if !has_python {
             println!("skipped: python3 is not on PATH");
             return;

@@ -1,5 +1,5 @@
-//! What xtask prints: every line goes through [`say_line`], by the [`say!`] (stdout) and
-//! [`warn!`] (stderr) macros, never `println!`.
+//! What xtask prints: every line goes through [`say_line`], by the `say!` (stdout) and
+//! `warn!` (stderr) macros, never `println!`.
 //!
 //! Stdout is a command's result (a diff, a verdict, a SASS listing), so a failure to write
 //! it fails the command: when stdout is closed (`cargo xtask sass ... | head -1`, EPIPE)
@@ -19,7 +19,7 @@ macro_rules! say {
     };
 }
 
-/// [`say!`] for stderr: `eprintln!` that never panics and escapes what a terminal must
+/// `say!` for stderr: `eprintln!` that never panics and escapes what a terminal must
 /// not get raw.
 macro_rules! warn {
     ($($arg:tt)*) => {

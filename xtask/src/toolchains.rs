@@ -9,6 +9,7 @@
 
 use crate::paths::{find_profile, workspace};
 use crate::Failure;
+use accprobe::child::Job;
 use accprobe::compile::{process_nvrtc::NVRTC_ENV, toolchain};
 use accprobe::compile_only::{cache_under, prepare_compile_bless, CompileOnlySession};
 use accprobe::expectations::profile::Profile;
@@ -143,6 +144,22 @@ pub enum NotMeasured {
         status: std::process::ExitStatus,
         said: String,
     },
+    #[error(
+        "the run under NVRTC {toolchain} did not finish within {limit_s} s and was killed: {said}"
+    )]
+    TimedOut {
+        toolchain: String,
+        limit_s: u64,
+        said: String,
+    },
+}
+
+/// How long one toolchain's `cargo xtask probe` may take: a measurement takes about a
+/// minute (docs/speed.md), after waiting at most `ACCPROBE_LOCK_TIMEOUT` for the GPU.
+fn probe_limit() -> std::time::Duration {
+    let lock_wait = accprobe::measure::lock::LockSettings::from_env()
+        .map_or(accprobe::measure::lock::DEFAULT_TIMEOUT, |l| l.timeout);
+    std::time::Duration::from_secs(30 * 60) + lock_wait
 }
 
 /// Whether a failed run's message says the driver refused the CUBIN (a newer NVRTC than
@@ -185,34 +202,36 @@ pub fn gpu(dir: &Path, profile: Option<&str>, toolchains: &[String], out: &Path)
     for t in toolchains {
         let file = out.join(format!("results-nvrtc-{}.json", file_stem(t)));
         warn!("accprobe: measuring under NVRTC {t} -> {}", file.shown());
-        let mut cmd = std::process::Command::new(&exe);
-        accprobe::interrupt::child(&mut cmd)
+        let mut job = Job::new(&exe, probe_limit())
             .arg("--expectations")
             .arg(dir)
             .arg("probe")
             .arg("--out")
-            .arg(&file);
-        if let Some(p) = profile {
-            cmd.arg("--profile").arg(p);
-        }
-        let o = cmd
+            .arg(&file)
             .env(NVRTC_ENV, t)
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", exe.shown()))?;
-        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-        let outcome = if o.status.success() {
-            RunResults::load(&file).map_err(NotMeasured::Results)
-        } else if driver_refused(&stderr) {
-            Err(NotMeasured::DriverRefused {
-                toolchain: t.clone(),
-                said: last_line(&stderr),
-            })
-        } else {
-            Err(NotMeasured::Failed {
-                toolchain: t.clone(),
-                status: o.status,
-                said: last_line(&stderr),
-            })
+            .stderr_limit(1 << 20);
+        if let Some(p) = profile {
+            job = job.arg("--profile").arg(p);
+        }
+        let o = job.run().map_err(|e| format!("{} {e}", exe.shown()))?;
+        let stderr = String::from_utf8_lossy(&o.stderr.bytes).into_owned();
+        let toolchain = t.clone();
+        let said = last_line(&stderr);
+        let outcome = match o.status {
+            Some(s) if s.success() => RunResults::load(&file).map_err(NotMeasured::Results),
+            Some(_) if driver_refused(&stderr) => {
+                Err(NotMeasured::DriverRefused { toolchain, said })
+            }
+            Some(status) => Err(NotMeasured::Failed {
+                toolchain,
+                status,
+                said,
+            }),
+            None => Err(NotMeasured::TimedOut {
+                toolchain,
+                limit_s: probe_limit().as_secs(),
+                said,
+            }),
         };
         if let Err(e) = &outcome {
             warn!("accprobe: {e}");

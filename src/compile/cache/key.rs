@@ -73,11 +73,11 @@ fn disassembler_key(tool: &Path) -> String {
 }
 
 /// What made a cache entry's files: NVRTC's version, the libnvrtc this process loaded and
-/// the disassembler, each by [`file_identity`]. `nvrtcVersion` says only major.minor, so
+/// the disassembler, each by `file_identity`. `nvrtcVersion` says only major.minor, so
 /// without the library NVRTC 13.0.48 and 13.0.88, or a compiler engineer's own build,
 /// would share entries, and a gate meant to catch the new compiler would judge the old
 /// one's code; the SASS is the disassembler's text. An error where the library cannot be
-/// named ([`unknown_library`]). Call only after checking that libnvrtc is present.
+/// named (`unknown_library`). Call only after checking that libnvrtc is present.
 pub fn fingerprint() -> Result<String> {
     toolchain_fingerprint().map_err(|e| match e {
         Unfingerprinted::Nvrtc(e) => e,

@@ -420,15 +420,13 @@ impl GpuSession {
         if variants.is_empty() {
             return None;
         }
-        let mut clocks: Vec<f64> = variants.iter().filter_map(|r| r.sm_clock_mhz).collect();
-        clocks.sort_by(f64::total_cmp);
         Some(RunResults {
             schema: SCHEMA,
             mode: self.mode,
             settings: Some(self.profile.probe.run_settings()),
             profile: self.profile.name.clone(),
             source: "measured".into(),
-            environment: Some(target.environment(clocks.get(clocks.len() / 2).copied())),
+            environment: Some(target.environment(measured_clock(&variants))),
             variants,
             sass_unavailable: target.sass_unavailable(),
             sass_unreadable: target.compiled().and_then(sass_unreadable),
@@ -449,5 +447,27 @@ fn sass_unreadable(c: &compile::Compiled) -> Option<String> {
     match &c.sass {
         compile::Sass::Failed(reason) => Some(reason.clone()),
         _ => None,
+    }
+}
+
+/// The SM clock the run saw: the median of its variants' measured clocks.
+fn measured_clock(variants: &[VariantResult]) -> Option<f64> {
+    crate::model::median::median(variants.iter().filter_map(|r| r.sm_clock_mhz))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_run_s_clock_is_the_median_of_its_variants_clocks() {
+        let variant = |mhz| {
+            let v = crate::model::variant::Variant::new(7, 2);
+            let mut r = crate::model::results::VariantResult::recorded(v, 1.0, None);
+            r.sm_clock_mhz = mhz;
+            r
+        };
+        // An even count takes the mean of the middle pair, as every median does.
+        let two = [variant(Some(1000.0)), variant(None), variant(Some(2000.0))];
+        assert_eq!(super::measured_clock(&two), Some(1500.0));
+        assert_eq!(super::measured_clock(&[variant(None)]), None);
     }
 }

@@ -87,8 +87,8 @@ pub fn chain_of_each<S: AsRef<str>>(body: &[S]) -> Vec<Option<usize>> {
     out
 }
 
-/// What a loop body alone determines of a [`SassSummary`]: its FFMAs, their destinations,
-/// whether they accumulate in place, and the partials.
+/// What a loop body alone determines of a [`SassSummary`](super::SassSummary): its FFMAs,
+/// their destinations, whether they accumulate in place, and the partials.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoopShape {
     pub loop_ffma: u32,
@@ -98,7 +98,8 @@ pub struct LoopShape {
 }
 
 /// The [`LoopShape`] of a normalised loop body: what the compile stage stores in a
-/// summary, and what [`RunResults::check`] recomputes from the stored body.
+/// summary, and what [`RunResults::check`](super::RunResults::check) recomputes from the
+/// stored body.
 pub fn loop_shape<S: AsRef<str>>(body: &[S]) -> LoopShape {
     let ffmas: Vec<&str> = body
         .iter()

@@ -297,7 +297,8 @@ impl Resources {
 pub struct Summary {
     pub count: u64,
     pub mean: f64,
-    /// The middle sample, or the mean of the two middle ones for an even count.
+    /// The middle sample, or the mean of the two middle ones for an even count
+    /// (`model::median`).
     pub median: f64,
     pub min: u64,
     pub max: u64,
@@ -315,11 +316,7 @@ impl Summary {
         v.sort_unstable();
         let n = v.len();
         let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
-        let median = if n % 2 == 1 {
-            v[n / 2] as f64
-        } else {
-            (v[n / 2 - 1] as f64 + v[n / 2] as f64) / 2.0
-        };
+        let median = crate::model::median::median(v.iter().map(|&x| x as f64))?;
         let (min, max) = (v[0], v[n - 1]);
         let relative_spread = if mean > 0.0 {
             (max - min) as f64 / mean

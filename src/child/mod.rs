@@ -1,37 +1,44 @@
-//! One run of a policy program under its supervisor ([`super::supervisor`]): its stdin
-//! written and closed, its stdout and stderr read with a bound each, all of it in one
-//! `poll` loop with a deadline, so that no pipe a process holds open can keep the gate
-//! waiting. At the time limit the gate closes the control pipe and the supervisor kills
-//! the program and everything it started; once the program ends, the supervisor kills
-//! what it left. Nothing of the tree outlives the run.
+//! The one way the crate and `cargo xtask` run a child process (a disassembler and its
+//! version query, a compile worker, a policy program, xtask's runs of itself): [`Job`].
+//!
+//! A job runs under a supervisor of its own (`supervisor`), a forked subreaper that starts
+//! the program in a process group of its own, with signals as a new process has them, and
+//! kills the program's whole tree once it ends, at the time limit, or when this process
+//! ends (which closes the control pipe), so nothing of it outlives the run, however the run
+//! ends. Its stdin is written and closed, its stdout and stderr read with a bound each,
+//! all of it in one `poll` loop with a deadline, so that no pipe a process holds open can
+//! keep the run waiting and no output can fill its memory.
 
-use super::supervisor::{self, Ends, Exec, EXITED, KILLED, NOT_STARTED, REPORT};
+mod supervisor;
+
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
+use supervisor::{Ends, Exec, EXITED, KILLED, NOT_STARTED, REPORT};
 
 /// What the program left: its end, and at most the bound of each stream.
 #[derive(Debug)]
-pub(super) struct Ran {
+pub struct Ran {
     /// `None` when it was killed at the time limit.
-    pub(super) status: Option<ExitStatus>,
-    pub(super) stdout: Bounded,
-    pub(super) stderr: Bounded,
+    pub status: Option<ExitStatus>,
+    pub stdout: Bounded,
+    pub stderr: Bounded,
 }
 
 /// The first bytes of a stream, and whether it held more.
 #[derive(Debug, Default)]
-pub(super) struct Bounded {
-    pub(super) bytes: Vec<u8>,
-    pub(super) cut: bool,
+pub struct Bounded {
+    pub bytes: Vec<u8>,
+    pub cut: bool,
 }
 
 /// Why a run gave no [`Ran`].
 #[derive(Debug, thiserror::Error)]
-pub(super) enum RunError {
+pub enum RunError {
     #[error("cannot be started: {0}")]
     Start(#[source] io::Error),
     #[error("cannot be supervised: {0}")]
@@ -42,28 +49,118 @@ pub(super) enum RunError {
     StillOpen,
 }
 
-/// How long the gate waits, after the time limit or the end of the program's tree, for
+/// How long a run waits, after the time limit or the end of the program's tree, for
 /// the last bytes of its pipes and its supervisor's end.
 const GRACE: Duration = Duration::from_secs(2);
 
-/// The program to run: `program` (a path, or a name on `PATH`) with `args`, in `dir`.
-pub(super) struct Job<'a> {
-    pub(super) program: &'a Path,
-    pub(super) args: &'a [String],
-    pub(super) dir: &'a Path,
-}
-
-/// Runs `job` with `input` on its stdin, keeping at most `out_limit` bytes of its stdout
-/// and `err_limit` of its stderr (the rest is read and dropped, so that it never blocks on
-/// a full pipe); once `limit` has passed, it and its whole tree are killed.
-pub(super) fn run(
-    job: &Job<'_>,
+/// A child process to run: the program, its arguments, folder, environment and stdin, its
+/// time limit and how much of its stdout and stderr is kept.
+#[derive(Debug, Clone)]
+pub struct Job {
+    program: PathBuf,
+    args: Vec<OsString>,
+    dir: Option<PathBuf>,
+    env: Vec<(OsString, Option<OsString>)>,
     input: Vec<u8>,
     limit: Duration,
-    out_limit: usize,
-    err_limit: usize,
-) -> Result<Ran, RunError> {
-    let exec = Exec::new(job.program, job.args, job.dir).map_err(RunError::Start)?;
+    stdout_limit: usize,
+    stderr_limit: usize,
+}
+
+/// How much of a job's stdout is kept unless it says otherwise.
+pub const STDOUT_LIMIT: usize = 1 << 20;
+/// How much of a job's stderr is kept unless it says otherwise.
+pub const STDERR_LIMIT: usize = 64 << 10;
+
+impl Job {
+    /// `program` (a path, or a name looked up on `PATH`), killed with its whole tree once
+    /// `limit` has passed; no arguments, this process's folder and environment, an empty
+    /// stdin, [`STDOUT_LIMIT`] and [`STDERR_LIMIT`].
+    pub fn new(program: impl Into<PathBuf>, limit: Duration) -> Job {
+        Job {
+            program: program.into(),
+            args: Vec::new(),
+            dir: None,
+            env: Vec::new(),
+            input: Vec::new(),
+            limit,
+            stdout_limit: STDOUT_LIMIT,
+            stderr_limit: STDERR_LIMIT,
+        }
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Job {
+        self.args.push(arg.as_ref().to_os_string());
+        self
+    }
+
+    pub fn args<S: AsRef<OsStr>>(mut self, args: impl IntoIterator<Item = S>) -> Job {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_os_string()));
+        self
+    }
+
+    /// Runs it in `dir`.
+    pub fn dir(mut self, dir: impl Into<PathBuf>) -> Job {
+        self.dir = Some(dir.into());
+        self
+    }
+
+    /// Sets `name` to `value` in its environment.
+    pub fn env(mut self, name: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Job {
+        let value = Some(value.as_ref().to_os_string());
+        self.env.push((name.as_ref().to_os_string(), value));
+        self
+    }
+
+    /// Leaves `name` out of its environment.
+    pub fn env_remove(mut self, name: impl AsRef<OsStr>) -> Job {
+        self.env.push((name.as_ref().to_os_string(), None));
+        self
+    }
+
+    /// Writes `input` on its stdin, then closes it.
+    pub fn input(mut self, input: Vec<u8>) -> Job {
+        self.input = input;
+        self
+    }
+
+    /// Keeps at most `bytes` of its stdout (the rest is read and dropped).
+    pub fn stdout_limit(mut self, bytes: usize) -> Job {
+        self.stdout_limit = bytes;
+        self
+    }
+
+    /// Keeps at most `bytes` of its stderr (the rest is read and dropped).
+    pub fn stderr_limit(mut self, bytes: usize) -> Job {
+        self.stderr_limit = bytes;
+        self
+    }
+
+    /// The time limit.
+    pub fn limit(&self) -> Duration {
+        self.limit
+    }
+
+    /// Runs it to its end, or to its time limit: what it left, or why it gave nothing.
+    pub fn run(&self) -> Result<Ran, RunError> {
+        run(self)
+    }
+}
+
+/// How `status` ended a program, for a message: "exited with status 1", "was ended by
+/// SIGSEGV".
+pub fn ended_how(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(sig)) => format!("was ended by {}", crate::interrupt::name(sig)),
+        _ => format!("ended with {status}"),
+    }
+}
+
+fn run(job: &Job) -> Result<Ran, RunError> {
+    let exec = Exec::new(&job.program, &job.args, job.dir.as_deref(), &job.env)
+        .map_err(RunError::Start)?;
     let pipes = || -> io::Result<_> {
         Ok([
             supervisor::pipe()?,
@@ -87,15 +184,15 @@ pub(super) fn run(
     .map_err(RunError::Supervise)?;
     let mut io = Streams {
         stdin: Some(stdin.1),
-        input,
+        input: &job.input,
         written: 0,
-        out: Stream::new(stdout.0, out_limit),
-        err: Stream::new(stderr.0, err_limit),
+        out: Stream::new(stdout.0, job.stdout_limit),
+        err: Stream::new(stderr.0, job.stderr_limit),
         report: Stream::new(report.0, 4 * REPORT),
         control: Some(control.1),
     };
     drop((stdin.0, stdout.1, stderr.1, control.0, report.1));
-    let pumped = io.pump(limit, pid);
+    let pumped = io.pump(job.limit, pid);
     let mut status = 0;
     // SAFETY: the supervisor is this run's own child; waiting for it by its id reaps it.
     while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
@@ -130,7 +227,7 @@ fn ended(reports: &[u8]) -> Result<Option<ExitStatus>, RunError> {
     }
 }
 
-/// One pipe the gate reads, and what it kept of it.
+/// One pipe this process reads, and what it kept of it.
 struct Stream {
     fd: Option<OwnedFd>,
     kept: Bounded,
@@ -182,10 +279,10 @@ fn nonblocking(fd: &OwnedFd) {
     }
 }
 
-/// The gate's ends of one run's pipes.
-struct Streams {
+/// This process's ends of one run's pipes.
+struct Streams<'a> {
     stdin: Option<OwnedFd>,
-    input: Vec<u8>,
+    input: &'a [u8],
     written: usize,
     out: Stream,
     err: Stream,
@@ -194,7 +291,7 @@ struct Streams {
     control: Option<OwnedFd>,
 }
 
-impl Streams {
+impl Streams<'_> {
     /// Moves bytes until the supervisor and every holder of the program's pipes are gone,
     /// closing the control pipe at `limit`; past the grace after that, kills the
     /// supervisor (`pid`) and stops reading.
@@ -287,3 +384,6 @@ fn pollfd(fd: &OwnedFd, events: libc::c_short) -> libc::pollfd {
         revents: 0,
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,18 +1,19 @@
-//! The supervisor of one policy program run: a process forked from the gate that makes
-//! itself a child subreaper (`PR_SET_CHILD_SUBREAPER`), starts the program, and once the
-//! program has ended, or the gate closes the control pipe (the time limit, or the gate
-//! itself ending), kills and reaps every process left in the program's tree. A subreaper
-//! inherits every orphan of its tree, whatever session or group it moved to, so a
-//! grandchild in a new session, or a daemon with its descriptors closed, is still its
-//! child when it looks; a process group would not reach either. The subreaper is a
-//! process of its own, not the gate, so that the gate's other children and their orphans
-//! are left alone. It reports on the report pipe, then exits: its end closes that pipe,
-//! after the last process of the tree is gone.
+//! The supervisor of one child process run ([`super::run`]): a process forked from this
+//! one that makes itself a child subreaper (`PR_SET_CHILD_SUBREAPER`), starts the program,
+//! and once the program has ended, or this process closes the control pipe (the time
+//! limit, or this process ending), kills and reaps every process left in the program's
+//! tree. A subreaper inherits every orphan of its tree, whatever session or group it moved
+//! to, so a grandchild in a new session, or a daemon with its descriptors closed, is still
+//! its child when it looks; a process group would not reach either. The subreaper is a
+//! process of its own, not this one, so that this process's other children and their
+//! orphans are left alone. It reports on the report pipe, then exits: its end closes that
+//! pipe, after the last process of the tree is gone.
 //!
-//! Everything between `fork` and `_exit` or `execve` is async-signal-safe (the gate has
-//! other threads): system calls on stack buffers only, nothing allocated, nothing locked.
+//! Everything between `fork` and `_exit` or `execve` is async-signal-safe (this process
+//! has other threads): system calls on stack buffers only, nothing allocated, nothing
+//! locked.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -30,7 +31,7 @@ pub(super) const REPORT: usize = 8;
 /// What the program is started as, prepared before the fork.
 pub(super) struct Exec {
     path: CString,
-    dir: CString,
+    dir: Option<CString>,
     _argv: Vec<CString>,
     argv: Vec<*const libc::c_char>,
     _envp: Vec<CString>,
@@ -43,15 +44,28 @@ fn c_string(s: &OsStr) -> io::Result<CString> {
 
 impl Exec {
     /// `program` (a path, or a name looked up on `PATH` now) with `args`, run in `dir`
-    /// with this process's environment.
-    pub(super) fn new(program: &Path, args: &[String], dir: &Path) -> io::Result<Exec> {
+    /// (this process's folder when `None`) with this process's environment changed by
+    /// `env` (a name set to a value, or removed for `None`).
+    pub(super) fn new(
+        program: &Path,
+        args: &[OsString],
+        dir: Option<&Path>,
+        env: &[(OsString, Option<OsString>)],
+    ) -> io::Result<Exec> {
         let path = resolve(program)?;
         let mut argv_strings = vec![c_string(program.as_os_str())?];
         for a in args {
-            argv_strings.push(c_string(OsStr::new(a))?);
+            argv_strings.push(c_string(a)?);
+        }
+        let mut vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+        for (name, value) in env {
+            vars.retain(|(k, _)| k != name);
+            if let Some(v) = value {
+                vars.push((name.clone(), v.clone()));
+            }
         }
         let mut envp_strings = Vec::new();
-        for (k, v) in std::env::vars_os() {
+        for (k, v) in vars {
             let mut kv = k.as_bytes().to_vec();
             kv.push(b'=');
             kv.extend_from_slice(v.as_bytes());
@@ -65,7 +79,7 @@ impl Exec {
         };
         Ok(Exec {
             path: c_string(path.as_os_str())?,
-            dir: c_string(dir.as_os_str())?,
+            dir: dir.map(|d| c_string(d.as_os_str())).transpose()?,
             argv: pointers(&argv_strings),
             _argv: argv_strings,
             envp: pointers(&envp_strings),
@@ -165,8 +179,8 @@ unsafe fn supervise(exec: &Exec, fds: [RawFd; 5]) -> ! {
     libc::_exit(0)
 }
 
-/// The program itself: a process group of its own, signals as a new process has them,
-/// killed if the supervisor dies, in its folder; an error number on the report pipe when
+/// The program itself: a process group of its own, signals as a new process has them
+/// (none blocked, SIGPIPE's default action), killed if the supervisor dies, in its folder; an error number on the report pipe when
 /// it cannot be started.
 unsafe fn start(exec: &Exec, supervisor: libc::pid_t, report: RawFd) -> ! {
     libc::setpgid(0, 0);
@@ -177,7 +191,11 @@ unsafe fn start(exec: &Exec, supervisor: libc::pid_t, report: RawFd) -> ! {
     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 || libc::getppid() != supervisor {
         libc::_exit(127);
     }
-    if libc::chdir(exec.dir.as_ptr()) == 0 {
+    if exec
+        .dir
+        .as_ref()
+        .is_none_or(|d| libc::chdir(d.as_ptr()) == 0)
+    {
         libc::execve(exec.path.as_ptr(), exec.argv.as_ptr(), exec.envp.as_ptr());
     }
     tell(report, NOT_STARTED, errno());
