@@ -165,6 +165,31 @@ fn gate_on_dev_zero_is_refused_at_once() {
 }
 
 #[test]
+fn sass_without_results_where_no_gpu_run_wrote_any_names_the_file_and_the_flag() {
+    // It said only "cannot read results: No such file or directory".
+    let tmp = tempfile::tempdir().unwrap();
+    copy_expectations(tmp.path());
+    let o = xtask(tmp.path(), &["sass", "chain29", "acc4"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("target/accprobe/results.json")
+            && err.contains("--results")
+            && err.contains("expectations/recorded/"),
+        "{}",
+        text(&o)
+    );
+    // A file given with --results that is not there is named as it was given.
+    let o = xtask(
+        tmp.path(),
+        &["sass", "chain29", "acc4", "--results", "nowhere.json"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("nowhere.json"), "{}", text(&o));
+}
+
+#[test]
 fn sass_into_a_closed_pipe_ends_quietly() {
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader); // every write to stdout now fails with EPIPE
