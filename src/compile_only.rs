@@ -43,6 +43,20 @@ pub fn required_by_env() -> bool {
     crate::config::require_toolchains().unwrap_or(true)
 }
 
+/// Why a toolchain that is not installed fails instead of being ignored: required by the
+/// variable, or by the caller (`cargo xtask toolchains` compiles every toolchain of the
+/// profile).
+pub fn why_required() -> String {
+    if required_by_env() {
+        format!(
+            "{} is set: the compile-only cases must run here",
+            toolchain::REQUIRE_ENV
+        )
+    } else {
+        "this command compiles every toolchain of the profile".to_string()
+    }
+}
+
 impl CompileOnlySession {
     /// `None` when the profile has no `compile_only:` section. Nothing is compiled until an
     /// outcome is asked for.
@@ -127,17 +141,7 @@ impl CompileOnlySession {
                 return all(ArchOutcome::Unsupported(m))
             }
             Err(ToolchainError::NotInstalled(m)) => {
-                // Required by the variable, or by the caller (`cargo xtask toolchains`
-                // compiles every toolchain of the profile): say which.
-                let why = if required_by_env() {
-                    format!(
-                        "{} is set: the compile-only cases must run here",
-                        toolchain::REQUIRE_ENV
-                    )
-                } else {
-                    "this command compiles every toolchain of the profile".to_string()
-                };
-                return all(ArchOutcome::Failed(format!("{m} ({why})")));
+                return all(ArchOutcome::Failed(format!("{m} ({})", why_required())));
             }
             Err(ToolchainError::Invalid(m)) => return all(ArchOutcome::Failed(m)),
         };

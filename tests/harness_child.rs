@@ -334,6 +334,37 @@ fn an_empty_lock_timeout_is_unset_as_every_empty_variable_is() {
 }
 
 #[test]
+fn with_a_logfile_the_closing_summary_goes_into_it_after_libtests_line_not_to_stdout() {
+    // The summary went to stdout whatever libtest wrote to: a test that ran the suite in
+    // process with a log of its own still printed its summary on the terminal.
+    if driver_present() {
+        eprintln!("skipped: a real driver here");
+        return;
+    }
+    let sb = Sandbox::new("logfile-summary", &["documented"]);
+    std::fs::create_dir_all(sb.dir.join("out")).unwrap();
+    let log = sb.dir.join("out/libtest.log");
+    let run = run_child(&mut child_command(
+        "main",
+        &sb.dir,
+        &["--skip", "compile::", "--logfile", log.to_str().unwrap()],
+    ));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(!run.stdout.contains("accprobe summary"), "{}", run.stdout);
+    let log = std::fs::read_to_string(&log).unwrap();
+    let after = &log[log.find("test result:").expect("libtest's line")..];
+    assert!(after.contains("\naccprobe summary: passed "), "{log}");
+    assert!(
+        after
+            .trim_end()
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with("accprobe summary: GPU NOT TESTED: ")),
+        "{after}"
+    );
+}
+
+#[test]
 fn a_junit_file_that_cannot_be_written_is_never_said_written() {
     if driver_present() {
         eprintln!("skipped: a real driver here");

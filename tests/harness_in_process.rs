@@ -58,6 +58,32 @@ fn without_a_gpu_every_gpu_case_is_skipped_with_the_reason_and_replays_pass() {
 }
 
 #[test]
+fn without_a_gpu_every_ignored_line_libtest_prints_says_why() {
+    // A case ignored at list time (no GPU) printed a bare `ignored`, unlike the cases
+    // ignored once they ran.
+    let sb = Sandbox::new("reasons", &["documented"]);
+    let (code, _) = sb.run(&["--skip", "compile::"]);
+    assert_eq!(code, ExitCode::SUCCESS);
+    let log = std::fs::read_to_string(sb.dir.join("out/libtest.log")).unwrap();
+    let ignored: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("test ") && l.contains(" ... ignored"))
+        .collect();
+    let gpu_cases = replay_expectation("documented").0;
+    assert!(ignored.len() >= gpu_cases, "{log}");
+    let bare: Vec<&&str> = ignored.iter().filter(|l| l.ends_with(" ignored")).collect();
+    assert!(bare.is_empty(), "{} bare: {bare:#?}", bare.len());
+    let probe = ignored
+        .iter()
+        .find(|l| l.starts_with("test probe::chain7_acc1_effective1 "))
+        .expect("the GPU case's line");
+    assert!(
+        probe.ends_with(&format!(" ... ignored ({})", no_gpu())),
+        "{probe}"
+    );
+}
+
+#[test]
 fn list_runs_nothing_and_writes_no_junit() {
     let sb = Sandbox::new("list", &["documented"]);
     let (code, junit) = sb.run(&["--list"]);

@@ -169,7 +169,7 @@ pub fn run_cases(
     trials: Vec<Planned>,
     recorder: &Arc<Recorder>,
 ) -> Result<Conclusion, u8> {
-    let trials: Vec<Trial> = trials.into_iter().map(|p| p.trial).collect();
+    let trials: Vec<Trial> = trials.into_iter().map(|p| p.into_trial(args)).collect();
     quiet_printer_failures();
     // libtest-mimic panics when it cannot print (stdout closed: `probe | head -1`, or
     // full, or a --logfile that fails): the JUnit file then marks what did not finish,

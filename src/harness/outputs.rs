@@ -13,30 +13,51 @@ use crate::text::Shown;
 use libtest_mimic::Arguments;
 use std::path::{Path, PathBuf};
 
-/// Where the suite's own lines go besides stderr.
+/// Where the suite's own lines (the tables, the closing summary) go besides stderr: where
+/// libtest writes its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lines {
+pub enum Lines<'a> {
     /// On stdout, after libtest's.
     Stdout,
-    /// On stderr: stdout is libtest's JSON (`--format json`) and stays JSON.
+    /// In libtest's `--logfile`, after libtest's lines: a run that keeps its lines off
+    /// the terminal keeps these off it too.
+    Log(&'a str),
+    /// On stderr: stdout (or the `--logfile`) is libtest's JSON (`--format json`) and
+    /// stays JSON.
     Stderr,
 }
 
-impl Lines {
-    pub fn for_args(args: &Arguments) -> Lines {
-        if args.format == Some(libtest_mimic::FormatSetting::Json) {
-            Lines::Stderr
-        } else {
-            Lines::Stdout
+impl Lines<'_> {
+    pub fn for_args(args: &Arguments) -> Lines<'_> {
+        match (&args.format, &args.logfile) {
+            (Some(libtest_mimic::FormatSetting::Json), _) => Lines::Stderr,
+            (_, Some(log)) => Lines::Log(log),
+            (_, None) => Lines::Stdout,
         }
     }
 
-    /// Prints `text` (which ends in a newline) where the lines go.
+    /// Prints `text` (which ends in a newline) where the lines go; said on stderr when the
+    /// `--logfile` cannot take it.
     pub fn say(self, text: &str) {
         match self {
             Lines::Stdout => stdout::say(text),
+            Lines::Log(log) => append(log, text),
             Lines::Stderr => crate::interrupt::to_stderr(text),
         }
+    }
+}
+
+/// Appends `text` to libtest's `--logfile` `log`, after libtest's own lines; said on
+/// stderr when it cannot.
+fn append(log: &str, text: &str) {
+    use std::io::Write;
+    let appended = std::fs::OpenOptions::new()
+        .append(true)
+        .open(log)
+        .and_then(|mut f| f.write_all(text.as_bytes()));
+    if let Err(e) = appended {
+        crate::say_err!("accprobe: cannot append to --logfile {log}: {e}");
+        crate::interrupt::to_stderr(text);
     }
 }
 
@@ -49,7 +70,7 @@ pub struct Finishing<'a> {
     /// Whether this process measured (under nextest only the one that did writes the
     /// results, log and CUBIN).
     pub measured_here: bool,
-    pub lines: Lines,
+    pub lines: Lines<'a>,
 }
 
 impl Finishing<'_> {
@@ -173,10 +194,20 @@ mod tests {
     }
 
     #[test]
-    fn with_json_on_stdout_everything_else_goes_to_stderr() {
-        let lines = |a: &[&str]| Lines::for_args(&Arguments::from_iter(a.iter().copied()));
-        assert_eq!(lines(&["t", "--format", "json"]), Lines::Stderr);
-        assert_eq!(lines(&["t"]), Lines::Stdout);
-        assert_eq!(lines(&["t", "--format", "terse"]), Lines::Stdout);
+    fn the_suites_lines_go_where_libtests_go_and_never_into_json() {
+        let lines = |a: &[&str]| -> String {
+            format!(
+                "{:?}",
+                Lines::for_args(&Arguments::from_iter(a.iter().copied()))
+            )
+        };
+        assert_eq!(lines(&["t", "--format", "json"]), "Stderr");
+        assert_eq!(lines(&["t"]), "Stdout");
+        assert_eq!(lines(&["t", "--format", "terse"]), "Stdout");
+        assert_eq!(lines(&["t", "--logfile", "log"]), "Log(\"log\")");
+        assert_eq!(
+            lines(&["t", "--format", "json", "--logfile", "log"]),
+            "Stderr"
+        );
     }
 }

@@ -4,7 +4,7 @@
 //! which libtest's own line cannot), and the exit code.
 
 use super::env::{Paths, RunOptions, REQUIRE_GPU_ENV};
-use super::outputs::{Finishing, Lines};
+use super::outputs::Finishing;
 use super::plan::Plan;
 use super::recorder::{self, Recorder, Skip};
 use super::{compile_only, gpu, progress_note, run_cases};
@@ -58,7 +58,8 @@ pub fn close(
     );
     let (mut text, tested) = summary(&recorder.records(), &sessions, required.as_deref());
     if busy {
-        say_counting_busy(args, finishing.lines, conclusion, busy_cases, &mut text);
+        // Last, where libtest's own line went (a JSON log stays JSON: then on stderr).
+        text.push_str(&counting_busy(conclusion, busy_cases));
     }
     finishing.lines.say(&text);
     // A GPU runner that judged no GPU case (a filter that selects none, say) tested nothing.
@@ -109,22 +110,6 @@ fn push_run_level(sessions: &[Arc<GpuSession>], recorder: &Recorder) -> usize {
     busy_cases
 }
 
-/// Says [`counting_busy`]'s line last: in libtest's `--logfile` when libtest writes its
-/// lines there, else at the end of the summary `text` (a JSON log stays JSON).
-fn say_counting_busy(
-    args: &Arguments,
-    lines: Lines,
-    conclusion: &Conclusion,
-    busy: usize,
-    text: &mut String,
-) {
-    let line = counting_busy(conclusion, busy);
-    match (&args.logfile, lines) {
-        (Some(log), Lines::Stdout) => append(log, &line),
-        _ => text.push_str(&line),
-    }
-}
-
 /// libtest's `test result:` line for a run whose cases ended with `conclusion`, counting
 /// the `busy` failing `gpu::busy` cases, which are made after libtest's own line: the line
 /// a log shows last counts what failed.
@@ -139,19 +124,6 @@ fn counting_busy(conclusion: &Conclusion, busy: usize) -> String {
         conclusion.num_filtered_out,
         run_cases::BUSY_CASE
     )
-}
-
-/// Appends `line` to libtest's `--logfile` `log`, after libtest's own lines; said on
-/// stderr when it cannot.
-fn append(log: &str, line: &str) {
-    use std::io::Write;
-    let appended = std::fs::OpenOptions::new()
-        .append(true)
-        .open(log)
-        .and_then(|mut f| f.write_all(line.as_bytes()));
-    if let Err(e) = appended {
-        crate::say_err!("accprobe: cannot append to --logfile {log}: {e}");
-    }
 }
 
 /// The closing summary: how many cases passed, failed and were ignored, the ignored ones

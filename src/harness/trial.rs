@@ -6,7 +6,7 @@ use super::recorder::{Recorder, Skip};
 use crate::report::junit::{self, CaseRecord, Ended, Status};
 use crate::text::clean;
 use crate::verdict::{self, Outcome};
-use libtest_mimic::{Completion, Failed, Trial};
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -156,6 +156,27 @@ impl Planned {
     }
 }
 
+impl Planned {
+    /// The trial libtest runs under `args`. One ignored at list time that `args` does not
+    /// run (no `--ignored`, no `--include-ignored`) says its reason on its line, as a case
+    /// ignored once it ran does: libtest-mimic prints a bare `ignored` for a trial flagged
+    /// ignored, so it runs unflagged and ends ignored with the reason, having done nothing
+    /// else. The plan has recorded it already ([`super::plan::Plan::record`]); `--list`
+    /// keeps the flag, so that `--list --ignored` and nextest see it ignored.
+    pub fn into_trial(self, args: &Arguments) -> Trial {
+        match self.ignored {
+            Some((reason, _)) if args.is_ignored(&self.trial) => {
+                let printed = clean(&reason).into_owned();
+                Trial::ignorable_test(self.trial.name().to_string(), move || {
+                    Ok(Completion::ignored_with(printed))
+                })
+                .with_kind(self.trial.kind().to_string())
+            }
+            _ => self.trial,
+        }
+    }
+}
+
 /// What a case ignored for `skip` says.
 pub fn skip_reason(skip: &Skip) -> String {
     match skip {
@@ -174,7 +195,6 @@ pub fn skip_reason(skip: &Skip) -> String {
 mod tests {
     use super::*;
     use crate::report::junit::SuiteInfo;
-    use libtest_mimic::Arguments;
 
     /// Runs `trials` one at a time as libtest-mimic does, with what it prints in a log file
     /// of its own: the conclusion and that text.

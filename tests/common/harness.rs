@@ -73,8 +73,9 @@ impl Sandbox {
         paths_in(&self.dir)
     }
 
-    /// libtest arguments; libtest-mimic's own report goes to a log file, so that the inner
-    /// runs' summary lines do not mix with this test binary's.
+    /// libtest arguments; libtest-mimic's own report, and with it the suite's tables and
+    /// closing summary, go to a log file in the sandbox (`out/libtest.log`), not to this
+    /// test binary's output.
     pub fn args(&self, extra: &[&str]) -> Arguments {
         std::fs::create_dir_all(self.dir.join("out")).unwrap();
         let log = self.dir.join("out/libtest.log").display().to_string();

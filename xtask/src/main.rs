@@ -353,8 +353,8 @@ fn run(cli: &Cli) -> Done {
             accumulators,
             results,
         } => {
-            let results = or_workspace(results, "target/accprobe/results.json")?;
-            sass::run(&results, chain, accumulators).map_err(Failure::from)
+            let file = or_workspace(results, sass::DEFAULT_RESULTS)?;
+            sass::run(&file, results.is_some(), chain, accumulators).map_err(Failure::from)
         }
         Command::Agree {
             profile,

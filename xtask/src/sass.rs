@@ -16,6 +16,13 @@ pub enum SassError {
     /// A chain length or an accumulator count that is not `chainN`/`accN` or `N`, N >= 1.
     #[error("{word:?}: expected {prefix}N or N with N >= 1")]
     Count { word: String, prefix: &'static str },
+    /// No `--results`, and no GPU run wrote the default file on this machine.
+    #[error(
+        "no results file at {}: a GPU run of the suite writes it (`cargo test --release --test probe`); \
+         name another with --results FILE, such as a committed run under expectations/recorded/",
+        file.display()
+    )]
+    NoRun { file: PathBuf },
     /// The results file could not be read.
     #[error(transparent)]
     Results(Error),
@@ -52,8 +59,20 @@ fn count(word: &str, prefix: &'static str) -> Result<u32, SassError> {
         })
 }
 
-pub fn run(results: &Path, chain: &str, acc: &str) -> Result<(), SassError> {
+/// Where `cargo xtask sass` reads without `--results`, in the workspace: what the suite's
+/// GPU run writes.
+pub const DEFAULT_RESULTS: &str = "target/accprobe/results.json";
+
+/// Prints the loop of `chain`/`acc` from `results`, which `--results` named when `given`
+/// (else it is [`DEFAULT_RESULTS`], which only a GPU run writes).
+pub fn run(results: &Path, given: bool, chain: &str, acc: &str) -> Result<(), SassError> {
     let v = Variant::new(count(chain, "chain")?, count(acc, "acc")?);
+    let absent = matches!(std::fs::symlink_metadata(results), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+    if absent && !given {
+        return Err(SassError::NoRun {
+            file: results.to_path_buf(),
+        });
+    }
     let r = RunResults::load(results).map_err(SassError::Results)?;
     let vr = r.get(v).ok_or_else(|| SassError::NoVariant {
         variant: v,
@@ -150,13 +169,13 @@ mod tests {
 
     #[test]
     fn sass_prints_from_the_committed_run_and_rejects_bad_names() {
-        sass::run(&committed(), "chain29", "acc4").unwrap();
-        sass::run(&committed(), "29", "4").unwrap();
-        assert!(sass::run(&committed(), "chainX", "acc4")
+        sass::run(&committed(), true, "chain29", "acc4").unwrap();
+        sass::run(&committed(), true, "29", "4").unwrap();
+        assert!(sass::run(&committed(), true, "chainX", "acc4")
             .unwrap_err()
             .to_string()
             .contains("expected chainN"));
-        assert!(sass::run(&committed(), "chain30", "acc4")
+        assert!(sass::run(&committed(), true, "chain30", "acc4")
             .unwrap_err()
             .to_string()
             .contains("is not in"));

@@ -1,5 +1,6 @@
 //! What xtask prints: every line goes through [`say_line`], by the `say!` (stdout) and
-//! `warn!` (stderr) macros, never `println!`.
+//! `warn!` (stderr) macros, never `println!` (except under `cargo test`, where it goes
+//! through libtest's capture with the test that said it).
 //!
 //! Stdout is a command's result (a diff, a verdict, a SASS listing), so a failure to write
 //! it fails the command: when stdout is closed (`cargo xtask sass ... | head -1`, EPIPE)
@@ -44,6 +45,16 @@ pub fn say_line(to_stderr: bool, args: std::fmt::Arguments) {
     let text = args.to_string();
     let mut line = accprobe::text::clean(&text).into_owned();
     line.push('\n');
+    // Under `cargo test`, through libtest's capture: what a command says stays with the
+    // test that ran it (shown when it fails, or under --nocapture), off the terminal.
+    if cfg!(test) {
+        if to_stderr {
+            eprint!("{line}");
+        } else {
+            print!("{line}");
+        }
+        return;
+    }
     if to_stderr {
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
         return;
@@ -79,5 +90,48 @@ pub fn stdout_failure() -> Option<String> {
     match &*state {
         Some(Stopped::Failed(e)) => Some(format!("cannot write the output to stdout: {e}")),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    /// Says a line on each stream, as a command does; run alone by the test below.
+    #[test]
+    fn says_a_line_on_each_stream() {
+        say!("said by a test of xtask");
+        warn!("warned by a test of xtask");
+    }
+
+    #[test]
+    fn what_a_command_says_under_a_test_stays_with_that_test() {
+        // Every command test's lines reached the terminal (1,900 of them in cargo test
+        // --workspace), past libtest's capture.
+        let run = |extra: &[&str]| {
+            let o = Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "say::tests::says_a_line_on_each_stream"])
+                .args(["--test-threads", "1"])
+                .args(extra)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{o:?}");
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )
+        };
+        let captured = run(&[]);
+        assert!(
+            !captured.contains("said by") && !captured.contains("warned by"),
+            "{captured}"
+        );
+        let shown = run(&["--nocapture"]);
+        assert!(
+            shown.contains("said by a test of xtask")
+                && shown.contains("warned by a test of xtask"),
+            "{shown}"
+        );
     }
 }

@@ -27,26 +27,38 @@ use std::path::{Path, PathBuf};
 pub fn compile_only(dir: &Path, profile: &str, bless: bool, dry_run: bool) -> crate::Done {
     let p = find_profile(dir, profile)?;
     let cache = cache_under(Some(&workspace()?.join("target/accprobe/cache")));
-    let s = CompileOnlySession::new(p.clone(), toolchain::default_root(), cache, true)
+    let root = toolchain::default_root();
+    let s = CompileOnlySession::new(p.clone(), root.clone(), cache, true)
         .ok_or_else(|| format!("profile {profile:?} has no compile_only section"))?;
     let archs = p
         .compile_only
         .as_ref()
         .map(|c| c.architectures.clone())
         .unwrap_or_default();
+    // A toolchain that is not installed compiles nothing: one line at the end says what
+    // to install, instead of a failure per architecture and case.
+    let (installed, missing): (Vec<String>, Vec<String>) =
+        s.toolchains().into_iter().partition(|tc| {
+            !matches!(
+                toolchain::resolve(tc, &root),
+                Err(toolchain::ToolchainError::NotInstalled(_))
+            )
+        });
     // Toolchains compile in parallel, one worker process each.
     std::thread::scope(|scope| {
-        for tc in s.toolchains() {
+        for tc in &installed {
             let s = &s;
             scope.spawn(move || {
-                let _ = s.run(&tc);
+                let _ = s.run(tc);
             });
         }
     });
     let mut failed = 0;
-    say!("{:<8} {:<8} {:<60} cases", "arch", "NVRTC", "outcome");
+    if !installed.is_empty() {
+        say!("{:<8} {:<8} {:<60} cases", "arch", "NVRTC", "outcome");
+    }
     for arch in &archs {
-        for tc in s.toolchains() {
+        for tc in installed.iter().cloned() {
             let o = s.outcome(&tc, arch);
             let (mut pass, mut fail, mut skip) = (0, 0, 0);
             for c in compile_only::cases(&p)
@@ -91,10 +103,13 @@ pub fn compile_only(dir: &Path, profile: &str, bless: bool, dry_run: bool) -> cr
             say!("{arch:<8} {tc:<8} {what:<60} {pass} pass, {fail} fail, {skip} ignored");
         }
     }
-    for tc in s.toolchains() {
-        if let Some(r) = s.peek(&tc) {
+    for tc in &installed {
+        if let Some(r) = s.peek(tc) {
             say!("NVRTC {tc}: worker {:.2} s", r.seconds);
         }
+    }
+    if !missing.is_empty() {
+        return Err(not_installed(&missing, &root).into());
     }
     if bless {
         let b = prepare_compile_bless(
@@ -120,6 +135,31 @@ pub fn compile_only(dir: &Path, profile: &str, bless: bool, dry_run: bool) -> cr
         return Err(Failure::Printed);
     }
     Ok(())
+}
+
+/// What to install for the profile's toolchains that are not under `root`, said once.
+fn not_installed(missing: &[String], root: &Path) -> String {
+    let names = match missing {
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+        [] => String::new(),
+    };
+    let there: Vec<String> = toolchain::installed(root)
+        .into_iter()
+        .map(|(version, _)| version)
+        .collect();
+    format!(
+        "NVRTC {names} not installed in {} (installed there: {}), so nothing of theirs was \
+         compiled or judged; install the pinned set with `ci/toolchains.sh` (or a release it does \
+         not pin: its full version as the argument), then run this again ({})",
+        root.display(),
+        if there.is_empty() {
+            "none".to_string()
+        } else {
+            there.join(", ")
+        },
+        accprobe::compile_only::why_required()
+    )
 }
 
 /// One toolchain's GPU run: its results, or why the GPU could not run its CUBIN.

@@ -1,25 +1,14 @@
 //! The report's SVG charts: progress against K per input, and acc2/acc1 gain against
-//! chain length for every input, the study's numbers as reference in each.
+//! chain length for every input, the study's numbers as reference in each, each in its
+//! frame (`frame.rs`: the title over the plot, the legend under it).
 
+use super::frame::{draw_markers, Area, Canvas, DrawError, Entry, Look, Marker, MARGIN};
 use super::Input;
 use accprobe::model::results::RunResults;
 use accprobe::model::variant::Variant;
-use accprobe::text::line;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::types::RangedCoordf64;
-use plotters::element::DashedPathElement;
 use plotters::prelude::*;
-
-/// What the plotting library said when a chart could not be drawn.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct DrawError(String);
-
-impl DrawError {
-    pub(super) fn of(e: impl std::fmt::Display) -> DrawError {
-        DrawError(e.to_string())
-    }
-}
 
 const COLOURS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
@@ -57,24 +46,6 @@ impl Ranged for Ticks {
 /// The charts' coordinates: f64 both ways, ticks on x exactly at the measured values.
 type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<Ticks, RangedCoordf64>>;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Marker {
-    Dot,
-    Square,
-    Triangle,
-    Cross,
-}
-
-/// How one series is drawn: its dash pattern (`None`: solid), width and marker. Series
-/// that coincide (serial and wave agree within 0.5%) stay apart by all three, and by the
-/// order they are drawn in: the widest, solid one first, the dashed ones over it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Look {
-    dash: Option<(u32, u32)>,
-    width: u32,
-    marker: Marker,
-}
-
 const LOOKS: [Look; 4] = [
     Look {
         dash: None,
@@ -105,58 +76,22 @@ const STUDY_LOOK: Look = Look {
     marker: Marker::Cross,
 };
 
-/// Draws `pts` as a line in `look` with its markers, labelled in the legend with a swatch
-/// of the same dashes, width and marker.
+/// Draws `pts` as a line in `e`'s colour and look, its markers on `root` (which the chart
+/// is drawn in).
 fn draw_line<'a, 'b: 'a>(
     chart: &mut Chart<'a, 'b>,
+    root: &Area<'b>,
     pts: &[(f64, f64)],
-    c: RGBColor,
-    look: Look,
-    label: String,
+    e: &Entry,
 ) -> Result<(), DrawError> {
-    let style = c.stroke_width(look.width);
-    let label = line(&label).into_owned();
-    let anno = match look.dash {
+    let style = e.colour.stroke_width(e.look.width);
+    match e.look.dash {
         None => chart.draw_series(LineSeries::new(pts.to_vec(), style)),
         Some((d, g)) => chart.draw_series(DashedLineSeries::new(pts.to_vec(), d, g, style)),
     }
     .map_err(DrawError::of)?;
-    // A solid swatch is a dash as long as the swatch.
-    let (d, g) = look.dash.unwrap_or((24, 0));
-    let swatch = move |(x, y): (i32, i32)| {
-        EmptyElement::at((x, y)) + DashedPathElement::new(vec![(0, 0), (24, 0)], d, g, style)
-    };
-    let mark = c.stroke_width(2);
-    anno.label(label);
-    match look.marker {
-        Marker::Dot => anno.legend(move |p| swatch(p) + Circle::new((12, 0), 4, c.filled())),
-        Marker::Square => {
-            anno.legend(move |p| swatch(p) + Rectangle::new([(8, -4), (16, 4)], mark))
-        }
-        Marker::Triangle => {
-            anno.legend(move |p| swatch(p) + TriangleMarker::new((12, 0), 5, c.filled()))
-        }
-        Marker::Cross => anno.legend(move |p| swatch(p) + Cross::new((12, 0), 4, mark)),
-    };
-    let r = if look.width > 4 { 5 } else { 4 };
-    match look.marker {
-        Marker::Dot => chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, r, c.filled())))
-            .map(|_| ()),
-        Marker::Square => chart
-            .draw_series(
-                pts.iter()
-                    .map(|&p| EmptyElement::at(p) + Rectangle::new([(-5, -5), (5, 5)], mark)),
-            )
-            .map(|_| ()),
-        Marker::Triangle => chart
-            .draw_series(pts.iter().map(|&p| TriangleMarker::new(p, 6, c.filled())))
-            .map(|_| ()),
-        Marker::Cross => chart
-            .draw_series(pts.iter().map(|&p| Cross::new(p, 5, mark)))
-            .map(|_| ()),
-    }
-    .map_err(DrawError::of)
+    let at: Vec<(i32, i32)> = pts.iter().map(|p| chart.backend_coord(p)).collect();
+    draw_markers(root, &at, e.colour, e.look)
 }
 
 /// An x range that spans `values` with a margin of `pad` (of the span) each side, and
@@ -169,20 +104,6 @@ fn ticks_at(values: &[f64], pad: f64) -> Ticks {
         inner: ((lo - margin)..(hi + margin)).into(),
         at: values.to_vec(),
     }
-}
-
-/// Draws the legend at `position` over a light background, with a border.
-fn legend<'a, 'b: 'a>(
-    chart: &mut Chart<'a, 'b>,
-    position: SeriesLabelPosition,
-) -> Result<(), DrawError> {
-    chart
-        .configure_series_labels()
-        .position(position)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(DrawError::of)
 }
 
 /// Progress relative to acc1 against K (log2 axis, a tick at each measured K), one line
@@ -205,33 +126,41 @@ pub(super) fn progress_chart(
             })
             .collect()
     };
-    let all: Vec<f64> = p
-        .chains
+    let solid = Look {
+        dash: None,
+        width: 3,
+        marker: Marker::Dot,
+    };
+    let mut lines: Vec<Vec<(f64, f64)>> = Vec::new();
+    let mut entries: Vec<Entry> = Vec::new();
+    for (i, &n) in p.chains.iter().enumerate() {
+        let c = COLOURS[i % COLOURS.len()];
+        lines.push(series(&input.results, n));
+        entries.push(Entry::new(c, solid, format!("N={n} measured")));
+        let reference = series(study, n);
+        if !reference.is_empty() {
+            lines.push(reference);
+            entries.push(Entry::new(
+                c,
+                STUDY_LOOK,
+                format!("N={n} study (docs/study.md)"),
+            ));
+        }
+    }
+    let (lo, hi) = lines
         .iter()
-        .flat_map(|&n| {
-            series(&input.results, n)
-                .into_iter()
-                .chain(series(study, n))
-        })
-        .map(|x| x.1)
-        .collect();
-    let (lo, hi) = all
-        .iter()
-        .fold((f64::MAX, f64::MIN), |(a, b), &y| (a.min(y), b.max(y)));
+        .flatten()
+        .fold((f64::MAX, f64::MIN), |(a, b), &(_, y)| (a.min(y), b.max(y)));
     let mut ks: Vec<f64> = p.accumulators.iter().map(|&k| (k as f64).log2()).collect();
     ks.sort_by(f64::total_cmp);
     ks.dedup();
-    let root = SVGBackend::with_string(svg, (900, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(DrawError::of)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!(
-                "Progress relative to acc1 vs accumulator count: {}",
-                line(&input.label)
-            ),
-            ("sans-serif", 20),
-        )
-        .margin(15)
+    let title = format!(
+        "Progress relative to acc1 vs accumulator count: {}",
+        input.label
+    );
+    let canvas = Canvas::new(svg, &title, 500, &entries)?;
+    let mut chart = ChartBuilder::on(&canvas.plot)
+        .margin(MARGIN)
         .x_label_area_size(45)
         .y_label_area_size(65)
         .build_cartesian_2d(ticks_at(&ks, 0.03), (lo - 0.05)..(hi + 0.05))
@@ -245,28 +174,10 @@ pub(super) fn progress_chart(
         .y_label_formatter(&|y| format!("{y:.2}"))
         .draw()
         .map_err(DrawError::of)?;
-    for (i, &n) in p.chains.iter().enumerate() {
-        let c = COLOURS[i % COLOURS.len()];
-        let measured = series(&input.results, n);
-        let solid = Look {
-            dash: None,
-            width: 3,
-            marker: Marker::Dot,
-        };
-        draw_line(&mut chart, &measured, c, solid, format!("N={n} measured"))?;
-        let reference = series(study, n);
-        if !reference.is_empty() {
-            draw_line(
-                &mut chart,
-                &reference,
-                c,
-                STUDY_LOOK,
-                format!("N={n} study (docs/study.md)"),
-            )?;
-        }
+    for (pts, e) in lines.iter().zip(&entries) {
+        draw_line(&mut chart, &canvas.root, pts, e)?;
     }
-    legend(&mut chart, SeriesLabelPosition::LowerLeft)?;
-    root.present().map_err(DrawError::of)
+    canvas.finish()
 }
 
 /// acc2/acc1 against chain length (the axis spans the measured chains, a tick at each):
@@ -288,22 +199,33 @@ pub(super) fn gain_chart(
             })
             .collect()
     };
-    let all: Vec<f64> = inputs
+    let mut lines: Vec<Vec<(f64, f64)>> = inputs.iter().map(|i| gains(&i.results)).collect();
+    lines.push(gains(study));
+    let mut entries: Vec<Entry> = inputs
         .iter()
-        .flat_map(|i| gains(&i.results))
-        .chain(gains(study))
-        .map(|x| x.1)
+        .enumerate()
+        .map(|(i, input)| {
+            Entry::new(
+                COLOURS[i % COLOURS.len()],
+                LOOKS[i % LOOKS.len()],
+                input.label.clone(),
+            )
+        })
         .collect();
+    entries.push(Entry::new(
+        BLACK,
+        STUDY_LOOK,
+        "study (docs/study.md)".into(),
+    ));
+    let all: Vec<f64> = lines.iter().flatten().map(|x| x.1).collect();
     let hi = all.iter().copied().fold(1.0, f64::max);
     let lo = all.iter().copied().fold(hi, f64::min);
     let mut ns: Vec<f64> = chains.iter().map(|&n| n as f64).collect();
     ns.sort_by(f64::total_cmp);
     ns.dedup();
-    let root = SVGBackend::with_string(svg, (900, 520)).into_drawing_area();
-    root.fill(&WHITE).map_err(DrawError::of)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption("acc2 / acc1 gain vs chain length", ("sans-serif", 20))
-        .margin(15)
+    let canvas = Canvas::new(svg, "acc2 / acc1 gain vs chain length", 460, &entries)?;
+    let mut chart = ChartBuilder::on(&canvas.plot)
+        .margin(MARGIN)
         .x_label_area_size(45)
         .y_label_area_size(65)
         .build_cartesian_2d(ticks_at(&ns, 0.05), (lo - 0.05).min(0.95)..hi + 0.1)
@@ -317,22 +239,8 @@ pub(super) fn gain_chart(
         .y_label_formatter(&|y| format!("{y:.2}"))
         .draw()
         .map_err(DrawError::of)?;
-    for (i, input) in inputs.iter().enumerate() {
-        draw_line(
-            &mut chart,
-            &gains(&input.results),
-            COLOURS[i % COLOURS.len()],
-            LOOKS[i % LOOKS.len()],
-            input.label.clone(),
-        )?;
+    for (pts, e) in lines.iter().zip(&entries) {
+        draw_line(&mut chart, &canvas.root, pts, e)?;
     }
-    draw_line(
-        &mut chart,
-        &gains(study),
-        BLACK,
-        STUDY_LOOK,
-        "study (docs/study.md)".into(),
-    )?;
-    legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
-    root.present().map_err(DrawError::of)
+    canvas.finish()
 }

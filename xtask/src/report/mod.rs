@@ -1,9 +1,14 @@
 //! `cargo xtask report`: a Markdown summary and SVG charts from one or more results files
 //! (several GPUs or drivers side by side), with the study's recorded numbers as reference.
 //! This file reads the inputs and names and writes the files; `markdown.rs` writes
-//! report.md's text, `charts.rs` draws the charts and `policy_map.rs` the policy map.
+//! report.md's text, `charts.rs` draws the charts in their frame (`frame.rs`), `policy_map.rs` the policy
+//! map, and `layout.rs` says how much room text takes on them.
 
 mod charts;
+#[cfg(test)]
+mod drawn;
+mod frame;
+mod layout;
 mod markdown;
 mod policy_map;
 #[cfg(test)]
@@ -152,7 +157,7 @@ pub enum ReportError {
     #[error("cannot draw {}: {error}", path.shown())]
     Draw {
         path: PathBuf,
-        error: charts::DrawError,
+        error: frame::DrawError,
     },
     #[error("cannot write {}: {source}", path.shown())]
     Write {
@@ -176,7 +181,7 @@ impl From<ReportError> for Failure {
 }
 
 /// Why the chart for `path` could not be drawn, naming it.
-fn chart_error(path: &Path, error: charts::DrawError) -> ReportError {
+fn chart_error(path: &Path, error: frame::DrawError) -> ReportError {
     ReportError::Draw {
         path: path.to_path_buf(),
         error,

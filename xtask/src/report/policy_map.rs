@@ -5,14 +5,15 @@
 //! measured. Each cell says the pick, the best K and the loss, so that it reads without
 //! the colours too.
 
-use super::charts::DrawError;
-use super::Input;
+use super::frame::{draw_title, title_lines, DrawError, TITLE_LINE};
+use super::{layout, Input};
 use crate::policy::placed;
 use accprobe::expectations::policy_source::PolicyContext;
 use accprobe::text::line;
 use accprobe::verdict::cases::policy_contexts;
 use accprobe::verdict::Standing;
 use plotters::prelude::*;
+use plotters::style::text_anchor::HPos;
 
 const CELL_W: i32 = 190;
 const CELL_H: i32 = 64;
@@ -20,8 +21,12 @@ const LEFT: i32 = 170;
 const TOP: i32 = 90;
 const LEGEND_H: i32 = 70;
 
-/// The longest context or row label drawn: past it a label is cut with `...`.
+/// The longest policy name drawn: past it the name is cut with `...`.
 const LABEL_CHARS: usize = 24;
+/// The font sizes (as plotters is asked for them) of the line under the title, of the
+/// headers, row labels and cells, and of the legend.
+const NOTE: i32 = 14;
+const LABEL: i32 = 15;
 
 /// One cell of the map.
 #[derive(Debug, Clone, PartialEq)]
@@ -119,38 +124,69 @@ pub(super) fn draw(
         }
     }
     let cols = chains.len().max(1) as i32;
-    let width = (LEFT + CELL_W * cols + 20).max(720);
-    let height = TOP + CELL_H * rows.len().max(1) as i32 + LEGEND_H;
+    let legend = [
+        (colour(0.0, tolerance), "no loss".to_string()),
+        (
+            colour(tolerance, tolerance),
+            format!("{:.2}% (the tolerance)", tolerance * 100.0),
+        ),
+        (
+            colour(2.0 * tolerance, tolerance),
+            format!("{:.2}% or more", 2.0 * tolerance * 100.0),
+        ),
+        (GREY, "pick not measured".to_string()),
+    ];
+    // Each legend entry: a swatch, its text, and a gap before the next.
+    let note_px = layout::svg_px(f64::from(NOTE));
+    let legend_x: Vec<i32> = legend
+        .iter()
+        .scan(15, |x, (_, what)| {
+            let at = *x;
+            *x += 28 + layout::text_width(what, note_px).ceil() as i32 + 24;
+            Some(at)
+        })
+        .collect();
+    let legend_end = legend_x.last().copied().unwrap_or(15)
+        + 28
+        + legend
+            .last()
+            .map_or(0, |(_, w)| layout::text_width(w, note_px).ceil() as i32);
+    let width = (LEFT + CELL_W * cols + 20).max(legend_end + 15).max(720);
+    let title = title_lines(&format!("Policy map: {}, {label}", cut(policy)), width - 30);
+    // The rows move down by the title's lines past its first.
+    let top = TOP + TITLE_LINE * (title.len() as i32 - 1).max(0);
+    let height = top + CELL_H * rows.len().max(1) as i32 + LEGEND_H;
     let root = SVGBackend::with_string(svg, (width as u32, height as u32)).into_drawing_area();
     root.fill(&WHITE).map_err(DrawError::of)?;
     let font = |size: i32| ("sans-serif", size).into_font();
     let text = |s: String, at: (i32, i32), size: i32| Text::new(s, at, font(size));
+    draw_title(&root, &title, 15, 12, HPos::Left)?;
     root.draw(&text(
-        format!("Policy map: {}, {}", cut(policy), line(label)),
-        (15, 12),
-        20,
-    ))
-    .map_err(DrawError::of)?;
-    root.draw(&text(
-        "each cell: the pick, the best K measured there, and the pick's loss against it".into(),
-        (15, 40),
-        14,
+        layout::fit(
+            "each cell: the pick, the best K measured there, and the pick's loss against it",
+            note_px,
+            f64::from(width - 30),
+        ),
+        (15, top - 50),
+        NOTE,
     ))
     .map_err(DrawError::of)?;
     for (j, n) in chains.iter().enumerate() {
         let x = LEFT + CELL_W * j as i32;
-        root.draw(&text(format!("chain N={n}"), (x + 8, TOP - 24), 15))
+        root.draw(&text(format!("chain N={n}"), (x + 8, top - 24), LABEL))
             .map_err(DrawError::of)?;
     }
+    let label_px = layout::svg_px(f64::from(LABEL));
     for (i, r) in rows.iter().enumerate() {
-        let y = TOP + CELL_H * i as i32;
-        root.draw(&text(cut(r), (10, y + CELL_H / 2 - 8), 15))
+        let y = top + CELL_H * i as i32;
+        let r = layout::fit(&line(r), label_px, f64::from(LEFT - 18));
+        root.draw(&text(r, (10, y + CELL_H / 2 - 8), LABEL))
             .map_err(DrawError::of)?;
     }
     for c in cells {
         let j = chains.iter().position(|n| *n == c.chain).unwrap_or(0) as i32;
         let i = rows.iter().position(|r| *r == c.row).unwrap_or(0) as i32;
-        let (x, y) = (LEFT + CELL_W * j, TOP + CELL_H * i);
+        let (x, y) = (LEFT + CELL_W * j, top + CELL_H * i);
         let (fill, first, second) = match &c.pick {
             Ok(s) => (
                 colour(s.loss(), tolerance),
@@ -164,29 +200,16 @@ pub(super) fn draw(
             fill.filled(),
         ))
         .map_err(DrawError::of)?;
-        root.draw(&text(first, (x + 10, y + 10), 15))
+        root.draw(&text(first, (x + 10, y + 10), LABEL))
             .map_err(DrawError::of)?;
-        root.draw(&text(second, (x + 10, y + 34), 15))
+        root.draw(&text(second, (x + 10, y + 34), LABEL))
             .map_err(DrawError::of)?;
     }
-    let y = TOP + CELL_H * rows.len().max(1) as i32 + 20;
-    let legend = [
-        (colour(0.0, tolerance), "no loss".to_string()),
-        (
-            colour(tolerance, tolerance),
-            format!("{:.2}% (the tolerance)", tolerance * 100.0),
-        ),
-        (
-            colour(2.0 * tolerance, tolerance),
-            format!("{:.2}% or more", 2.0 * tolerance * 100.0),
-        ),
-        (GREY, "pick not measured".to_string()),
-    ];
-    for (n, (c, what)) in legend.iter().enumerate() {
-        let x = 15 + 175 * n as i32;
+    let y = top + CELL_H * rows.len().max(1) as i32 + 20;
+    for ((c, what), x) in legend.iter().zip(legend_x) {
         root.draw(&Rectangle::new([(x, y), (x + 22, y + 22)], c.filled()))
             .map_err(DrawError::of)?;
-        root.draw(&text(what.clone(), (x + 28, y + 3), 14))
+        root.draw(&text(what.clone(), (x + 28, y + 3), NOTE))
             .map_err(DrawError::of)?;
     }
     root.present().map_err(DrawError::of)
