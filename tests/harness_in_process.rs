@@ -670,31 +670,66 @@ fn gpu_deviations(p: &accprobe::expectations::profile::Profile) -> Vec<&str> {
     deviations
 }
 
+/// The recorded H200 run, keeping the mode of every measurement it is asked for.
+struct ModeSeen {
+    inner: std::sync::Arc<dyn accprobe::measure::target::Target>,
+    modes: std::sync::Mutex<Vec<accprobe::model::settings::Mode>>,
+}
+
+impl accprobe::measure::target::Target for ModeSeen {
+    fn ordinal(&self) -> usize {
+        self.inner.ordinal()
+    }
+    fn identity(&self) -> &accprobe::model::gpu::GpuIdentity {
+        self.inner.identity()
+    }
+    fn measure(
+        &self,
+        variants: &[accprobe::model::variant::Variant],
+        settings: &accprobe::model::settings::ProbeSettings,
+        all: &[accprobe::model::variant::Variant],
+    ) -> Result<Vec<Result<accprobe::model::results::VariantResult, GpuError>>, GpuError> {
+        self.modes.lock().unwrap().push(settings.mode);
+        self.inner.measure(variants, settings, all)
+    }
+    fn environment(&self, clock: Option<f64>) -> accprobe::model::gpu::Environment {
+        self.inner.environment(clock)
+    }
+}
+
 #[test]
 fn a_mode_asked_for_is_the_runs_and_the_profile_keeps_its_own() {
+    use accprobe::model::settings::Mode;
     let sb = Sandbox::new("mode-override", &["documented", "h200"]);
     let args = sb.args(&["--exact", "probe::chain7_acc2_effective2"]);
+    let seen = std::sync::Arc::new(ModeSeen {
+        inner: recorded_h200(0),
+        modes: std::sync::Mutex::new(Vec::new()),
+    });
     let code = harness::run(
         &args,
         &sb.paths(),
-        Ok(vec![recorded_h200(0)]),
+        Ok(vec![seen.clone()]),
         &RunOptions {
-            mode: Some(accprobe::model::settings::Mode::Serial),
+            mode: Some(Mode::Serial),
             ..Default::default()
         },
     );
     assert_eq!(code, ExitCode::SUCCESS);
+    // Measured in the mode asked for, and recorded as such.
+    let modes = seen.modes.lock().unwrap().clone();
+    assert!(
+        !modes.is_empty() && modes.iter().all(|m| *m == Mode::Serial),
+        "{modes:?}"
+    );
     let r = accprobe::model::results::RunResults::load(&sb.paths().results).unwrap();
-    assert_eq!(r.mode, accprobe::model::settings::Mode::Serial);
+    assert_eq!(r.mode, Mode::Serial);
     // The profile the run chose is as written: wave, the mode its baselines are blessed in.
     let p = accprobe::catalog::load(&sb.paths().expectations.join("h200.yaml")).unwrap();
-    assert_eq!(p.probe.mode, accprobe::model::settings::Mode::Wave);
+    assert_eq!(p.probe.mode, Mode::Wave);
     let session =
         accprobe::measure::session::GpuSession::new(p, String::new(), Ok(recorded_h200(0)))
-            .in_mode(Some(accprobe::model::settings::Mode::Serial));
-    assert_eq!(session.mode, accprobe::model::settings::Mode::Serial);
-    assert_eq!(
-        session.profile.probe.mode,
-        accprobe::model::settings::Mode::Wave
-    );
+            .in_mode(Some(Mode::Serial));
+    assert_eq!(session.mode(), Mode::Serial);
+    assert_eq!(session.profile.probe.mode, Mode::Wave);
 }

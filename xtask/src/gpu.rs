@@ -97,7 +97,7 @@ pub fn probe(dir: &Path, name: Option<&str>, mode: Option<Mode>, out: &Path) -> 
     bar.set_message(format!(
         "compiling and measuring {} variants ({:?} mode)",
         s.profile.probe.variants().len(),
-        s.mode
+        s.mode()
     ));
     let r = s.measure_all();
     bar.finish_and_clear();

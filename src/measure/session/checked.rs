@@ -101,7 +101,7 @@ impl GpuSession {
         all: &[Variant],
     ) -> Result<Vec<Result<VariantResult, GpuError>>, GpuError> {
         let start = Instant::now();
-        let rs = target.measure(batch, &self.profile.probe, all);
+        let rs = target.measure(batch, &self.settings, all);
         *lock_ignoring_poison(&self.gpu_seconds) += start.elapsed().as_secs_f64();
         rs
     }

@@ -21,7 +21,7 @@ use crate::measure::lock::{self, DeviceLock, LockError, Registration, Waiting};
 use crate::measure::target::Target;
 use crate::model::ceilings::Ceilings;
 use crate::model::results::{Contention, RunResults, Timings, VariantResult, SCHEMA};
-use crate::model::settings::Mode;
+use crate::model::settings::{Mode, ProbeSettings};
 use crate::model::variant::Variant;
 use crate::sync::lock_ignoring_poison;
 use crate::text::Shown;
@@ -34,9 +34,9 @@ use std::time::{Duration, Instant, SystemTime};
 pub struct GpuSession {
     /// The hand-written profile as loaded: never changed by the run.
     pub profile: Profile,
-    /// The mode this run measures in: the profile's `probe.mode`, or what the run asked for
-    /// (`ACCPROBE_MODE`, `--mode`): [`GpuSession::in_mode`].
-    pub mode: Mode,
+    /// The settings this run measures with: the profile's `probe`, with what the run asked
+    /// for over it (the mode: `ACCPROBE_MODE`, `--mode`, [`GpuSession::in_mode`]).
+    pub settings: ProbeSettings,
     pub selection_note: String,
     /// What to run when no profile matches the device (the documented profile applies):
     /// the closing summary and every failing case say it.
@@ -109,7 +109,7 @@ impl GpuSession {
             _ => None,
         };
         GpuSession {
-            mode: profile.probe.mode,
+            settings: profile.probe.clone(),
             profile,
             selection_note,
             onboarding: None,
@@ -139,8 +139,13 @@ impl GpuSession {
     /// This session measuring in `mode` when the run asked for one, in the profile's
     /// `probe.mode` otherwise; the profile itself stays as it was written.
     pub fn in_mode(mut self, mode: Option<Mode>) -> GpuSession {
-        self.mode = mode.unwrap_or(self.profile.probe.mode);
+        self.settings.mode = mode.unwrap_or(self.profile.probe.mode);
         self
+    }
+
+    /// The mode this run measures in ([`GpuSession::settings`]).
+    pub fn mode(&self) -> Mode {
+        self.settings.mode
     }
 
     /// This session, saying `hint` (what to run to onboard its GPU) in the closing
@@ -339,7 +344,7 @@ impl GpuSession {
             // In wave mode, one wave for everything this run will need (the planned set),
             // so that later cases find their variants measured.
             let mut batch = missing;
-            if self.mode == Mode::Wave {
+            if self.settings.mode == Mode::Wave {
                 let planned = lock_ignoring_poison(&self.planned).clone();
                 batch.extend(planned.into_iter().filter(|v| !measured.contains_key(v)));
                 batch.sort();
@@ -376,8 +381,8 @@ impl GpuSession {
         }
         Ok(RunResults {
             schema: SCHEMA,
-            mode: self.mode,
-            settings: Some(self.profile.probe.run_settings()),
+            mode: self.settings.mode,
+            settings: Some(self.settings.run_settings()),
             profile: self.profile.name.clone(),
             source: "measured".into(),
             environment: Some(target.environment(None)),
@@ -422,8 +427,8 @@ impl GpuSession {
         }
         Some(RunResults {
             schema: SCHEMA,
-            mode: self.mode,
-            settings: Some(self.profile.probe.run_settings()),
+            mode: self.settings.mode,
+            settings: Some(self.settings.run_settings()),
             profile: self.profile.name.clone(),
             source: "measured".into(),
             environment: Some(target.environment(measured_clock(&variants))),
