@@ -60,19 +60,25 @@ signal_at = float(sys.argv[5])
 GRAIN = 0.010
 problems = []
 before = None
+lead = None
+if rc == 0:
+    try:
+        lead = signal_at - os.stat(path).st_mtime
+    except FileNotFoundError:
+        pass
+    # Whether or not the signal reached it, a run that ended 0 wrote its green file before
+    # the signal went: one written after it would be a green run the signal should have
+    # ended.
+    if lead is not None and lead < 0:
+        problems.append(f"exit 0 and a JUnit file written {-lead * 1000:.1f} ms after the signal")
 if sent and rc == 0:
     # The process had decided to end (its last look for a pending signal was done) when
     # the signal came, and ended 0: green is right only if its final JUnit file was
     # written before the signal was sent.
-    try:
-        lead = signal_at - os.stat(path).st_mtime
+    if lead is not None:
         before = f"green JUnit written {lead * 1000:.1f} ms before the signal"
-        if lead < 0:
-            problems.append(f"exit 0 and a JUnit file written {-lead * 1000:.1f} ms after the signal")
-        elif lead <= GRAIN:
+        if 0 <= lead <= GRAIN:
             problems.append(f"exit 0 and a JUnit file written {lead * 1000:.1f} ms before the signal, within the file clock's {GRAIN * 1000:.0f} ms: not proved")
-    except FileNotFoundError:
-        pass
 elif sent and rc != 128 + num:
     problems.append(f"exit {rc}, not {128 + num}")
 cases = failed = unfinished = 0
@@ -102,8 +108,12 @@ if problems:
     state = "BROKEN: " + "; ".join(problems)
 elif before is not None:
     state = f"ended as the signal came: {before}"
+elif sent:
+    state = "ok"
+elif lead is not None:
+    state = f"ended before the signal: green JUnit written {lead * 1000:.1f} ms before it"
 else:
-    state = "ok" if sent else "ended before the signal"
+    state = "ended before the signal"
 print(f"exit {rc} cases {cases} failed {failed} unfinished {unfinished} {state}")
 PY
 )
