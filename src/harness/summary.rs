@@ -42,8 +42,11 @@ pub fn close(
             *slot = info;
         }
     }
+    let mut measured = Vec::new();
     for s in &sessions {
-        suites.push(finishing.session(s));
+        let (info, results) = finishing.session(s);
+        suites.push(info);
+        measured.extend(results.map(|r| (s.as_ref(), r)));
     }
     let busy_cases = push_run_level(&sessions, recorder);
     let busy = busy_cases > 0;
@@ -56,6 +59,7 @@ pub fn close(
             Err(_) => "results written, the JUnit file not",
         },
     );
+    finishing.history(&measured, &recorder.records());
     let (mut text, tested) = summary(&recorder.records(), &sessions, required.as_deref());
     if busy {
         say_counting_busy(args, finishing.lines, conclusion, busy_cases, &mut text);

@@ -52,7 +52,11 @@ pub fn changes(series: &[f64], m: &Method) -> Vec<Change> {
         .filter_map(|t| {
             let (a, b) = (&series[t - w..t], &series[t..t + w]);
             let (before, after) = (median(a), median(b));
-            let shift = if before != 0.0 { after / before - 1.0 } else { 0.0 };
+            let shift = if before != 0.0 {
+                after / before - 1.0
+            } else {
+                0.0
+            };
             let p = mann_whitney_p(a, b);
             (p <= m.alpha && shift.abs() >= m.min_shift).then_some(Change {
                 at: t,
@@ -160,8 +164,8 @@ mod tests {
         };
         (0..n)
             .map(|i| {
-                let g = (-2.0 * uniform().ln()).sqrt()
-                    * (2.0 * std::f64::consts::PI * uniform()).cos();
+                let g =
+                    (-2.0 * uniform().ln()).sqrt() * (2.0 * std::f64::consts::PI * uniform()).cos();
                 let level = if i >= at { 1.0 + step } else { 1.0 };
                 100_000.0 * level * (1.0 + sd * g)
             })
@@ -179,7 +183,10 @@ mod tests {
                 assert!((found[0].shift - 0.003).abs() < 0.0015, "{found:?}");
                 // And a drop as well as a rise.
                 let down = changes(&series(seed, 50, sd, -0.003, 25), &Method::default());
-                assert!(down.len() == 1 && down[0].shift < 0.0, "seed {seed}: {down:?}");
+                assert!(
+                    down.len() == 1 && down[0].shift < 0.0,
+                    "seed {seed}: {down:?}"
+                );
             }
         }
     }
@@ -213,7 +220,10 @@ mod tests {
         for x in &mut s[40..] {
             *x *= 1.004;
         }
-        let at: Vec<usize> = changes(&s, &Method::default()).iter().map(|c| c.at).collect();
+        let at: Vec<usize> = changes(&s, &Method::default())
+            .iter()
+            .map(|c| c.at)
+            .collect();
         assert_eq!(at, [20, 40]);
     }
 

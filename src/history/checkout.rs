@@ -73,7 +73,11 @@ mod tests {
         std::fs::write(git.join("refs/heads/main"), format!("{A}\n")).unwrap();
         assert_eq!(commit(&repo.join("src/deep")).as_deref(), Some(A));
         std::fs::remove_file(git.join("refs/heads/main")).unwrap();
-        std::fs::write(git.join("packed-refs"), format!("# pack-refs\n{B} refs/heads/main\n")).unwrap();
+        std::fs::write(
+            git.join("packed-refs"),
+            format!("# pack-refs\n{B} refs/heads/main\n"),
+        )
+        .unwrap();
         assert_eq!(commit(&repo).as_deref(), Some(B));
         // A worktree: `.git` is a file naming its folder, which shares the main one's refs.
         let wt_git = git.join("worktrees/wt");

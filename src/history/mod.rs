@@ -11,12 +11,13 @@
 //! One job per file: `schema` (the tables and migrations), `rows` (the rows as types),
 //! `record` (a run's record from its results and cases), `store` (the trait both
 //! backends implement, and the statements they share), `sqlite` and `postgres` (the
-//! backends), `spool`, `checkout` (the commit of the checkout), `changes` (change points
+//! backends), `read` (a store read back as rows), `spool`, `checkout` (the commit of the checkout), `changes` (change points
 //! in a series).
 
 pub mod changes;
 pub mod checkout;
 pub mod postgres;
+pub mod read;
 pub mod record;
 pub mod rows;
 pub mod schema;
@@ -42,14 +43,18 @@ pub fn now() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
-/// Where a run's record goes: `ACCPROBE_HISTORY` (checked by [`crate::config::check`]),
-/// else [`DEFAULT_FILE`] in `out` (`target/accprobe`); a relative file is under `cwd`.
-pub fn from_env(cwd: &Path, out: &Path) -> HistoryStore {
-    match crate::config::history() {
-        Ok(Some(HistoryStore::Sqlite(p))) if p.is_relative() => HistoryStore::Sqlite(cwd.join(p)),
-        Ok(Some(s)) => s,
-        // Refused before the run started; never reached with a bad value.
-        Ok(None) | Err(_) => HistoryStore::Sqlite(out.join(DEFAULT_FILE)),
+/// Where a run's record goes: `value`, the text of `ACCPROBE_HISTORY` (checked by
+/// [`crate::config::check`] before the run), else [`DEFAULT_FILE`] in `out`
+/// (`target/accprobe`); a relative file is under `cwd`.
+pub fn resolve(value: Option<&str>, cwd: &Path, out: &Path) -> HistoryStore {
+    let given = value
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .and_then(crate::config::history_store);
+    match given {
+        Some(HistoryStore::Sqlite(p)) if p.is_relative() => HistoryStore::Sqlite(cwd.join(p)),
+        Some(s) => s,
+        None => HistoryStore::Sqlite(out.join(DEFAULT_FILE)),
     }
 }
 
@@ -147,9 +152,29 @@ impl Written {
 pub fn write(store: &HistoryStore, spool_root: &Path, records: &[RunRecord]) -> Option<Written> {
     let started = std::time::Instant::now();
     let opened = open(store, true)?;
-    let spool = Spool::of(spool_root, store);
+    let written = write_to(
+        opened,
+        name_of(store),
+        &Spool::of(spool_root, store),
+        records,
+    );
+    crate::trace::mark(format_args!(
+        "history written in {:.1} ms",
+        started.elapsed().as_secs_f64() * 1e3
+    ));
+    Some(written)
+}
+
+/// [`write`] to the store `opened` (named `name` where it could not be opened), with the
+/// spool `spool`.
+pub fn write_to(
+    opened: Result<Box<dyn Store>, StoreError>,
+    name: String,
+    spool: &Spool,
+    records: &[RunRecord],
+) -> Written {
     let mut written = Written {
-        store: name_of(store),
+        store: name,
         runs: Vec::new(),
         from_spool: 0,
         unreadable: Vec::new(),
@@ -157,7 +182,7 @@ pub fn write(store: &HistoryStore, spool_root: &Path, records: &[RunRecord]) -> 
     };
     let result = opened.and_then(|mut s| {
         written.store = s.name().to_string();
-        drain(s.as_mut(), &spool, &mut written)?;
+        drain(s.as_mut(), spool, &mut written)?;
         for r in records {
             if s.insert(&r.rows())? {
                 written.runs.push(r.run.id.clone());
@@ -170,13 +195,9 @@ pub fn write(store: &HistoryStore, spool_root: &Path, records: &[RunRecord]) -> 
             .iter()
             .filter(|r| !written.runs.contains(&r.run.id))
             .collect();
-        written.failure = Some(spool_all(&spool, reason, &pending));
+        written.failure = Some(spool_all(spool, reason, &pending));
     }
-    crate::trace::mark(format_args!(
-        "history written in {:.1} ms",
-        started.elapsed().as_secs_f64() * 1e3
-    ));
-    Some(written)
+    written
 }
 
 /// The spool's records into `s`, each removed from the spool once written; the first

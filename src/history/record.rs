@@ -50,6 +50,38 @@ pub struct About {
     pub run_s: Option<f64>,
 }
 
+impl About {
+    /// What this process knows of its run of `profile` on the device of that PCI bus id
+    /// and UUID: this host, the checkout's commit, the profile's digest, its time so far.
+    pub fn here(
+        profile: &crate::expectations::profile::Profile,
+        pci_bus_id: Option<String>,
+        gpu_uuid: Option<String>,
+    ) -> About {
+        let mut files = vec![profile.file.as_path()];
+        files.extend(profile.baselines.as_ref().map(|b| b.file.as_path()));
+        About {
+            host: Some(gethostname::gethostname().to_string_lossy().into_owned()),
+            gpu_uuid,
+            pci_bus_id,
+            checkout_commit: super::checkout::commit(std::path::Path::new(".")),
+            profile_digest: digest_of(&files),
+            run_s: crate::trace::started().then(crate::trace::elapsed),
+        }
+    }
+}
+
+/// The SHA-256 of `files`' bytes, one after another; `None` when one cannot be read.
+pub fn digest_of(files: &[&std::path::Path]) -> Option<String> {
+    let mut all = Vec::new();
+    for f in files {
+        let bytes = crate::input::read_bytes(f, "a profile file", crate::input::YAML_LIMIT).ok()?;
+        all.extend_from_slice(&bytes);
+        all.push(0);
+    }
+    Some(crate::expectations::baselines::content_digest(&all))
+}
+
 /// The id of a run whose results file reads `results_json`: see [`Run::id`].
 pub fn run_id(results_json: &str) -> String {
     let digest = crate::expectations::baselines::content_digest(results_json.as_bytes());
@@ -67,7 +99,11 @@ pub fn build(
     let id = run_id(&results.to_json());
     let verdict = match cases {
         None => "unjudged",
-        Some(cs) if cs.iter().any(|c| matches!(c.status, Status::Failed | Status::Error)) => {
+        Some(cs)
+            if cs
+                .iter()
+                .any(|c| matches!(c.status, Status::Failed | Status::Error)) =>
+        {
             "failed"
         }
         Some(_) => "passed",
@@ -104,9 +140,11 @@ pub fn build(
         results_schema: i64::from(results.schema),
         accprobe_version: env!("CARGO_PKG_VERSION").into(),
     };
-    let variants = results
-        .variants
-        .iter()
+    let mut sorted: Vec<&crate::model::results::VariantResult> = results.variants.iter().collect();
+    // In the order a store gives them back: by name.
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let variants = sorted
+        .into_iter()
         .map(|v| VariantRow {
             run_id: id.clone(),
             name: v.name.clone(),
@@ -170,7 +208,10 @@ impl RunRecord {
     pub fn rows(&self) -> Rows {
         vec![
             (&RUNS, vec![self.run.to_values()]),
-            (&VARIANTS, self.variants.iter().map(Row::to_values).collect()),
+            (
+                &VARIANTS,
+                self.variants.iter().map(Row::to_values).collect(),
+            ),
             (&CASES, self.cases.iter().map(Row::to_values).collect()),
         ]
     }

@@ -23,13 +23,22 @@ pub struct Table {
 }
 
 const fn int(name: &'static str) -> Column {
-    Column { name, ty: Type::Int }
+    Column {
+        name,
+        ty: Type::Int,
+    }
 }
 const fn real(name: &'static str) -> Column {
-    Column { name, ty: Type::Real }
+    Column {
+        name,
+        ty: Type::Real,
+    }
 }
 const fn text(name: &'static str) -> Column {
-    Column { name, ty: Type::Text }
+    Column {
+        name,
+        ty: Type::Text,
+    }
 }
 
 pub static RUNS: Table = Table {
@@ -255,7 +264,9 @@ mod tests {
                     .unwrap_or_else(|| panic!("{}.{}: not declared {ty} in order", t.name, c.name));
                 at += found + decl.len();
             }
-            assert!(body.contains(&format!("PRIMARY KEY ({})", t.key.join(", "))) || t.key == ["id"]);
+            assert!(
+                body.contains(&format!("PRIMARY KEY ({})", t.key.join(", "))) || t.key == ["id"]
+            );
         }
     }
 

@@ -44,7 +44,10 @@ pub fn store_key(store: &HistoryStore) -> String {
     let id = match store {
         HistoryStore::Off => String::new(),
         HistoryStore::Sqlite(p) => {
-            format!("sqlite:{}", crate::expectations::yaml::real_path(p).display())
+            format!(
+                "sqlite:{}",
+                crate::expectations::yaml::real_path(p).display()
+            )
         }
         HistoryStore::Postgres(url) => format!("postgres:{url}"),
     };
@@ -65,9 +68,10 @@ impl Spool {
 
     /// Keeps `record`; the file it is in.
     pub fn keep(&self, record: &RunRecord) -> Result<PathBuf, SpoolError> {
-        let path = self
-            .dir
-            .join(format!("{}.json", crate::output::file_safe(&record.run.id, '_')));
+        let path = self.dir.join(format!(
+            "{}.json",
+            crate::output::file_safe(&record.run.id, '_')
+        ));
         let write = |source| SpoolError::Write {
             path: path.clone(),
             source,

@@ -124,7 +124,10 @@ pub fn migrate(tx: &mut dyn Transaction, now: &str) -> Result<(), StoreError> {
         tx.batch(sql)?;
         tx.execute(
             &format!("INSERT INTO {VERSIONS_TABLE} (version, applied_at) VALUES ($1, $2)"),
-            &[Value::Int(Some(i as i64 + 1)), Value::Text(Some(now.into()))],
+            &[
+                Value::Int(Some(i as i64 + 1)),
+                Value::Text(Some(now.into())),
+            ],
         )?;
     }
     Ok(())
