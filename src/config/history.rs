@@ -76,7 +76,10 @@ pub fn redacted(url: &str) -> String {
         }
     }
     let mut from = 0;
-    while let Some(at) = out[from..].find("password=").map(|at| from + at + "password=".len()) {
+    while let Some(at) = out[from..]
+        .find("password=")
+        .map(|at| from + at + "password=".len())
+    {
         let end = out[at..].find('&').map_or(out.len(), |e| at + e);
         out.replace_range(at..end, "***");
         from = at + 3;
@@ -131,7 +134,9 @@ mod tests {
             format!("{:?}", HistoryStore::Postgres("postgres://a:b@h/d".into())),
             "Postgres(\"postgres://a:***@h/d\")"
         );
-        let e = parse("postgres://ci:s3cret@host:x/db").unwrap_err().to_string();
+        let e = parse("postgres://ci:s3cret@host:x/db")
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains("s3cret") && e.contains(HISTORY_ENV), "{e}");
     }
 }
