@@ -16,12 +16,12 @@ use plotters::prelude::*;
 pub struct DrawError(String);
 
 impl DrawError {
-    pub(super) fn of(e: impl std::fmt::Display) -> DrawError {
+    pub(crate) fn of(e: impl std::fmt::Display) -> DrawError {
         DrawError(e.to_string())
     }
 }
 
-const COLOURS: [RGBColor; 6] = [
+pub(crate) const COLOURS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -32,7 +32,7 @@ const COLOURS: [RGBColor; 6] = [
 
 /// An f64 axis with ticks exactly at the given values (the measured K or N), not at
 /// round numbers. (plotters' own `with_key_points` does not keep f64's label formatter.)
-struct Ticks {
+pub(crate) struct Ticks {
     inner: RangedCoordf64,
     at: Vec<f64>,
 }
@@ -55,10 +55,11 @@ impl Ranged for Ticks {
 }
 
 /// The charts' coordinates: f64 both ways, ticks on x exactly at the measured values.
-type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<Ticks, RangedCoordf64>>;
+pub(crate) type Chart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<Ticks, RangedCoordf64>>;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Marker {
+pub(crate) enum Marker {
     Dot,
     Square,
     Triangle,
@@ -69,13 +70,13 @@ enum Marker {
 /// that coincide (serial and wave agree within 0.5%) stay apart by all three, and by the
 /// order they are drawn in: the widest, solid one first, the dashed ones over it.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Look {
-    dash: Option<(u32, u32)>,
-    width: u32,
-    marker: Marker,
+pub(crate) struct Look {
+    pub(crate) dash: Option<(u32, u32)>,
+    pub(crate) width: u32,
+    pub(crate) marker: Marker,
 }
 
-const LOOKS: [Look; 4] = [
+pub(crate) const LOOKS: [Look; 4] = [
     Look {
         dash: None,
         width: 6,
@@ -107,7 +108,7 @@ const STUDY_LOOK: Look = Look {
 
 /// Draws `pts` as a line in `look` with its markers, labelled in the legend with a swatch
 /// of the same dashes, width and marker.
-fn draw_line<'a, 'b: 'a>(
+pub(crate) fn draw_line<'a, 'b: 'a>(
     chart: &mut Chart<'a, 'b>,
     pts: &[(f64, f64)],
     c: RGBColor,
@@ -161,7 +162,7 @@ fn draw_line<'a, 'b: 'a>(
 
 /// An x range that spans `values` with a margin of `pad` (of the span) each side, and
 /// ticks exactly at each of `values`.
-fn ticks_at(values: &[f64], pad: f64) -> Ticks {
+pub(crate) fn ticks_at(values: &[f64], pad: f64) -> Ticks {
     let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let margin = ((hi - lo) * pad).max(0.5);
@@ -172,7 +173,7 @@ fn ticks_at(values: &[f64], pad: f64) -> Ticks {
 }
 
 /// Draws the legend at `position` over a light background, with a border.
-fn legend<'a, 'b: 'a>(
+pub(crate) fn legend<'a, 'b: 'a>(
     chart: &mut Chart<'a, 'b>,
     position: SeriesLabelPosition,
 ) -> Result<(), DrawError> {

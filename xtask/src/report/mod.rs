@@ -3,7 +3,7 @@
 //! This file reads the inputs and names and writes the files; `markdown.rs` writes
 //! report.md's text, `charts.rs` draws the charts and `policy_map.rs` the policy map.
 
-mod charts;
+pub(crate) mod charts;
 mod markdown;
 mod policy_map;
 #[cfg(test)]
@@ -50,7 +50,7 @@ const SLUG_CHARS: usize = 48;
 
 /// `s` as a short file name component: lowercase ASCII letters and digits joined by `-`,
 /// at most [`SLUG_CHARS`] characters.
-fn slug(s: &str) -> String {
+pub(crate) fn slug(s: &str) -> String {
     let full = s
         .chars()
         .map(|c| {
