@@ -59,8 +59,7 @@ fn a_locked_file(t: &TestStore) {
     let spool = Spool::of(&t.spool_root, &t.store);
     let opened = SqliteStore::open(path, true, Duration::from_millis(200))
         .map(|s| Box::new(s) as Box<dyn Store>);
-    let r = record(2);
-    let w = history::write_to(opened, history::name_of(&t.store), &spool, &[r.clone()]);
+    let w = history::write_to(opened, history::name_of(&t.store), &spool, &[record(2)]);
     assert_warned(&w, &history::name_of(&t.store), "database is locked");
     assert_eq!(t.spooled().len(), 1);
     holder.execute_batch("ROLLBACK").unwrap();
@@ -76,14 +75,11 @@ fn a_locked_file(t: &TestStore) {
 fn a_full_disk(t: &TestStore) {
     // The spool lies on another disk than the store (as it does when a fleet's store is
     // elsewhere); 1 MiB holds a few records, not forty.
-    let mut kept = Vec::new();
     let mut warned = None;
     for seed in 0..40 {
-        let r = record(seed);
-        let w = history::write(&t.store, &t.spool_root, &[r.clone()]).unwrap();
+        let w = history::write(&t.store, &t.spool_root, &[record(seed)]).unwrap();
         if w.failure.is_some() {
             warned = Some(w);
-            kept.push(r);
             break;
         }
     }

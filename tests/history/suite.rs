@@ -97,7 +97,7 @@ fn the_spool_is_written_before_the_run(t: &TestStore) {
     let spool = Spool::of(&t.spool_root, &t.store);
     let (old, new) = (record(1), record(2));
     spool.keep(&old).unwrap();
-    let w = history::write(&t.store, &t.spool_root, &[new.clone()]).unwrap();
+    let w = history::write(&t.store, &t.spool_root, std::slice::from_ref(&new)).unwrap();
     assert!(w.failure.is_none(), "{:?}", w.lines());
     assert_eq!(w.runs, [old.run.id.clone(), new.run.id.clone()]);
     assert_eq!(w.from_spool, 1);
