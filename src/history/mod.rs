@@ -31,6 +31,7 @@ pub use rows::{CaseRow, Run, VariantRow};
 pub use spool::Spool;
 pub use store::{Store, StoreError, Value};
 
+use crate::text::Shown;
 use std::path::{Path, PathBuf};
 
 /// The default store, under the folder a run writes into (`target/accprobe`).
@@ -62,7 +63,7 @@ pub fn resolve(value: Option<&str>, cwd: &Path, out: &Path) -> HistoryStore {
 pub fn name_of(store: &HistoryStore) -> String {
     match store {
         HistoryStore::Off => "no history (ACCPROBE_HISTORY=off)".into(),
-        HistoryStore::Sqlite(p) => format!("SQLite {}", p.display()),
+        HistoryStore::Sqlite(p) => format!("SQLite {}", p.shown()),
         HistoryStore::Postgres(url) => match url.parse() {
             Ok(c) => postgres::describe(&c),
             Err(_) => format!("PostgreSQL {}", crate::config::redacted(url)),
@@ -135,7 +136,7 @@ impl Written {
             for p in &f.spooled {
                 out.push(format!(
                     "warning: history: the record waits in {} for the next run",
-                    p.display()
+                    p.shown()
                 ));
             }
             for (id, e) in &f.lost {

@@ -8,6 +8,7 @@
 
 use super::schema::Table;
 use super::store::{self, Rows, Store, StoreError, Transaction, Type, Value};
+use crate::text::Shown;
 use postgres::config::Host;
 use postgres::types::ToSql;
 use postgres::{Client, Config, NoTls, Statement};
@@ -60,7 +61,7 @@ pub fn describe(config: &Config) -> String {
         .map(|(i, h)| {
             let host = match h {
                 Host::Tcp(name) => name.clone(),
-                Host::Unix(dir) => dir.display().to_string(),
+                Host::Unix(dir) => dir.shown(),
             };
             match config.get_ports().get(i).or(config.get_ports().first()) {
                 Some(port) => format!("{host}:{port}"),
@@ -121,6 +122,18 @@ impl<'a, 'b> Tx<'a, 'b> {
     }
 }
 
+impl store::Cells for postgres::Row {
+    fn int(&self, i: usize) -> Result<Option<i64>, StoreError> {
+        Ok(self.try_get(i)?)
+    }
+    fn real(&self, i: usize) -> Result<Option<f64>, StoreError> {
+        Ok(self.try_get(i)?)
+    }
+    fn text(&self, i: usize) -> Result<Option<String>, StoreError> {
+        Ok(self.try_get(i)?)
+    }
+}
+
 fn boxed(v: &Value) -> Box<dyn ToSql + Sync> {
     match v {
         Value::Int(i) => Box::new(*i),
@@ -150,18 +163,7 @@ impl Transaction for Tx<'_, '_> {
         let st = self.statement(sql)?;
         let boxed: Vec<Box<dyn ToSql + Sync>> = params.iter().map(boxed).collect();
         let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| b.as_ref()).collect();
-        let mut out = Vec::new();
-        for r in self.tx.query(&st, &refs)? {
-            let mut cells = Vec::with_capacity(types.len());
-            for (i, ty) in types.iter().enumerate() {
-                cells.push(match ty {
-                    Type::Int => Value::Int(r.try_get(i)?),
-                    Type::Real => Value::Real(r.try_get(i)?),
-                    Type::Text => Value::Text(r.try_get(i)?),
-                });
-            }
-            out.push(cells);
-        }
-        Ok(out)
+        let rows = self.tx.query(&st, &refs)?;
+        rows.iter().map(|r| store::cells(r, types)).collect()
     }
 }

@@ -8,6 +8,7 @@
 
 use super::record::RunRecord;
 use crate::config::HistoryStore;
+use crate::text::Shown;
 use std::path::{Path, PathBuf};
 
 /// The largest spool file read back (a record of a few thousand variants and cases).
@@ -24,14 +25,14 @@ pub struct Spool {
 /// Why a spooled record could not be kept or read.
 #[derive(Debug, thiserror::Error)]
 pub enum SpoolError {
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}: {source}", path.shown())]
     Write {
         path: PathBuf,
         source: std::io::Error,
     },
     #[error(transparent)]
     Read(#[from] crate::error::Error),
-    #[error("{}: not a spooled record ({source}); renamed {}", path.display(), renamed.display())]
+    #[error("{}: not a spooled record ({source}); renamed {}", path.shown(), renamed.shown())]
     Unreadable {
         path: PathBuf,
         renamed: PathBuf,

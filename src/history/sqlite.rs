@@ -49,7 +49,7 @@ impl SqliteStore {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let mut s = SqliteStore {
             conn,
-            name: format!("SQLite {}", path.display()),
+            name: super::name_of(&crate::config::HistoryStore::Sqlite(path.to_path_buf())),
         };
         s.migrate()?;
         Ok(s)
@@ -102,6 +102,18 @@ impl rusqlite::ToSql for Value {
     }
 }
 
+impl store::Cells for rusqlite::Row<'_> {
+    fn int(&self, i: usize) -> Result<Option<i64>, StoreError> {
+        Ok(self.get(i)?)
+    }
+    fn real(&self, i: usize) -> Result<Option<f64>, StoreError> {
+        Ok(self.get(i)?)
+    }
+    fn text(&self, i: usize) -> Result<Option<String>, StoreError> {
+        Ok(self.get(i)?)
+    }
+}
+
 struct Tx<'a>(&'a rusqlite::Transaction<'a>);
 
 impl Transaction for Tx<'_> {
@@ -124,15 +136,7 @@ impl Transaction for Tx<'_> {
         let mut rows = st.query(rusqlite::params_from_iter(params))?;
         let mut out = Vec::new();
         while let Some(r) = rows.next()? {
-            let mut cells = Vec::with_capacity(types.len());
-            for (i, ty) in types.iter().enumerate() {
-                cells.push(match ty {
-                    Type::Int => Value::Int(r.get(i)?),
-                    Type::Real => Value::Real(r.get(i)?),
-                    Type::Text => Value::Text(r.get(i)?),
-                });
-            }
-            out.push(cells);
+            out.push(store::cells(r, types)?);
         }
         Ok(out)
     }

@@ -4,6 +4,7 @@
 //! record's meaning is `super::record`'s, reading and deciding are the callers'.
 
 use super::schema::Table;
+use crate::text::Shown;
 
 /// One cell, typed as its column is.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +33,7 @@ pub enum StoreError {
     /// postgres' own text says little ("db error"); its source says the rest.
     #[error("{}", postgres_text(.0))]
     Postgres(#[from] postgres::Error),
-    #[error("{what} {}: {source}", path.display())]
+    #[error("{what} {}: {source}", path.shown())]
     Io {
         what: &'static str,
         path: std::path::PathBuf,
@@ -96,6 +97,28 @@ pub trait Transaction {
         params: &[Value],
         types: &[Type],
     ) -> Result<Vec<Vec<Value>>, StoreError>;
+}
+
+/// One row of a query's result, as a backend reads its cells.
+pub trait Cells {
+    fn int(&self, i: usize) -> Result<Option<i64>, StoreError>;
+    fn real(&self, i: usize) -> Result<Option<f64>, StoreError>;
+    fn text(&self, i: usize) -> Result<Option<String>, StoreError>;
+}
+
+/// The cells of `row`, each read as `types` says.
+pub fn cells(row: &dyn Cells, types: &[Type]) -> Result<Vec<Value>, StoreError> {
+    types
+        .iter()
+        .enumerate()
+        .map(|(i, ty)| {
+            Ok(match ty {
+                Type::Int => Value::Int(row.int(i)?),
+                Type::Real => Value::Real(row.real(i)?),
+                Type::Text => Value::Text(row.text(i)?),
+            })
+        })
+        .collect()
 }
 
 /// Brings the store to [`schema::SCHEMA`](super::schema::SCHEMA): the migrations it has

@@ -5,6 +5,7 @@ use crate::{Done, Failure};
 use accprobe::config::HistoryStore;
 use accprobe::history::{self, About, Origin};
 use accprobe::model::results::RunResults;
+use accprobe::text::Shown;
 use std::path::{Path, PathBuf};
 
 /// The files to import: those given, else the profiles folder's recorded runs and the
@@ -15,7 +16,7 @@ fn files(dir: &Path, given: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
     }
     let recorded = dir.join("recorded");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&recorded)
-        .map_err(|e| format!("{}: {e}", recorded.display()))?
+        .map_err(|e| format!("{}: {e}", recorded.shown()))?
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
@@ -43,7 +44,7 @@ pub fn run(dir: &Path, store: &HistoryStore, given: &[PathBuf]) -> Done {
             "{} {}: {}",
             if new { "imported" } else { "already there" },
             super::short(&record.run.id),
-            f.display()
+            f.shown()
         );
         if new {
             added += 1;

@@ -6,7 +6,8 @@ use super::{failed, or_dash, runs, short, Filter, Tolerances};
 use crate::report::charts::{draw_line, legend, ticks_at, DrawError, COLOURS, LOOKS};
 use crate::Done;
 use accprobe::history::{read, Run, Store};
-use accprobe::report::text::line;
+use accprobe::text::line;
+use accprobe::text::Shown;
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -159,9 +160,9 @@ pub fn run(dir: &Path, s: &mut dyn Store, variant: &str, filter: &Filter, out: &
     let mut svg = String::new();
     chart(&mut svg, variant, &points, baseline).map_err(|e| e.to_string())?;
     let file = out.join(format!("trend-{}.svg", crate::report::slug(variant)));
-    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.shown()))?;
     accprobe::output::write_atomic(&file, &svg)
-        .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
-    say!("chart: {}", file.display());
+        .map_err(|e| format!("cannot write {}: {e}", file.shown()))?;
+    say!("chart: {}", file.shown());
     Ok(())
 }
