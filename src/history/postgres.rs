@@ -6,8 +6,8 @@
 //! new database at once migrate it once. Connecting gives up after [`CONNECT_TIMEOUT`],
 //! so a server that is gone costs a run seconds, not its time limit.
 
-use super::schema::Table;
-use super::store::{self, Rows, Store, StoreError, Transaction, Type, Value};
+use super::schema::{Table, Type};
+use super::store::{self, Rows, Store, StoreError, Transaction, Value};
 use crate::text::Shown;
 use postgres::config::Host;
 use postgres::types::ToSql;

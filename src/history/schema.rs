@@ -3,7 +3,13 @@
 //! a lock, and recorded in `accprobe_schema`. A migration once released is never edited:
 //! a change of the schema is a new migration, and [`TABLES`] says what the last one made.
 
-use super::store::Type;
+/// A column's type, as both backends store it: `BIGINT`, `DOUBLE PRECISION`, `TEXT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Type {
+    Int,
+    Real,
+    Text,
+}
 
 /// A column: its name and type. `NOT NULL` is the migration's; a reader takes `NULL`
 /// for an absent value in any column.

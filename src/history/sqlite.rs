@@ -4,8 +4,8 @@
 //! Every write is one `BEGIN IMMEDIATE` transaction: a process killed mid-write leaves the
 //! database as it was before (SQLite's atomic commit), never half a record.
 
-use super::schema::Table;
-use super::store::{self, Rows, Store, StoreError, Transaction, Type, Value};
+use super::schema::{Table, Type};
+use super::store::{self, Rows, Store, StoreError, Transaction, Value};
 use rusqlite::types::ToSqlOutput;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use std::path::Path;

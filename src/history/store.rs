@@ -3,7 +3,7 @@
 //! conversion and one test suite (`tests/history.rs`). A store only moves rows: the
 //! record's meaning is `super::record`'s, reading and deciding are the callers'.
 
-use super::schema::Table;
+use super::schema::{Table, Type};
 use crate::text::Shown;
 
 /// One cell, typed as its column is.
@@ -12,14 +12,6 @@ pub enum Value {
     Int(Option<i64>),
     Real(Option<f64>),
     Text(Option<String>),
-}
-
-/// A column's type, as both backends store it: `BIGINT`, `DOUBLE PRECISION`, `TEXT`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Type {
-    Int,
-    Real,
-    Text,
 }
 
 /// The rows of one run, table by table, the `runs` row first.
