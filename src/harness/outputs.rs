@@ -107,26 +107,28 @@ impl Finishing<'_> {
         (info, results)
     }
 
-    /// Appends each measured session's record (its results and the cases of its suite)
-    /// to the history. Decides nothing: a store that cannot take them is a warning, and
-    /// the records wait in the spool (see [`crate::history`]).
-    pub fn history(&self, measured: &[(&GpuSession, RunResults)], records: &[Record]) {
+    /// Appends each measured session's record (its results and the cases of its suite,
+    /// when `records` holds the whole run's) to the history. Decides nothing: a store that
+    /// cannot take them is a warning, and the records wait in the spool (see
+    /// [`crate::history`]).
+    pub fn history(&self, measured: &[(&GpuSession, RunResults)], records: Option<&[Record]>) {
         let runs: Vec<RunRecord> = measured
             .iter()
             .map(|(s, r)| {
                 let suite = gpu::suite_name(s);
-                let cases: Vec<CaseRecord> = records
-                    .iter()
-                    .filter(|x| x.case.suite == suite)
-                    .map(|x| x.case.clone())
-                    .collect();
+                let cases: Option<Vec<CaseRecord>> = records.map(|all| {
+                    all.iter()
+                        .filter(|x| x.case.suite == suite)
+                        .map(|x| x.case.clone())
+                        .collect()
+                });
                 let key = s.target().ok().and_then(|t| t.device_key());
                 let about = About::here(
                     &s.profile,
                     key.as_ref().and_then(|k| k.pci_bus_id.clone()),
                     key.and_then(|k| k.uuid),
                 );
-                history::build(r, Some(&cases), Origin::Suite, about)
+                history::build(r, cases.as_deref(), Origin::Suite, about)
             })
             .collect();
         if runs.is_empty() {

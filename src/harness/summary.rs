@@ -59,7 +59,9 @@ pub fn close(
             Err(_) => "results written, the JUnit file not",
         },
     );
-    finishing.history(&measured, &recorder.records());
+    // Under nextest no process sees every case: the measuring one records the run unjudged.
+    let whole = (!recorder.merges()).then(|| recorder.records());
+    finishing.history(&measured, whole.as_deref());
     let (mut text, tested) = summary(&recorder.records(), &sessions, required.as_deref());
     if busy {
         say_counting_busy(args, finishing.lines, conclusion, busy_cases, &mut text);
