@@ -5,7 +5,7 @@
 use super::rows::{CaseRow, Row, Run, VariantRow};
 use super::schema::{CASES, RUNS, VARIANTS};
 use super::store::{Rows, StoreError};
-use crate::model::results::RunResults;
+use crate::model::results::{RunResults, VariantResult};
 use crate::model::settings::Mode;
 use crate::report::junit::{CaseRecord, Status};
 use serde::{Deserialize, Serialize};
@@ -108,10 +108,30 @@ pub fn build(
         }
         Some(_) => "passed",
     };
+    let run = run_row(results, &id, verdict, origin, about);
+    let mut sorted: Vec<&VariantResult> = results.variants.iter().collect();
+    // In the order a store gives them back: by name.
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let variants = sorted.into_iter().map(|v| variant_row(&id, v)).collect();
+    let cases = cases
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .map(|(seq, c)| case_row(&id, seq, c))
+        .collect();
+    RunRecord {
+        run,
+        variants,
+        cases,
+    }
+}
+
+/// The `runs` row of the run that measured `results`.
+fn run_row(results: &RunResults, id: &str, verdict: &str, origin: Origin, about: About) -> Run {
     let env = results.environment.as_ref();
-    let run = Run {
-        id: id.clone(),
-        recorded_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+    Run {
+        id: id.into(),
+        recorded_at: super::now(),
         measured_at: env.map(|e| e.date.clone()),
         origin: origin.as_str().into(),
         host: about.host,
@@ -139,42 +159,29 @@ pub fn build(
         gpu_s: results.timings.as_ref().map(|t| t.gpu_s),
         results_schema: i64::from(results.schema),
         accprobe_version: env!("CARGO_PKG_VERSION").into(),
-    };
-    let mut sorted: Vec<&crate::model::results::VariantResult> = results.variants.iter().collect();
-    // In the order a store gives them back: by name.
-    sorted.sort_by(|a, b| a.name.cmp(&b.name));
-    let variants = sorted
-        .into_iter()
-        .map(|v| VariantRow {
-            run_id: id.clone(),
-            name: v.name.clone(),
-            chain: v.chain.into(),
-            accumulators: v.accumulators.into(),
-            effective: v.effective.into(),
-            sink: v.sink.letter().to_string(),
-            context: v.context.to_string(),
-            median: v.baseline_progress(),
-            mean: v.mean_progress,
-            spread: v.summary.map(|s| s.relative_spread),
-            samples: v.summary.map_or(0, |s| s.count as i64),
-            registers: v.resources.as_ref().map(|r| r.registers.into()),
-            spill_store_bytes: v.resources.as_ref().map(|r| r.spill_store_bytes.into()),
-            spill_load_bytes: v.resources.as_ref().map(|r| r.spill_load_bytes.into()),
-            sass_digest: v.sass.as_ref().map(|s| s.digest.clone()),
-            schedule_digest: v.sass.as_ref().and_then(|s| s.schedule_digest.clone()),
-            sm_clock_mhz: v.sm_clock_mhz,
-        })
-        .collect();
-    let cases = cases
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-        .map(|(seq, c)| case_row(&id, seq, c))
-        .collect();
-    RunRecord {
-        run,
-        variants,
-        cases,
+    }
+}
+
+/// The `variants` row of `v`.
+fn variant_row(id: &str, v: &VariantResult) -> VariantRow {
+    VariantRow {
+        run_id: id.into(),
+        name: v.name.clone(),
+        chain: v.chain.into(),
+        accumulators: v.accumulators.into(),
+        effective: v.effective.into(),
+        sink: v.sink.letter().to_string(),
+        context: v.context.to_string(),
+        median: v.baseline_progress(),
+        mean: v.mean_progress,
+        spread: v.summary.map(|s| s.relative_spread),
+        samples: v.summary.map_or(0, |s| s.count as i64),
+        registers: v.resources.as_ref().map(|r| r.registers.into()),
+        spill_store_bytes: v.resources.as_ref().map(|r| r.spill_store_bytes.into()),
+        spill_load_bytes: v.resources.as_ref().map(|r| r.spill_load_bytes.into()),
+        sass_digest: v.sass.as_ref().map(|s| s.digest.clone()),
+        schedule_digest: v.sass.as_ref().and_then(|s| s.schedule_digest.clone()),
+        sm_clock_mhz: v.sm_clock_mhz,
     }
 }
 

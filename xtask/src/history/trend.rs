@@ -3,7 +3,9 @@
 //! with the profile's baseline and its tolerance band, and the same as a table.
 
 use super::{failed, or_dash, runs, short, Filter, Tolerances};
-use crate::report::charts::{draw_line, legend, ticks_at, DrawError, COLOURS, LOOKS};
+use crate::report::charts::{
+    draw_line, legend, ticks_at, Chart, DrawError, Look, Marker, COLOURS, LOOKS,
+};
 use crate::Done;
 use accprobe::history::{read, Run, Store};
 use accprobe::text::line;
@@ -24,6 +26,35 @@ fn toolchain(r: &Run) -> String {
         "driver {} / NVRTC {}",
         or_dash(r.driver.as_deref()),
         or_dash(r.nvrtc.as_deref())
+    )
+}
+
+/// The tolerance band `b` ± `t` (relative) and the baseline `b` across `(x0, x1)`.
+fn draw_baseline<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    (x0, x1): (f64, f64),
+    b: f64,
+    t: f64,
+) -> Result<(), DrawError> {
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(x0, b * (1.0 - t)), (x1.max(x0 + 0.5), b * (1.0 + t))],
+            GREEN.mix(0.15).filled(),
+        )))
+        .map_err(DrawError::of)?
+        .label(format!("tolerance ±{:.2}%", t * 100.0))
+        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 24, y + 5)], GREEN.mix(0.3).filled()));
+    let look = Look {
+        dash: Some((6, 4)),
+        width: 1,
+        marker: Marker::Cross,
+    };
+    draw_line(
+        chart,
+        &[(x0, b), (x1, b)],
+        BLACK,
+        look,
+        format!("baseline {b:.1}"),
     )
 }
 
@@ -73,33 +104,12 @@ pub fn chart(
         .y_label_formatter(&|y| format!("{y:.0}"))
         .draw()
         .map_err(DrawError::of)?;
-    let (x0, x1) = (
-        points[0].index as f64,
-        points[points.len() - 1].index as f64,
-    );
     if let Some((b, t)) = baseline {
-        chart
-            .draw_series(std::iter::once(Rectangle::new(
-                [(x0, b * (1.0 - t)), (x1.max(x0 + 0.5), b * (1.0 + t))],
-                GREEN.mix(0.15).filled(),
-            )))
-            .map_err(DrawError::of)?
-            .label(format!("tolerance ±{:.2}%", t * 100.0))
-            .legend(|(x, y)| {
-                Rectangle::new([(x, y - 5), (x + 24, y + 5)], GREEN.mix(0.3).filled())
-            });
-        let look = crate::report::charts::Look {
-            dash: Some((6, 4)),
-            width: 1,
-            marker: crate::report::charts::Marker::Cross,
-        };
-        draw_line(
-            &mut chart,
-            &[(x0, b), (x1, b)],
-            BLACK,
-            look,
-            format!("baseline {b:.1}"),
-        )?;
+        let span = (
+            points[0].index as f64,
+            points[points.len() - 1].index as f64,
+        );
+        draw_baseline(&mut chart, span, b, t)?;
     }
     let mut groups: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for p in points {
