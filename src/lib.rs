@@ -19,6 +19,7 @@ pub mod config;
 pub mod error;
 pub mod expectations;
 pub mod harness;
+pub mod history;
 pub mod input;
 pub mod interrupt;
 pub mod measure;

@@ -133,3 +133,22 @@ fn every_setting_that_does_not_parse_exits_2() {
         assert!(!written, "{}", v.name);
     }
 }
+
+#[test]
+fn a_history_store_that_does_not_parse_exits_2_and_shows_no_password() {
+    for value in [
+        "sqlite://runs.db",
+        "postgress://host/db",
+        "postgres://ci:s3cret@host:notaport/db",
+    ] {
+        let (run, written) = suite_with("history", config::HISTORY_ENV, value);
+        assert_eq!(run.code, Some(2), "{value}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("error: ACCPROBE_HISTORY=") && run.stderr.contains("postgres://"),
+            "{value}: {}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("s3cret"), "{}", run.stderr);
+        assert!(!written, "{value}: nothing runs");
+    }
+}

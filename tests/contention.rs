@@ -560,6 +560,8 @@ fn the_suite_reports_a_held_gpu_as_one_busy_case_and_skips_the_rest() {
         results: dir.join("out/results.json"),
         cache: None,
         runs: dir.join("out/runs"),
+        history: accprobe::config::HistoryStore::Sqlite(dir.join("out/history.sqlite")),
+        history_spool: dir.join("out/history-spool"),
     };
     std::fs::create_dir_all(dir.join("out")).unwrap();
     let log = dir.join("out/libtest.log").display().to_string();

@@ -78,6 +78,14 @@ fn the_processes_of_one_nextest_run_measure_once_and_share_one_junit_file() {
     want.push("gpu::measure");
     want.sort();
     assert_eq!(names, want);
+    // No process saw every case: the one that measured recorded the run, unjudged.
+    let history = sb.paths().history;
+    let mut store = accprobe::history::open(&history, false).unwrap().unwrap();
+    let runs = accprobe::history::read::runs(store.as_mut()).unwrap();
+    assert_eq!(runs.len(), 1, "one measurement, one record");
+    assert_eq!(runs[0].verdict, "unjudged");
+    let record = accprobe::history::read::record(store.as_mut(), &runs[0]).unwrap();
+    assert_eq!((record.variants.len(), record.cases.len()), (all, 0));
     let (code, plain) = sb.run_on(vec![recorded_h200(0)], &[]);
     assert_eq!(code, ExitCode::SUCCESS);
     for c in cases {

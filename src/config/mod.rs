@@ -10,6 +10,10 @@
 //! The functions read the environment at each call (a test may set a variable in process);
 //! they are cheap, and each front end reads a setting where it needs it.
 
+mod history;
+
+pub use history::{history, history_store, redacted, HistoryStore};
+
 use crate::model::settings::Mode;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -68,6 +72,7 @@ pub const LOCK_TIMEOUT_ENV: &str = "ACCPROBE_LOCK_TIMEOUT";
 pub const RETRIES_ENV: &str = "ACCPROBE_CONTENTION_RETRIES";
 pub const WAIT_ENV: &str = "ACCPROBE_CONTENTION_WAIT";
 pub const TRACE_ENV: &str = "ACCPROBE_TRACE";
+pub const HISTORY_ENV: &str = "ACCPROBE_HISTORY";
 /// Internal: names a compile worker's request file.
 pub const WORKER_ENV: &str = "ACCPROBE_COMPILE_WORKER";
 /// Internal: set after [`crate::compile::process_nvrtc::select_for_process`] re-executed
@@ -232,6 +237,12 @@ pub const VARIABLES: &[Variable] = &[
         FLAG,
         "off",
         "marks on stderr of where the time goes",
+    ),
+    setting(
+        HISTORY_ENV,
+        "a file, a postgres:// (or postgresql://) URL, or off",
+        "`target/accprobe/history.sqlite`",
+        "the results history each GPU run appends its record to (docs/history.md)",
     ),
     Variable {
         name: WORKER_ENV,
@@ -536,6 +547,7 @@ pub fn check() -> Result<(), ConfigError> {
     contention_retries()?;
     contention_wait()?;
     trace()?;
+    history()?;
     Ok(())
 }
 

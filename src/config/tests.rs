@@ -136,6 +136,7 @@ fn the_table_names_each_variable_once_and_every_constant() {
         RETRIES_ENV,
         WAIT_ENV,
         TRACE_ENV,
+        HISTORY_ENV,
         WORKER_ENV,
         ACTIVE_ENV,
         TEST_MARK_USED_ENV,

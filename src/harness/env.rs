@@ -32,6 +32,10 @@ pub struct Paths {
     /// Where the processes of one nextest run share their measurement and JUnit records:
     /// `<this>/<NEXTEST_RUN_ID>/`.
     pub runs: PathBuf,
+    /// Where each device's record goes (`ACCPROBE_HISTORY`), and the spool of the records
+    /// a store could not take (`target/accprobe/history-spool`).
+    pub history: crate::config::HistoryStore,
+    pub history_spool: PathBuf,
 }
 
 impl Paths {
@@ -63,6 +67,14 @@ impl Paths {
                 None => Some(target.join("cache")),
             },
             runs: target.join("runs"),
+            history: crate::history::resolve(
+                var("ACCPROBE_HISTORY")
+                    .and_then(|p| p.into_os_string().into_string().ok())
+                    .as_deref(),
+                cwd,
+                &target,
+            ),
+            history_spool: target.join(crate::history::SPOOL_DIR),
         }
     }
 
@@ -305,20 +317,37 @@ mod tests {
             p.cache.as_deref(),
             Some(Path::new("/copy/target/accprobe/cache"))
         );
-        let vars = |k: &str| -> Option<OsString> {
-            match k {
-                "ACCPROBE_EXPECTATIONS" => Some("profiles".into()),
-                "ACCPROBE_JUNIT" => Some("/dev/null".into()),
-                "CARGO_TARGET_DIR" => Some("/t".into()),
-                "ACCPROBE_CACHE" => Some("off".into()),
-                _ => None,
+        use crate::config::HistoryStore;
+        let sqlite = |p: &str| HistoryStore::Sqlite(p.into());
+        assert_eq!(p.history, sqlite("/copy/target/accprobe/history.sqlite"));
+        assert_eq!(
+            p.history_spool,
+            Path::new("/copy/target/accprobe/history-spool")
+        );
+        let vars = |history: &'static str| {
+            move |k: &str| -> Option<OsString> {
+                match k {
+                    "ACCPROBE_EXPECTATIONS" => Some("profiles".into()),
+                    "ACCPROBE_JUNIT" => Some("/dev/null".into()),
+                    "CARGO_TARGET_DIR" => Some("/t".into()),
+                    "ACCPROBE_CACHE" => Some("off".into()),
+                    "ACCPROBE_HISTORY" => Some(history.into()),
+                    _ => None,
+                }
             }
         };
-        let p = Paths::resolve(Path::new("/copy"), vars);
+        let p = Paths::resolve(Path::new("/copy"), vars("runs.db"));
         assert_eq!(p.expectations, Path::new("/copy/profiles"));
         assert_eq!(p.junit, Path::new("/dev/null"));
         assert_eq!(p.results, Path::new("/t/accprobe/results.json"));
         assert_eq!(p.cache, None);
+        assert_eq!(p.history, sqlite("/copy/runs.db"));
+        assert_eq!(p.history_spool, Path::new("/t/accprobe/history-spool"));
+        let url = "postgres://ci@127.0.0.1:5433/accprobe";
+        let p = Paths::resolve(Path::new("/copy"), vars(url));
+        assert_eq!(p.history, HistoryStore::Postgres(url.into()));
+        let p = Paths::resolve(Path::new("/copy"), vars("off"));
+        assert_eq!(p.history, HistoryStore::Off);
     }
 
     #[test]

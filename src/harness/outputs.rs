@@ -1,14 +1,18 @@
 //! What a finished session leaves: its JUnit suite, its table (stdout, or stderr when
 //! stdout is libtest's JSON), and, in the process that measured, its results file, ptxas
-//! log and CUBINs, each path said on stderr.
+//! log and CUBINs, each path said on stderr, and its record in the history.
 
 use super::env::Paths;
 use super::gpu;
+use super::recorder::Record;
 use super::stdout;
 use crate::error::Error;
+use crate::history::{self, About, Origin, RunRecord};
 use crate::measure::session::GpuSession;
+use crate::model::results::RunResults;
 use crate::output::{write_atomic, write_atomic_bytes};
-use crate::report::{self, junit::SuiteInfo};
+use crate::report;
+use crate::report::junit::{CaseRecord, SuiteInfo};
 use crate::text::Shown;
 use libtest_mimic::Arguments;
 use std::path::{Path, PathBuf};
@@ -75,8 +79,8 @@ pub struct Finishing<'a> {
 
 impl Finishing<'_> {
     /// The JUnit suite of a finished session; prints its table and, when it measured
-    /// here, writes its results, ptxas log and CUBIN.
-    pub fn session(&self, s: &GpuSession) -> SuiteInfo {
+    /// here, writes its results, ptxas log and CUBIN, and returns the results written.
+    pub fn session(&self, s: &GpuSession) -> (SuiteInfo, Option<RunResults>) {
         let mut info = SuiteInfo {
             name: gpu::suite_name(s),
             properties: vec![
@@ -91,17 +95,18 @@ impl Finishing<'_> {
                 .push(("no_gpu_reason".into(), reason.to_string()));
         }
         if !self.measured_here {
-            return info;
+            return (info, None);
         }
         let results_path = self.results_path(s);
-        if let Some(r) = s.measured_results() {
+        let results = s.measured_results();
+        if let Some(r) = &results {
             info.properties.extend(
                 r.environment
                     .as_ref()
                     .map(|e| e.properties())
                     .unwrap_or_default(),
             );
-            let table = report::table(&r, &s.profile.probe.chains, &s.profile.probe.accumulators);
+            let table = report::table(r, &s.profile.probe.chains, &s.profile.probe.accumulators);
             self.lines.say(&format!(
                 "\n{}: {}\n{table}\n",
                 s.device_label(),
@@ -120,7 +125,41 @@ impl Finishing<'_> {
             }
             write_cubins(&results_path, &c.parts);
         }
-        info
+        (info, results)
+    }
+
+    /// Appends each measured session's record (its results and the cases of its suite,
+    /// when `records` holds the whole run's) to the history. Decides nothing: a store that
+    /// cannot take them is a warning, and the records wait in the spool (see
+    /// [`crate::history`]).
+    pub fn history(&self, measured: &[(&GpuSession, RunResults)], records: Option<&[Record]>) {
+        let runs: Vec<RunRecord> = measured
+            .iter()
+            .map(|(s, r)| {
+                let suite = gpu::suite_name(s);
+                let cases: Option<Vec<CaseRecord>> = records.map(|all| {
+                    all.iter()
+                        .filter(|x| x.case.suite == suite)
+                        .map(|x| x.case.clone())
+                        .collect()
+                });
+                let key = s.target().ok().and_then(|t| t.device_key());
+                let about = About::here(
+                    &s.profile,
+                    key.as_ref().and_then(|k| k.pci_bus_id.clone()),
+                    key.and_then(|k| k.uuid),
+                );
+                history::build(r, cases.as_deref(), Origin::Suite, about)
+            })
+            .collect();
+        if runs.is_empty() {
+            return;
+        }
+        if let Some(w) = history::write(&self.paths.history, &self.paths.history_spool, &runs) {
+            for line in w.lines() {
+                crate::say_err!("{line}");
+            }
+        }
     }
 
     /// The results file of a session: `-gpuN` in its name when the run has several

@@ -42,8 +42,11 @@ pub fn close(
             *slot = info;
         }
     }
+    let mut measured = Vec::new();
     for s in &sessions {
-        suites.push(finishing.session(s));
+        let (info, results) = finishing.session(s);
+        suites.push(info);
+        measured.extend(results.map(|r| (s.as_ref(), r)));
     }
     let busy_cases = push_run_level(&sessions, recorder);
     let busy = busy_cases > 0;
@@ -56,6 +59,9 @@ pub fn close(
             Err(_) => "results written, the JUnit file not",
         },
     );
+    // Under nextest no process sees every case: the measuring one records the run unjudged.
+    let whole = (!recorder.merges()).then(|| recorder.records());
+    finishing.history(&measured, whole.as_deref());
     let (mut text, tested) = summary(&recorder.records(), &sessions, required.as_deref());
     if busy {
         // Last, where libtest's own line went (a JSON log stays JSON: then on stderr).

@@ -110,6 +110,8 @@ pub fn paths_in(dir: &Path) -> Paths {
         results: dir.join("out/results.json"),
         cache: Some(dir.join("out/cache")),
         runs: dir.join("out/runs"),
+        history: accprobe::config::HistoryStore::Sqlite(dir.join("out/history.sqlite")),
+        history_spool: dir.join("out/history-spool"),
     }
 }
 

@@ -121,7 +121,7 @@ pub fn probe(dir: &Path, name: Option<&str>, mode: Option<Mode>, out: &Path) -> 
     }
     write_atomic(out, &r.to_json()).map_err(|e| format!("cannot write {}: {e}", out.shown()))?;
     say!("results: {}", out.shown());
-    Ok(())
+    crate::history::record_probe(&s, &r)
 }
 
 #[derive(Serialize)]

@@ -12,6 +12,7 @@
 //! - `onboard`: a GPU no profile names: measure, draft its profile and baselines, review
 //!   (`--compare` judges a draft against a hand-written profile).
 //! - `ceilings`: the GPU's dependent-FFMA latency and issue rate per SM.
+//! - `history`: the results history: import, list, trend, compare, runners, changes.
 //! - `toolchains`: the compile-only gate over architectures x NVRTC toolchains (no GPU;
 //!   `--bless` writes its digests), or the profile measured per toolchain (`--gpu`).
 
@@ -21,6 +22,7 @@ mod say;
 mod bless;
 mod gate;
 mod gpu;
+mod history;
 mod onboard;
 mod paths;
 mod policy;
@@ -248,6 +250,9 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// The results history (docs/history.md): import results files, list the runs, a
+    /// variant's trend, two runs compared, the runners that differ, change points.
+    History(history::HistoryArgs),
 }
 
 #[derive(Subcommand)]
@@ -411,6 +416,7 @@ fn run(cli: &Cli) -> Done {
                 )
             }
         }
+        Command::History(args) => history::run(dir, args),
     }
 }
 

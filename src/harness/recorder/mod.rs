@@ -221,6 +221,12 @@ impl Recorder {
         lock_ignoring_poison(&self.records).clone()
     }
 
+    /// Whether this process's records are one part of a run's (under nextest): then no
+    /// process holds every case.
+    pub fn merges(&self) -> bool {
+        self.merge.is_some()
+    }
+
     /// The finished cases so far.
     #[cfg(test)]
     pub fn cases(&self) -> Vec<CaseRecord> {

@@ -10,7 +10,7 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
-const COLOURS: [RGBColor; 6] = [
+pub(crate) const COLOURS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -21,7 +21,7 @@ const COLOURS: [RGBColor; 6] = [
 
 /// An f64 axis with ticks exactly at the given values (the measured K or N), not at
 /// round numbers. (plotters' own `with_key_points` does not keep f64's label formatter.)
-struct Ticks {
+pub(crate) struct Ticks {
     inner: RangedCoordf64,
     at: Vec<f64>,
 }
@@ -44,9 +44,10 @@ impl Ranged for Ticks {
 }
 
 /// The charts' coordinates: f64 both ways, ticks on x exactly at the measured values.
-type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<Ticks, RangedCoordf64>>;
+pub(crate) type Chart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<Ticks, RangedCoordf64>>;
 
-const LOOKS: [Look; 4] = [
+pub(crate) const LOOKS: [Look; 4] = [
     Look {
         dash: None,
         width: 6,
@@ -78,7 +79,7 @@ const STUDY_LOOK: Look = Look {
 
 /// Draws `pts` as a line in `e`'s colour and look, its markers on `root` (which the chart
 /// is drawn in).
-fn draw_line<'a, 'b: 'a>(
+pub(crate) fn draw_line<'a, 'b: 'a>(
     chart: &mut Chart<'a, 'b>,
     root: &Area<'b>,
     pts: &[(f64, f64)],
@@ -96,7 +97,7 @@ fn draw_line<'a, 'b: 'a>(
 
 /// An x range that spans `values` with a margin of `pad` (of the span) each side, and
 /// ticks exactly at each of `values`.
-fn ticks_at(values: &[f64], pad: f64) -> Ticks {
+pub(crate) fn ticks_at(values: &[f64], pad: f64) -> Ticks {
     let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let margin = ((hi - lo) * pad).max(0.5);

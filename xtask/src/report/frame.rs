@@ -14,13 +14,13 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 pub struct DrawError(String);
 
 impl DrawError {
-    pub(super) fn of(e: impl std::fmt::Display) -> DrawError {
+    pub(crate) fn of(e: impl std::fmt::Display) -> DrawError {
         DrawError(e.to_string())
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) enum Marker {
+pub(crate) enum Marker {
     Dot,
     Square,
     Triangle,
@@ -31,10 +31,10 @@ pub(super) enum Marker {
 /// that coincide (serial and wave agree within 0.5%) stay apart by all three, and by the
 /// order they are drawn in: the widest, solid one first, the dashed ones over it.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct Look {
-    pub(super) dash: Option<(u32, u32)>,
-    pub(super) width: u32,
-    pub(super) marker: Marker,
+pub(crate) struct Look {
+    pub(crate) dash: Option<(u32, u32)>,
+    pub(crate) width: u32,
+    pub(crate) marker: Marker,
 }
 
 /// Draws `look`'s marker in `c` at each of `at` (pixels of `root`): on a line's points and
@@ -64,10 +64,10 @@ pub(super) fn draw_markers(
 
 /// A chart's canvas: the title's lines over the plot, the legend under it, so that a long
 /// label never runs off the canvas and the legend never covers a line.
-pub(super) struct Canvas<'b, 'e> {
-    pub(super) root: Area<'b>,
+pub(crate) struct Canvas<'b, 'e> {
+    pub(crate) root: Area<'b>,
     /// Where the plot is drawn, between the title and the legend.
-    pub(super) plot: Area<'b>,
+    pub(crate) plot: Area<'b>,
     legend: Legend<'e>,
     /// The top of the legend, in pixels of `root`.
     legend_top: i32,
@@ -76,7 +76,7 @@ pub(super) struct Canvas<'b, 'e> {
 impl<'b, 'e> Canvas<'b, 'e> {
     /// A canvas in `svg` for a plot `plot_height` pixels high, titled `title`, with a
     /// legend of `entries`.
-    pub(super) fn new(
+    pub(crate) fn new(
         svg: &'b mut String,
         title: &str,
         plot_height: i32,
@@ -100,18 +100,18 @@ impl<'b, 'e> Canvas<'b, 'e> {
     }
 
     /// Draws the legend and ends the drawing.
-    pub(super) fn finish(self) -> Result<(), DrawError> {
+    pub(crate) fn finish(self) -> Result<(), DrawError> {
         self.legend.draw(&self.root, self.legend_top)?;
         self.root.present().map_err(DrawError::of)
     }
 }
 
 /// The drawing area of a whole chart.
-pub(super) type Area<'b> = DrawingArea<SVGBackend<'b>, plotters::coord::Shift>;
+pub(crate) type Area<'b> = DrawingArea<SVGBackend<'b>, plotters::coord::Shift>;
 
 /// The canvas width of the charts; their outer margin.
 const WIDTH: u32 = 900;
-pub(super) const MARGIN: i32 = 15;
+pub(crate) const MARGIN: i32 = 15;
 /// A title's size (as plotters is asked for it) and a line of it (pixels).
 const TITLE_SIZE: f64 = 20.0;
 pub(super) const TITLE_LINE: i32 = 24;
@@ -147,7 +147,7 @@ pub(super) fn draw_title(
 }
 
 /// One line of a legend: how its series is drawn, and its label.
-pub(super) struct Entry {
+pub(crate) struct Entry {
     pub(super) colour: RGBColor,
     pub(super) look: Look,
     label: String,
@@ -155,7 +155,7 @@ pub(super) struct Entry {
 
 impl Entry {
     /// An entry labelled `label`, which goes through the one sanitiser.
-    pub(super) fn new(colour: RGBColor, look: Look, label: String) -> Entry {
+    pub(crate) fn new(colour: RGBColor, look: Look, label: String) -> Entry {
         Entry {
             colour,
             look,

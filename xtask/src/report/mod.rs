@@ -4,10 +4,10 @@
 //! report.md's text, `charts.rs` draws the charts in their frame (`frame.rs`), `policy_map.rs` the policy
 //! map, and `layout.rs` says how much room text takes on them.
 
-mod charts;
+pub(crate) mod charts;
 #[cfg(test)]
 mod drawn;
-mod frame;
+pub(crate) mod frame;
 mod layout;
 mod markdown;
 mod policy_map;
@@ -55,7 +55,7 @@ const SLUG_CHARS: usize = 48;
 
 /// `s` as a short file name component: lowercase ASCII letters and digits joined by `-`,
 /// at most [`SLUG_CHARS`] characters.
-fn slug(s: &str) -> String {
+pub(crate) fn slug(s: &str) -> String {
     let full = s
         .chars()
         .map(|c| {
