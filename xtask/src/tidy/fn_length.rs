@@ -31,7 +31,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "probe",
         "not split yet",
     ),
-    ("src/expectations/profile/read.rs", "read", "not split yet"),
     ("src/expectations/recorded.rs", "load", "not split yet"),
     ("src/harness/gpu.rs", "trials", "not split yet"),
     ("src/harness/run_cases.rs", "records", "not split yet"),
