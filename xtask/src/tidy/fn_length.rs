@@ -50,7 +50,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ),
     ("src/verdict/compile_only.rs", "schedule", "not split yet"),
     ("src/verdict/sass.rs", "shape", "not split yet"),
-    ("src/verdict/suspect.rs", "first_suspect", "not split yet"),
     ("xtask/src/gpu.rs", "bench", "not split yet"),
     ("xtask/src/main.rs", "run", "not split yet"),
     (
