@@ -43,12 +43,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ),
     ("src/onboard/contexts.rs", "section", "not split yet"),
     ("src/verdict/cases.rs", "cases", "not split yet"),
-    (
-        "src/verdict/compile_only.rs",
-        "evaluate_raw",
-        "not split yet",
-    ),
-    ("src/verdict/compile_only.rs", "schedule", "not split yet"),
     ("src/verdict/sass.rs", "shape", "not split yet"),
     ("xtask/src/gpu.rs", "bench", "not split yet"),
     ("xtask/src/main.rs", "run", "not split yet"),
