@@ -42,7 +42,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "not split yet",
     ),
     ("src/onboard/contexts.rs", "section", "not split yet"),
-    ("src/verdict/sass.rs", "shape", "not split yet"),
     ("xtask/src/gpu.rs", "bench", "not split yet"),
     ("xtask/src/main.rs", "run", "not split yet"),
     (
