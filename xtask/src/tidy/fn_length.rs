@@ -15,8 +15,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "summary",
         "split after the history merge",
     ),
-    ("src/bless.rs", "check", "not split yet"),
-    ("src/bless.rs", "prepare_with", "not split yet"),
     ("src/catalog.rs", "select", "not split yet"),
     ("src/compile/ptxas.rs", "parse", "not split yet"),
     (
