@@ -34,11 +34,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ("src/harness/run_cases.rs", "records", "not split yet"),
     ("src/measure/ceilings.rs", "measure", "not split yet"),
     ("src/measure/session/mod.rs", "results_for", "not split yet"),
-    (
-        "src/model/results/check.rs",
-        "samples_problems",
-        "not split yet",
-    ),
     ("src/onboard/contexts.rs", "section", "not split yet"),
     ("xtask/src/gpu.rs", "bench", "not split yet"),
     ("xtask/src/main.rs", "run", "not split yet"),
