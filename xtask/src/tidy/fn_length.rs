@@ -17,11 +17,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ),
     ("src/catalog.rs", "select", "not split yet"),
     ("src/compile/ptxas.rs", "parse", "not split yet"),
-    (
-        "src/compile_only.rs",
-        "prepare_compile_bless",
-        "not split yet",
-    ),
     ("src/expectations/baselines.rs", "load", "not split yet"),
     ("src/expectations/policy.rs", "parse", "not split yet"),
     (
