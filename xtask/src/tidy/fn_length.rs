@@ -25,7 +25,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "not split yet",
     ),
     ("src/expectations/recorded.rs", "load", "not split yet"),
-    ("src/harness/gpu.rs", "trials", "not split yet"),
     ("src/harness/run_cases.rs", "records", "not split yet"),
     ("src/measure/ceilings.rs", "measure", "not split yet"),
     ("src/measure/session/mod.rs", "results_for", "not split yet"),
