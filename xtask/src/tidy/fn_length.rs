@@ -16,7 +16,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "split after the history merge",
     ),
     ("src/catalog.rs", "select", "not split yet"),
-    ("src/compile/ptxas.rs", "parse", "not split yet"),
     ("src/expectations/baselines.rs", "load", "not split yet"),
     ("src/expectations/policy.rs", "parse", "not split yet"),
     (
