@@ -27,7 +27,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ("src/measure/session/mod.rs", "results_for", "not split yet"),
     ("src/onboard/contexts.rs", "section", "not split yet"),
     ("xtask/src/gpu.rs", "bench", "not split yet"),
-    ("xtask/src/main.rs", "run", "not split yet"),
     (
         "xtask/src/onboard/compare.rs",
         "comparison",
