@@ -26,7 +26,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ("src/harness/run_cases.rs", "records", "not split yet"),
     ("src/measure/session/mod.rs", "results_for", "not split yet"),
     ("src/onboard/contexts.rs", "section", "not split yet"),
-    ("xtask/src/gpu.rs", "bench", "not split yet"),
     (
         "xtask/src/onboard/compare.rs",
         "comparison",
