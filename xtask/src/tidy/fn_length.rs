@@ -15,7 +15,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "summary",
         "split after the history merge",
     ),
-    ("src/expectations/policy.rs", "parse", "not split yet"),
     (
         "src/expectations/profile/probe.rs",
         "probe",
