@@ -22,7 +22,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ),
     ("src/expectations/recorded.rs", "load", "not split yet"),
     ("src/harness/run_cases.rs", "records", "not split yet"),
-    ("src/onboard/contexts.rs", "section", "not split yet"),
     (
         "xtask/src/onboard/compare.rs",
         "comparison",
