@@ -94,70 +94,11 @@ pub fn select(
     forced: Option<&str>,
 ) -> Result<Selection> {
     if let Some(f) = forced.filter(|f| !f.is_empty()) {
-        if let Some(p) = profiles.iter().find(|p| p.name == f) {
-            return Ok(Selection {
-                profile: p.clone(),
-                why: format!("profile {:?} forced by {PROFILE_ENV}", p.name),
-                unmatched: None,
-            });
-        }
-        let path = Path::new(f);
-        if path.is_file() {
-            let p = load(path)?;
-            return Ok(Selection {
-                why: format!("profile {:?} forced by {PROFILE_ENV}={}", p.name, f.shown()),
-                profile: p,
-                unmatched: None,
-            });
-        }
-        let names: Vec<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
-        return Err(Error::msg(format!(
-            "{PROFILE_ENV}={f:?} names no profile (known: {names:?}) and no file"
-        )));
+        return forced_profile(profiles, f);
     }
     if let Some(g) = gpu {
-        let by_name: Vec<&Profile> = profiles.iter().filter(|p| p.matches.by_name(g)).collect();
-        let by_capability: Vec<&Profile> = profiles
-            .iter()
-            .filter(|p| p.matches.by_capability(g))
-            .collect();
-        let (found, how) = if by_name.is_empty() {
-            (
-                by_capability,
-                format!("compute capability {}", g.compute_capability.shown()),
-            )
-        } else {
-            (by_name, format!("GPU name {:?}", g.name))
-        };
-        match found.as_slice() {
-            [] => {}
-            [p] => {
-                let why = if how.starts_with("GPU name") {
-                    format!("profile {:?} matches {how}", p.name)
-                } else {
-                    format!("profile {:?} matches {how} of {:?}", p.name, g.name)
-                };
-                return Ok(Selection {
-                    profile: (*p).clone(),
-                    why,
-                    unmatched: None,
-                });
-            }
-            several => {
-                // Ambiguous: no profile is chosen, not even the documented fallback. Which
-                // one applies is for the profiles to say, not for the file names' order.
-                let list: Vec<String> = several
-                    .iter()
-                    .map(|p| format!("{:?} ({})", p.name, p.file.shown()))
-                    .collect();
-                return Err(Error::msg(format!(
-                    "GPU {:?} (compute capability {}) matches {} profiles by {how}: {}; narrow their `match` sections so that one applies, or choose one with {PROFILE_ENV}",
-                    g.name,
-                    g.compute_capability,
-                    several.len(),
-                    list.join(" and ")
-                )));
-            }
+        if let Some(selection) = matching(profiles, g)? {
+            return Ok(selection);
         }
     }
     let doc = profiles
@@ -177,4 +118,76 @@ pub fn select(
         why,
         unmatched: gpu.cloned(),
     })
+}
+
+/// The profile `forced` names: a profile's name, or a profile file.
+fn forced_profile(profiles: &[Profile], f: &str) -> Result<Selection> {
+    if let Some(p) = profiles.iter().find(|p| p.name == f) {
+        return Ok(Selection {
+            profile: p.clone(),
+            why: format!("profile {:?} forced by {PROFILE_ENV}", p.name),
+            unmatched: None,
+        });
+    }
+    let path = Path::new(f);
+    if path.is_file() {
+        let p = load(path)?;
+        return Ok(Selection {
+            why: format!("profile {:?} forced by {PROFILE_ENV}={}", p.name, f.shown()),
+            profile: p,
+            unmatched: None,
+        });
+    }
+    let names: Vec<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
+    Err(Error::msg(format!(
+        "{PROFILE_ENV}={f:?} names no profile (known: {names:?}) and no file"
+    )))
+}
+
+/// The one profile whose GPU names (else compute capability) match `g`; `None` when none
+/// does, an error when several do.
+fn matching(profiles: &[Profile], g: &GpuIdentity) -> Result<Option<Selection>> {
+    let by_name: Vec<&Profile> = profiles.iter().filter(|p| p.matches.by_name(g)).collect();
+    let by_capability: Vec<&Profile> = profiles
+        .iter()
+        .filter(|p| p.matches.by_capability(g))
+        .collect();
+    let (found, how) = if by_name.is_empty() {
+        (
+            by_capability,
+            format!("compute capability {}", g.compute_capability.shown()),
+        )
+    } else {
+        (by_name, format!("GPU name {:?}", g.name))
+    };
+    match found.as_slice() {
+        [] => Ok(None),
+        [p] => {
+            let why = if how.starts_with("GPU name") {
+                format!("profile {:?} matches {how}", p.name)
+            } else {
+                format!("profile {:?} matches {how} of {:?}", p.name, g.name)
+            };
+            Ok(Some(Selection {
+                profile: (*p).clone(),
+                why,
+                unmatched: None,
+            }))
+        }
+        several => {
+            // Ambiguous: no profile is chosen, not even the documented fallback. Which
+            // one applies is for the profiles to say, not for the file names' order.
+            let list: Vec<String> = several
+                .iter()
+                .map(|p| format!("{:?} ({})", p.name, p.file.shown()))
+                .collect();
+            Err(Error::msg(format!(
+                "GPU {:?} (compute capability {}) matches {} profiles by {how}: {}; narrow their `match` sections so that one applies, or choose one with {PROFILE_ENV}",
+                g.name,
+                g.compute_capability,
+                several.len(),
+                list.join(" and ")
+            )))
+        }
+    }
 }

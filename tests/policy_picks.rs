@@ -144,15 +144,15 @@ fn bless_records_a_changed_pick_as_a_diff_line() {
     let picks = accprobe::bless::policy_picks(&p, &r).unwrap();
     assert_eq!(picks["chain13"].accumulators, 1);
     assert_eq!(picks["chain13"].progress, 108695.0);
-    let b = accprobe::bless::prepare_with(
-        &p,
-        &r,
-        "run.json",
-        "cmd",
-        &file,
-        p.baselines.as_ref(),
-        &picks,
-    );
+    let input = accprobe::bless::Bless {
+        profile: &p,
+        results: &r,
+        results_label: "run.json",
+        command: "cmd",
+        file: &file,
+        current: p.baselines.as_ref(),
+    };
+    let b = accprobe::bless::prepare_with(&input, &picks);
     assert!(
         b.diff
             .contains(&"~ policy pick chain13: acc2 (144926.1) -> acc1 (108695.0)".to_string()),

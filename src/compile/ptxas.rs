@@ -9,7 +9,7 @@
 //! ptxas info    : Used 10 registers, used 0 barriers, 392 bytes cmem[0]
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What ptxas reported for one entry function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -35,7 +35,7 @@ struct Partial {
 /// `Function properties for clock64` with no register line of its own).
 pub fn parse(log: &str) -> Result<BTreeMap<String, PtxasReport>, ParseError> {
     let mut found: BTreeMap<String, (usize, Partial)> = BTreeMap::new();
-    let mut entries = std::collections::BTreeSet::new();
+    let mut entries = BTreeSet::new();
     let mut current: Option<String> = None;
     for (i, line) in log.lines().enumerate() {
         let n = i + 1;
@@ -91,6 +91,15 @@ pub fn parse(log: &str) -> Result<BTreeMap<String, PtxasReport>, ParseError> {
             }
         }
     }
+    reports(found, &entries)
+}
+
+/// The report of every entry function `found` (each with its first line), refused where
+/// one misses its properties or register line.
+fn reports(
+    found: BTreeMap<String, (usize, Partial)>,
+    entries: &BTreeSet<String>,
+) -> Result<BTreeMap<String, PtxasReport>, ParseError> {
     let mut out = BTreeMap::new();
     // Logs without `Compiling entry function` lines (older tools) name only entries.
     let is_entry = |name: &str| entries.is_empty() || entries.contains(name);

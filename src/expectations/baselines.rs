@@ -217,6 +217,21 @@ pub fn load(
         known(k, "SASS baseline")?;
         sass.insert(k.value.clone(), v.clone());
     }
+    let policy_picks = policy_picks(path, &raw)?;
+    Ok(Baselines {
+        tolerance,
+        file: path.to_path_buf(),
+        progress,
+        sass,
+        policy_picks,
+        wider: BTreeMap::new(),
+        origin: Some(raw.measured),
+        read: Some(content_digest(text.as_bytes())),
+    })
+}
+
+/// The policy's blessed picks of `raw`, each K in range with a positive progress.
+fn policy_picks(path: &Path, raw: &BaselinesFile) -> Result<BTreeMap<String, PickBaseline>> {
     let mut policy_picks = BTreeMap::new();
     for (k, v) in &raw.policy_picks {
         let b = v.value;
@@ -233,16 +248,7 @@ pub fn load(
         }
         policy_picks.insert(k.value.clone(), b);
     }
-    Ok(Baselines {
-        tolerance,
-        file: path.to_path_buf(),
-        progress,
-        sass,
-        policy_picks,
-        wider: BTreeMap::new(),
-        origin: Some(raw.measured),
-        read: Some(content_digest(text.as_bytes())),
-    })
+    Ok(policy_picks)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -117,36 +117,7 @@ impl Policy {
             ));
         }
         if let Some(w) = &raw.wide {
-            if w.value.accumulators > MAX_POLICY_ACCUMULATORS {
-                return Err(at(
-                    file,
-                    w,
-                    format!(
-                        "wide.accumulators {} is above {MAX_POLICY_ACCUMULATORS}, the most accumulators a profile can measure",
-                        w.value.accumulators
-                    ),
-                ));
-            }
-            if w.value.registers_per_accumulator > MAX_REGISTERS_PER_THREAD {
-                return Err(at(
-                    file,
-                    w,
-                    format!(
-                        "wide.registers_per_accumulator {} is above {MAX_REGISTERS_PER_THREAD}, the most registers a thread has",
-                        w.value.registers_per_accumulator
-                    ),
-                ));
-            }
-            if w.value.accumulators <= raw.default_accumulators.value {
-                return Err(at(
-                    file,
-                    w,
-                    format!(
-                        "wide.accumulators {} must exceed default_accumulators {}",
-                        w.value.accumulators, raw.default_accumulators.value
-                    ),
-                ));
-            }
+            check_wide(file, w, raw.default_accumulators.value)?;
         }
         if raw.probe_context.value.register_headroom > MAX_REGISTERS_PER_THREAD {
             return Err(at(
@@ -207,6 +178,42 @@ impl Policy {
             ..self.probe_context
         })
     }
+}
+
+/// The `wide:` rule: within what a profile can measure and a thread holds, and wider than
+/// `default_accumulators`.
+fn check_wide(file: &Path, w: &Spanned<Wide>, default_accumulators: u32) -> Result<()> {
+    if w.value.accumulators > MAX_POLICY_ACCUMULATORS {
+        return Err(at(
+            file,
+            w,
+            format!(
+                "wide.accumulators {} is above {MAX_POLICY_ACCUMULATORS}, the most accumulators a profile can measure",
+                w.value.accumulators
+            ),
+        ));
+    }
+    if w.value.registers_per_accumulator > MAX_REGISTERS_PER_THREAD {
+        return Err(at(
+            file,
+            w,
+            format!(
+                "wide.registers_per_accumulator {} is above {MAX_REGISTERS_PER_THREAD}, the most registers a thread has",
+                w.value.registers_per_accumulator
+            ),
+        ));
+    }
+    if w.value.accumulators <= default_accumulators {
+        return Err(at(
+            file,
+            w,
+            format!(
+                "wide.accumulators {} must exceed default_accumulators {}",
+                w.value.accumulators, default_accumulators
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

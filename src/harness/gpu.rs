@@ -66,22 +66,7 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
     let suite = suite_name(session);
     let asked = Arc::new(Asked::default());
     let cases = cases(&session.profile);
-    // The policy is asked once, about every context it is gated in: with the results of
-    // all the policy cases' variants, not only those of the first case that asks (the
-    // other contexts would be told the policy's probe_context instead of what was measured).
-    let is_policy = |c: &Case| matches!(c.check, Check::Policy { .. } | Check::PolicyPick { .. });
-    // A context the target's results predate is left out: its cases are skipped, and the
-    // policy is asked about what was measured (`policy_contexts` leaves it out too).
-    let predates = |v: &Variant| session.target().is_ok_and(|t| t.predates(*v));
-    let mut policy_needs: Vec<Variant> = cases
-        .iter()
-        .filter(|c| is_policy(c))
-        .flat_map(|c| c.needs.iter().copied())
-        .filter(|v| !predates(v))
-        .collect();
-    policy_needs.sort();
-    policy_needs.dedup();
-    let policy_needs = Arc::new(policy_needs);
+    let policy_needs = Arc::new(policy_needs(session, &cases));
     cases
         .into_iter()
         .map(|case| {
@@ -104,57 +89,7 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
                 recorder,
                 suite.clone(),
                 on_device(&case.name, session.named_ordinal()),
-                move || {
-                    // Run with --ignored: still not run, gpu::required says why.
-                    if let Some(skip) = required {
-                        return Ending::skipped(skip_reason(&skip), skip.kind(), skip);
-                    }
-                    let started = Instant::now();
-                    // A policy case also needs every context the policy is asked about:
-                    // one that could not be measured fails it like its own would.
-                    let results = s.results_for(&case.needs).and_then(|r| {
-                        let all = is_policy(&case)
-                            .then(|| s.results_for(&policy_needs))
-                            .transpose()?;
-                        Ok((r, all))
-                    });
-                    let waited = started.elapsed();
-                    let ending: Ending = match results {
-                        Err(e) if e.kind() == GpuErrorKind::Unavailable => {
-                            Ending::skipped(e.to_string(), "no-gpu", Skip::NoGpu(e.to_string()))
-                        }
-                        // The run's gpu::busy case reports it, once.
-                        Err(e) if e.kind() == GpuErrorKind::Busy => Ending::busy(e.to_string()),
-                        // A setting that cannot be used (a named ACCPROBE_LOCK_DIR): the
-                        // run ends with exit 2, as any configuration error.
-                        Err(e) if e.kind() == GpuErrorKind::Config => {
-                            Ended::new(Status::Failed, e.to_string(), CONFIG_KIND).into()
-                        }
-                        Err(e) => Ended::new(Status::Failed, e.to_string(), "gpu-error").into(),
-                        Ok((results, all)) => {
-                            let picks =
-                                asked.for_case(&case, &s.profile, all.as_ref().unwrap_or(&results));
-                            let mut v = verdict::judge_with(&case, &s.profile, &results, picks);
-                            if let (Outcome::Fail(text), Some(hint)) =
-                                (&mut v.outcome, &s.onboarding)
-                            {
-                                text.push_str(&format!("\n{hint}"));
-                            }
-                            match (v.outcome, ignored_for) {
-                                (Outcome::Error(cause), _) => Ending::busy(cause),
-                                // Run with --ignored: still the reason it was ignored for.
-                                (Outcome::Skipped(r), Some(skip)) => {
-                                    Ending::skipped(r, "cannot-judge", skip)
-                                }
-                                (outcome, _) => Ending::of_verdict(verdict::Verdict {
-                                    outcome,
-                                    failure: v.failure,
-                                }),
-                            }
-                        }
-                    };
-                    ending.after_waiting(waited)
-                },
+                move || run_case(&s, &case, &asked, &policy_needs, required, ignored_for),
             );
             match unrunnable {
                 Some(skip) => Planned::ignored(t, &suite, skip),
@@ -162,6 +97,86 @@ pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool
             }
         })
         .collect()
+}
+
+/// Whether `c` is a policy case, which needs every context the policy is asked about.
+fn is_policy(c: &Case) -> bool {
+    matches!(c.check, Check::Policy { .. } | Check::PolicyPick { .. })
+}
+
+/// The variants of every policy case of `cases`. The policy is asked once, about every
+/// context it is gated in: with the results of all the policy cases' variants, not only
+/// those of the first case that asks (the other contexts would be told the policy's
+/// probe_context instead of what was measured). A context the target's results predate is
+/// left out: its cases are skipped, and the policy is asked about what was measured
+/// (`policy_contexts` leaves it out too).
+fn policy_needs(session: &GpuSession, cases: &[Case]) -> Vec<Variant> {
+    let predates = |v: &Variant| session.target().is_ok_and(|t| t.predates(*v));
+    let mut needs: Vec<Variant> = cases
+        .iter()
+        .filter(|c| is_policy(c))
+        .flat_map(|c| c.needs.iter().copied())
+        .filter(|v| !predates(v))
+        .collect();
+    needs.sort();
+    needs.dedup();
+    needs
+}
+
+/// Runs `case` on `s`'s results: measured (or waited for) and judged. `required`: the
+/// reason it is still not run under --ignored; `ignored_for`: the reason it was ignored.
+fn run_case(
+    s: &GpuSession,
+    case: &Case,
+    asked: &Asked,
+    policy_needs: &[Variant],
+    required: Option<Skip>,
+    ignored_for: Option<Skip>,
+) -> Ending {
+    // Run with --ignored: still not run, gpu::required says why.
+    if let Some(skip) = required {
+        return Ending::skipped(skip_reason(&skip), skip.kind(), skip);
+    }
+    let started = Instant::now();
+    // A policy case also needs every context the policy is asked about:
+    // one that could not be measured fails it like its own would.
+    let results = s.results_for(&case.needs).and_then(|r| {
+        let all = is_policy(case)
+            .then(|| s.results_for(policy_needs))
+            .transpose()?;
+        Ok((r, all))
+    });
+    let waited = started.elapsed();
+    let ending: Ending = match results {
+        Err(e) if e.kind() == GpuErrorKind::Unavailable => {
+            Ending::skipped(e.to_string(), "no-gpu", Skip::NoGpu(e.to_string()))
+        }
+        // The run's gpu::busy case reports it, once.
+        Err(e) if e.kind() == GpuErrorKind::Busy => Ending::busy(e.to_string()),
+        // A setting that cannot be used (a named ACCPROBE_LOCK_DIR): the
+        // run ends with exit 2, as any configuration error.
+        Err(e) if e.kind() == GpuErrorKind::Config => {
+            Ended::new(Status::Failed, e.to_string(), CONFIG_KIND).into()
+        }
+        Err(e) => Ended::new(Status::Failed, e.to_string(), "gpu-error").into(),
+        Ok((results, all)) => {
+            let picks = asked.for_case(case, &s.profile, all.as_ref().unwrap_or(&results));
+            let mut v = verdict::judge_with(case, &s.profile, &results, picks);
+            if let (Outcome::Fail(text), Some(hint)) = (&mut v.outcome, &s.onboarding) {
+                text.push_str(&format!("\n{hint}"));
+            }
+            match (v.outcome, ignored_for) {
+                (Outcome::Error(cause), _) => Ending::busy(cause),
+                // Run with --ignored: still the reason it was ignored for.
+                (Outcome::Skipped(r), Some(skip)) => Ending::skipped(r, "cannot-judge", skip),
+                (outcome, _) => Ending::of_verdict(verdict::Verdict {
+                    outcome,
+                    failure: v.failure,
+                }),
+            }
+        }
+    };
+    ending.after_waiting(waited)
 }
 
 /// `skip` under `ACCPROBE_REQUIRE_GPU`: the same kind, pointing at `gpu::required`, which

@@ -208,20 +208,26 @@ pub(super) fn section(probe: &ProbeSettings) -> String {
     if !corners.is_empty() {
         s.push_str("  corners:\n");
         for c in corners {
-            let mut parts = Vec::new();
-            if let Some(w) = c.warps {
-                parts.push(format!("warps: {w}"));
-            }
-            if c.side_chains > 0 {
-                parts.push(format!("side_chains: {}", c.side_chains));
-            }
-            if c.live_values > 0 {
-                parts.push(format!("live_values: {}", c.live_values));
-            }
+            let parts = corner_parts(c);
             s.push_str(&format!("    - {{{}}}\n", parts.join(", ")));
         }
     }
     s
+}
+
+/// The inputs a corner sets, as its YAML mapping's entries.
+fn corner_parts(c: &Context) -> Vec<String> {
+    let mut parts = Vec::new();
+    if let Some(w) = c.warps {
+        parts.push(format!("warps: {w}"));
+    }
+    if c.side_chains > 0 {
+        parts.push(format!("side_chains: {}", c.side_chains));
+    }
+    if c.live_values > 0 {
+        parts.push(format!("live_values: {}", c.live_values));
+    }
+    parts
 }
 
 #[cfg(test)]

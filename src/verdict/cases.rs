@@ -3,7 +3,7 @@
 
 use crate::expectations::policy::Accumulation;
 use crate::expectations::policy_source::PolicyContext;
-use crate::expectations::profile::{Invariant, Profile};
+use crate::expectations::profile::{Invariant, PolicyGate, Profile};
 use crate::model::results::RunResults;
 use crate::model::variant::{Context, Sink, Variant};
 
@@ -103,12 +103,31 @@ pub fn cases(profile: &Profile) -> Vec<Case> {
         cases.extend(per_variant("validity", "duration", Check::Duration));
     }
     for inv in &profile.invariants {
-        let id = inv.id();
-        match *inv {
-            Invariant::Peak {
-                accumulators,
-                tolerance,
-            } => cases.extend(profile.probe.chains.iter().map(|&chain| Case {
+        cases.extend(invariant_cases(inv, profile, &all, &main));
+    }
+    if let Some(h) = &profile.policy_gate {
+        cases.extend(policy_cases(h, profile, &all));
+    }
+    cases
+}
+
+/// The cases of invariant `inv`; `all` are the profile's variants, `main` its main ones.
+fn invariant_cases(
+    inv: &Invariant,
+    profile: &Profile,
+    all: &[Variant],
+    main: &[Variant],
+) -> Vec<Case> {
+    let id = inv.id();
+    match *inv {
+        Invariant::Peak {
+            accumulators,
+            tolerance,
+        } => profile
+            .probe
+            .chains
+            .iter()
+            .map(|&chain| Case {
                 name: format!("invariant::{id}::chain{chain}"),
                 check: Check::Peak {
                     chain,
@@ -116,47 +135,68 @@ pub fn cases(profile: &Profile) -> Vec<Case> {
                     tolerance,
                 },
                 needs: main.iter().copied().filter(|v| v.chain == chain).collect(),
-            })),
-            Invariant::GainGrows {
+            })
+            .collect(),
+        Invariant::GainGrows {
+            accumulators,
+            over,
+            min_increase,
+        } => vec![Case {
+            name: format!("invariant::{id}"),
+            check: Check::GainGrows {
                 accumulators,
                 over,
                 min_increase,
-            } => cases.push(Case {
-                name: format!("invariant::{id}"),
-                check: Check::GainGrows {
-                    accumulators,
-                    over,
-                    min_increase,
-                },
-                needs: main
-                    .iter()
-                    .copied()
-                    .filter(|v| v.accumulators == accumulators || v.accumulators == over)
-                    .collect(),
-            }),
-            // The study's invariant is about the contexts it describes: the base. A spill
-            // in another context is data for the policy (a wide K that spills loses).
-            Invariant::NoSpills => cases.extend(SpillSource::ALL.iter().map(|src| Case {
+            },
+            needs: main
+                .iter()
+                .copied()
+                .filter(|v| v.accumulators == accumulators || v.accumulators == over)
+                .collect(),
+        }],
+        // The study's invariant is about the contexts it describes: the base. A spill
+        // in another context is data for the policy (a wide K that spills loses).
+        Invariant::NoSpills => SpillSource::ALL
+            .iter()
+            .map(|src| Case {
                 name: format!("invariant::{id}::{}", src.id()),
                 check: Check::NoSpills(*src),
                 needs: all.iter().copied().filter(Variant::is_base).collect(),
-            })),
-        }
+            })
+            .collect(),
     }
-    if let Some(h) = &profile.policy_gate {
-        let contexts = policy_contexts(profile, None);
-        let at = |c: &PolicyContext| -> Vec<Variant> {
-            all.iter()
-                .copied()
-                .filter(|v| {
-                    v.chain == c.accumulation.chain && v.sink == c.sink && v.context == c.context
-                })
-                .collect()
-        };
+}
+
+/// The cases of the policy gate `h`: one a policy context, and with baselines one a
+/// blessed pick.
+fn policy_cases(h: &PolicyGate, profile: &Profile, all: &[Variant]) -> Vec<Case> {
+    let contexts = policy_contexts(profile, None);
+    let at = |c: &PolicyContext| -> Vec<Variant> {
+        all.iter()
+            .copied()
+            .filter(|v| {
+                v.chain == c.accumulation.chain && v.sink == c.sink && v.context == c.context
+            })
+            .collect()
+    };
+    let mut cases = Vec::new();
+    for c in &contexts {
+        cases.push(Case {
+            name: format!("policy::{}::{}", h.source.name(), c.name),
+            check: Check::Policy {
+                chain: c.accumulation.chain,
+                sink: c.sink,
+                context: c.context,
+                tolerance: h.tolerance,
+            },
+            needs: at(c),
+        });
+    }
+    if profile.baselines.is_some() {
         for c in &contexts {
             cases.push(Case {
-                name: format!("policy::{}::{}", h.source.name(), c.name),
-                check: Check::Policy {
+                name: format!("policy::{}::picks::{}", h.source.name(), c.name),
+                check: Check::PolicyPick {
                     chain: c.accumulation.chain,
                     sink: c.sink,
                     context: c.context,
@@ -164,20 +204,6 @@ pub fn cases(profile: &Profile) -> Vec<Case> {
                 },
                 needs: at(c),
             });
-        }
-        if profile.baselines.is_some() {
-            for c in &contexts {
-                cases.push(Case {
-                    name: format!("policy::{}::picks::{}", h.source.name(), c.name),
-                    check: Check::PolicyPick {
-                        chain: c.accumulation.chain,
-                        sink: c.sink,
-                        context: c.context,
-                        tolerance: h.tolerance,
-                    },
-                    needs: at(c),
-                });
-            }
         }
     }
     cases

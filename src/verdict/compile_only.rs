@@ -18,9 +18,10 @@
 //! toolchain known to schedule differently is one known deviation, not one per variant.
 
 use super::{shape, with_known_deviations, Outcome};
-use crate::expectations::baselines::COMPILE_DIGEST_CHARS;
+use crate::expectations::baselines::{CompileBaselines, COMPILE_DIGEST_CHARS};
 use crate::expectations::profile::Profile;
 use crate::model::compiled::{ArchOutcome, CompiledMatrix};
+use crate::model::results::SassSummary;
 use crate::model::variant::Variant;
 use crate::text::{joined, Shown};
 
@@ -114,60 +115,7 @@ fn evaluate_raw(case: &CompileCase, profile: &Profile, m: &CompiledMatrix) -> Ou
     let variants = profile.probe.variants();
     let tool = m.toolchain.describe();
     match case.check {
-        CompileCheck::NoSpills => {
-            let mut bad = Vec::new();
-            let mut missing = Vec::new();
-            for v in &variants {
-                let Some(c) = m.variants.get(&v.name()) else {
-                    missing.push(v.name());
-                    continue;
-                };
-                // As on the GPU: a spill outside the base context is data, not a failure.
-                if !v.is_base() {
-                    continue;
-                }
-                let p = c.ptxas;
-                if p.spill_store_bytes + p.spill_load_bytes > 0 {
-                    bad.push(format!(
-                        "{v}: ptxas reports {} bytes spill stores, {} bytes spill loads",
-                        p.spill_store_bytes, p.spill_load_bytes
-                    ));
-                }
-                if let Some(s) = c
-                    .sass
-                    .as_ref()
-                    .filter(|s| !s.local_memory_instructions.is_empty())
-                {
-                    bad.push(format!(
-                        "{v}: local memory instructions in the SASS: {}",
-                        joined(&s.local_memory_instructions, ", ")
-                    ));
-                }
-            }
-            if !missing.is_empty() {
-                return Outcome::Fail(format!(
-                    "{tool} compiled no {} for {}",
-                    missing.join(", "),
-                    m.architecture
-                ));
-            }
-            if !bad.is_empty() {
-                return Outcome::Fail(format!(
-                    "spills on {} with {tool} (expected none): {}",
-                    m.architecture,
-                    bad.join("; ")
-                ));
-            }
-            let sass = match &m.sass_unavailable {
-                None => "and no LDL/STL in the SASS".to_string(),
-                Some(r) => format!("(SASS not read: {})", r.shown()),
-            };
-            Outcome::Pass(format!(
-                "{}: no spills in the ptxas report {sass} of {} variants, {tool}",
-                m.architecture,
-                variants.len()
-            ))
-        }
+        CompileCheck::NoSpills => no_spills(m, &variants, &tool),
         CompileCheck::Schedule => schedule(case, profile, m, &variants),
         CompileCheck::Shape(v) => match m.variants.get(&v.name()) {
             None => Outcome::Fail(format!("{tool} compiled no {v} for {}", m.architecture)),
@@ -184,63 +132,149 @@ fn evaluate_raw(case: &CompileCase, profile: &Profile, m: &CompiledMatrix) -> Ou
                 },
             },
         },
-        CompileCheck::Unchanged(v) => {
-            let Some(b) = profile
-                .compile_only
-                .as_ref()
-                .and_then(|c| c.baselines.as_ref())
-            else {
-                return Outcome::Skipped(
-                    "the profile's compile_only section names no baselines file".into(),
-                );
-            };
-            let Some(c) = m.variants.get(&v.name()) else {
-                return Outcome::Fail(format!("{tool} compiled no {v} for {}", m.architecture));
-            };
-            let Some(s) = &c.sass else {
-                return Outcome::Skipped(sass_reason(m));
-            };
-            let now = &s.digest[..COMPILE_DIGEST_CHARS.min(s.digest.len())];
-            let bless = format!(
-                "`cargo xtask toolchains --profile {} --bless` on a machine with the toolchains (ci/toolchains.sh)",
-                profile.name
-            );
-            let Some(then) = b.digest(&case.architecture, &case.toolchain, &v.name()) else {
-                return Outcome::Fail(format!(
-                    "no compile-only baseline for {v} on {} with NVRTC {} in {}{}: bless one with {bless}",
-                    case.architecture,
-                    case.toolchain,
-                    b.file.shown(),
-                    if b.file.exists() { "" } else { ", which does not exist" }
-                ));
-            };
-            if then == now {
-                return Outcome::Pass(format!("{} with {tool}: SASS digest {now}", m.architecture));
-            }
-            let origin = b.origin.as_ref();
-            let mut why = Vec::new();
-            if let Some(o) = origin {
-                if o.disassembler != m.disassembler {
-                    why.push(format!(
-                        "the baselines were disassembled by {}, this run by {}",
-                        o.disassembler, m.disassembler
-                    ));
-                }
-                if let Some(t) = o.toolchains.get(&case.toolchain).filter(|t| **t != tool) {
-                    why.push(format!(
-                        "the baselines were compiled by {t}, this run by {tool}"
-                    ));
-                }
-            }
-            Outcome::Fail(format!(
-                "{v} on {} with {tool}: the SASS changed (digest {then} -> {now}){}\nloop body now:\n  {}\nIf the change is expected, re-bless {} with {bless}",
-                m.architecture,
-                if why.is_empty() { String::new() } else { format!(" ({})", why.join("; ")) },
-                joined(&s.loop_body, "\n  "),
-                b.file.shown()
-            ))
+        CompileCheck::Unchanged(v) => unchanged(case, profile, m, v, &tool),
+    }
+}
+
+/// How to bless the compile-only baselines of `profile`.
+fn bless_command(profile: &Profile) -> String {
+    format!(
+        "`cargo xtask toolchains --profile {} --bless` on a machine with the toolchains (ci/toolchains.sh)",
+        profile.name
+    )
+}
+
+/// The no-spills case ([`CompileCheck::NoSpills`]): no spill in the ptxas report or the
+/// SASS of any base-context variant.
+fn no_spills(m: &CompiledMatrix, variants: &[Variant], tool: &str) -> Outcome {
+    let mut bad = Vec::new();
+    let mut missing = Vec::new();
+    for v in variants {
+        let Some(c) = m.variants.get(&v.name()) else {
+            missing.push(v.name());
+            continue;
+        };
+        // As on the GPU: a spill outside the base context is data, not a failure.
+        if !v.is_base() {
+            continue;
+        }
+        let p = c.ptxas;
+        if p.spill_store_bytes + p.spill_load_bytes > 0 {
+            bad.push(format!(
+                "{v}: ptxas reports {} bytes spill stores, {} bytes spill loads",
+                p.spill_store_bytes, p.spill_load_bytes
+            ));
+        }
+        if let Some(s) = c
+            .sass
+            .as_ref()
+            .filter(|s| !s.local_memory_instructions.is_empty())
+        {
+            bad.push(format!(
+                "{v}: local memory instructions in the SASS: {}",
+                joined(&s.local_memory_instructions, ", ")
+            ));
         }
     }
+    if !missing.is_empty() {
+        return Outcome::Fail(format!(
+            "{tool} compiled no {} for {}",
+            missing.join(", "),
+            m.architecture
+        ));
+    }
+    if !bad.is_empty() {
+        return Outcome::Fail(format!(
+            "spills on {} with {tool} (expected none): {}",
+            m.architecture,
+            bad.join("; ")
+        ));
+    }
+    let sass = match &m.sass_unavailable {
+        None => "and no LDL/STL in the SASS".to_string(),
+        Some(r) => format!("(SASS not read: {})", r.shown()),
+    };
+    Outcome::Pass(format!(
+        "{}: no spills in the ptxas report {sass} of {} variants, {tool}",
+        m.architecture,
+        variants.len()
+    ))
+}
+
+/// The unchanged case ([`CompileCheck::Unchanged`]): `v`'s SASS digest against the one
+/// blessed for the architecture and toolchain.
+fn unchanged(
+    case: &CompileCase,
+    profile: &Profile,
+    m: &CompiledMatrix,
+    v: Variant,
+    tool: &str,
+) -> Outcome {
+    let Some(b) = profile
+        .compile_only
+        .as_ref()
+        .and_then(|c| c.baselines.as_ref())
+    else {
+        return Outcome::Skipped(
+            "the profile's compile_only section names no baselines file".into(),
+        );
+    };
+    let Some(c) = m.variants.get(&v.name()) else {
+        return Outcome::Fail(format!("{tool} compiled no {v} for {}", m.architecture));
+    };
+    let Some(s) = &c.sass else {
+        return Outcome::Skipped(sass_reason(m));
+    };
+    let now = &s.digest[..COMPILE_DIGEST_CHARS.min(s.digest.len())];
+    let bless = bless_command(profile);
+    let Some(then) = b.digest(&case.architecture, &case.toolchain, &v.name()) else {
+        return Outcome::Fail(format!(
+            "no compile-only baseline for {v} on {} with NVRTC {} in {}{}: bless one with {bless}",
+            case.architecture,
+            case.toolchain,
+            b.file.shown(),
+            if b.file.exists() {
+                ""
+            } else {
+                ", which does not exist"
+            }
+        ));
+    };
+    if then == now {
+        return Outcome::Pass(format!("{} with {tool}: SASS digest {now}", m.architecture));
+    }
+    let why = why_digests_differ(b, case, m, tool);
+    Outcome::Fail(format!(
+        "{v} on {} with {tool}: the SASS changed (digest {then} -> {now}){}\nloop body now:\n  {}\nIf the change is expected, re-bless {} with {bless}",
+        m.architecture,
+        if why.is_empty() { String::new() } else { format!(" ({})", why.join("; ")) },
+        joined(&s.loop_body, "\n  "),
+        b.file.shown()
+    ))
+}
+
+/// What else differs from the baselines' origin: the disassembler, the toolchain's build.
+fn why_digests_differ(
+    b: &CompileBaselines,
+    case: &CompileCase,
+    m: &CompiledMatrix,
+    tool: &str,
+) -> Vec<String> {
+    let mut why = Vec::new();
+    if let Some(o) = b.origin.as_ref() {
+        if o.disassembler != m.disassembler {
+            why.push(format!(
+                "the baselines were disassembled by {}, this run by {}",
+                o.disassembler, m.disassembler
+            ));
+        }
+        if let Some(t) = o.toolchains.get(&case.toolchain).filter(|t| **t != tool) {
+            why.push(format!(
+                "the baselines were compiled by {t}, this run by {tool}"
+            ));
+        }
+    }
+    why
 }
 
 /// The schedule case ([`CompileCheck::Schedule`]): each variant's loop schedule digest
@@ -261,35 +295,12 @@ fn schedule(
         );
     };
     let (arch, tool) = (&m.architecture, m.toolchain.describe());
-    let bless = format!(
-        "`cargo xtask toolchains --profile {} --bless` on a machine with the toolchains (ci/toolchains.sh)",
-        profile.name
-    );
-    let mut differ = Vec::new();
-    let mut unblessed = Vec::new();
-    for v in variants {
-        let Some(c) = m.variants.get(&v.name()) else {
-            return Outcome::Fail(format!("{tool} compiled no {v} for {arch}"));
-        };
-        let Some(s) = &c.sass else {
-            return Outcome::Skipped(sass_reason(m));
-        };
-        let Some(now) = &s.schedule_digest else {
-            return Outcome::Skipped(format!(
-                "{arch} with {tool}: {}",
-                s.schedule_unknown
-                    .as_deref()
-                    .unwrap_or("the loop schedule was not decoded")
-                    .shown()
-            ));
-        };
-        let now = &now[..COMPILE_DIGEST_CHARS.min(now.len())];
-        match b.schedule(arch, reference, &v.name()) {
-            None => unblessed.push(v.name()),
-            Some(then) if then != now => differ.push((v, s)),
-            Some(_) => {}
-        }
-    }
+    let bless = bless_command(profile);
+    let Schedules { differ, unblessed } = match schedules_against(b, reference, m, variants, &tool)
+    {
+        Ok(found) => found,
+        Err(outcome) => return outcome,
+    };
     let against = format!("the blessed loop schedule of NVRTC {reference} on {arch}");
     if let Some((first, s)) = differ.first() {
         let same_text = differ
@@ -303,33 +314,17 @@ fn schedule(
         if differ.len() > names.len() {
             names.push(format!("and {} more", differ.len() - names.len()));
         }
-        let width = s
-            .loop_body
-            .iter()
-            .map(|l| l.chars().count())
-            .max()
-            .unwrap_or(0);
-        let lines: Vec<String> = s
-            .loop_body
-            .iter()
-            .zip(&s.loop_control)
-            .map(|(t, c)| format!("  {t:width$}  {c}"))
-            .collect();
-        let stall = crate::model::results::total_stall(&s.loop_control)
-            .map_or(String::new(), |t| {
-                format!("\n  total stall: {t} cycles per iteration")
-            });
+        let (lines, stall) = loop_now(s);
         return Outcome::Fail(format!(
             "{arch} with {tool}: {} of {} loops are scheduled otherwise than {against} \
              (the reference: the toolchain compile_only.toolchains lists last): {}; {same_text} of \
              them have the whole function's SASS text digest of the reference too\n\
-             {first}'s loop now (control fields, scoreboards renumbered by first use):\n{}{stall}\n\
+             {first}'s loop now (control fields, scoreboards renumbered by first use):\n{lines}{stall}\n\
              If the schedule is expected, re-bless {} with {bless}; if this toolchain is known to \
              schedule otherwise, record `{}` as a known deviation with the measured reason",
             differ.len(),
             variants.len(),
             names.join(", "),
-            lines.join("\n"),
             b.file.shown(),
             case.name
         ));
@@ -346,4 +341,69 @@ fn schedule(
         "{arch} with {tool}: the loop schedule of all {} variants is {against}",
         variants.len()
     ))
+}
+
+/// The variants whose loop schedule differs from the reference toolchain's blessed one,
+/// and those with none blessed.
+struct Schedules<'m> {
+    differ: Vec<(&'m Variant, &'m SassSummary)>,
+    unblessed: Vec<String>,
+}
+
+/// Each variant's loop schedule against the `reference` toolchain's blessed one; the case's
+/// outcome where a variant was not compiled or its schedule not decoded.
+fn schedules_against<'m>(
+    b: &CompileBaselines,
+    reference: &str,
+    m: &'m CompiledMatrix,
+    variants: &'m [Variant],
+    tool: &str,
+) -> Result<Schedules<'m>, Outcome> {
+    let arch = &m.architecture;
+    let mut differ = Vec::new();
+    let mut unblessed = Vec::new();
+    for v in variants {
+        let Some(c) = m.variants.get(&v.name()) else {
+            return Err(Outcome::Fail(format!("{tool} compiled no {v} for {arch}")));
+        };
+        let Some(s) = &c.sass else {
+            return Err(Outcome::Skipped(sass_reason(m)));
+        };
+        let Some(now) = &s.schedule_digest else {
+            return Err(Outcome::Skipped(format!(
+                "{arch} with {tool}: {}",
+                s.schedule_unknown
+                    .as_deref()
+                    .unwrap_or("the loop schedule was not decoded")
+                    .shown()
+            )));
+        };
+        let now = &now[..COMPILE_DIGEST_CHARS.min(now.len())];
+        match b.schedule(arch, reference, &v.name()) {
+            None => unblessed.push(v.name()),
+            Some(then) if then != now => differ.push((v, s)),
+            Some(_) => {}
+        }
+    }
+    Ok(Schedules { differ, unblessed })
+}
+
+/// A loop's instructions beside their control fields, one a line, and its total stall.
+fn loop_now(s: &SassSummary) -> (String, String) {
+    let width = s
+        .loop_body
+        .iter()
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap_or(0);
+    let lines: Vec<String> = s
+        .loop_body
+        .iter()
+        .zip(&s.loop_control)
+        .map(|(t, c)| format!("  {t:width$}  {c}"))
+        .collect();
+    let stall = crate::model::results::total_stall(&s.loop_control).map_or(String::new(), |t| {
+        format!("\n  total stall: {t} cycles per iteration")
+    });
+    (lines.join("\n"), stall)
 }

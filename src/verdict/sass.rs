@@ -62,6 +62,32 @@ pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
             )
         });
     }
+    problems.extend(partial_problems(v, s, unroll));
+    let strict =
+        e == 1 && s.loop_partials.len() as u32 == 1 + side && single_dependent_chain(&s.loop_body);
+    if e == 1 && !strict {
+        problems.push(
+            "acc1 is not a strict chain: some FFMA does not read the destination of the FFMA before it"
+                .into(),
+        );
+    }
+    let detail = shape_detail(s, unroll, side, strict);
+    if problems.is_empty() {
+        Outcome::Pass(detail)
+    } else {
+        Outcome::Fail(format!(
+            "{v}: {}\n({detail})\nloop body:\n  {}",
+            problems.join("; "),
+            joined(&s.loop_body, "\n  ")
+        ))
+    }
+}
+
+/// What is wrong with the loop's partials: their count (E, plus S side chains), their
+/// lengths (round-robin), the side chains among them.
+fn partial_problems(v: Variant, s: &SassSummary, unroll: u32) -> Vec<String> {
+    let (e, side) = (v.effective(), v.context.side_chains);
+    let mut problems = Vec::new();
     let accumulation = without_side_chains(&s.loop_partials, side, unroll.max(1));
     if s.loop_partials.len() as u32 != e + side {
         problems.push(if side == 0 {
@@ -91,15 +117,12 @@ pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
             unroll.max(1)
         ));
     }
-    let strict =
-        e == 1 && s.loop_partials.len() as u32 == 1 + side && single_dependent_chain(&s.loop_body);
-    if e == 1 && !strict {
-        problems.push(
-            "acc1 is not a strict chain: some FFMA does not read the destination of the FFMA before it"
-                .into(),
-        );
-    }
-    let detail = format!(
+    problems
+}
+
+/// What the loop is, as a shape case says it: FFMAs, unrolling, chains, destinations.
+fn shape_detail(s: &SassSummary, unroll: u32, side: u32, strict: bool) -> String {
+    format!(
         "{} FFMAs per loop ({}), {} chains {:?}{}, {} distinct destination registers {:?}{}",
         s.loop_ffma,
         if unroll == 1 {
@@ -121,16 +144,7 @@ pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
             (true, false) => ", strict chain through renamed registers",
             _ => "",
         }
-    );
-    if problems.is_empty() {
-        Outcome::Pass(detail)
-    } else {
-        Outcome::Fail(format!(
-            "{v}: {}\n({detail})\nloop body:\n  {}",
-            problems.join("; "),
-            joined(&s.loop_body, "\n  ")
-        ))
-    }
+    )
 }
 
 /// `v`'s SASS digest is the blessed one; on a change, the loop body's diff.

@@ -70,61 +70,8 @@ pub fn option_changes(blessed: &[String], now: Option<&[String]>) -> Vec<String>
 /// `None` when the profile has no baselines to compare with.
 pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults) -> Option<String> {
     let b = profile.baselines.as_ref()?;
-    // The compiler: a variant whose SASS differs from the blessed SASS.
-    let mut changed = Vec::new();
-    let mut uncompared = 0;
-    // The compiler's schedule: same instructions, other control fields in the loop.
-    let mut rescheduled = Vec::new();
-    let mut schedule_uncompared = 0;
-    for v in needs {
-        let now = results.get(*v).and_then(|r| r.sass.as_ref());
-        match (b.sass.get(&v.name()), now) {
-            (Some(base), Some(now)) if base.digest != now.digest => {
-                changed.push((v.name(), short(&base.digest), short(&now.digest)))
-            }
-            (Some(base), Some(now)) => match (&base.schedule_digest, &now.schedule_digest) {
-                (Some(a), Some(b)) if a != b => {
-                    let what = schedule_changes(
-                        Scheduled {
-                            body: &base.loop_body,
-                            control: &base.loop_control,
-                        },
-                        Scheduled {
-                            body: &now.loop_body,
-                            control: &now.loop_control,
-                        },
-                        2,
-                    );
-                    let stall = match (
-                        total_stall(&base.loop_control),
-                        total_stall(&now.loop_control),
-                    ) {
-                        (Some(a), Some(b)) => format!("; loop total stall {a} → {b} cycles"),
-                        _ => String::new(),
-                    };
-                    rescheduled.push((v.name(), format!("{what}{stall}")));
-                }
-                (Some(_), Some(_)) => {}
-                _ => schedule_uncompared += 1,
-            },
-            _ => uncompared += 1,
-        }
-    }
-    // The toolchain (and the GPU): the environment against the baselines' origin.
-    let toolchain: Option<Vec<String>> = match (&b.origin, &results.environment) {
-        (Some(o), Some(e)) => Some(
-            [
-                ("GPU", &o.gpu_name, &e.gpu_name),
-                ("driver", &o.driver_version, &e.driver_version),
-                ("NVRTC", &o.nvrtc_version, &e.nvrtc_version),
-            ]
-            .into_iter()
-            .filter(|(_, then, now)| then != now)
-            .map(|(what, then, now)| format!("{what} {} → {}", then.shown(), now.shown()))
-            .collect(),
-        ),
-        _ => None,
-    };
+    let compared = SassComparison::of(needs, b, results);
+    let toolchain = toolchain_changes(b, results);
     let toolchain_text = match &toolchain {
         Some(d) if !d.is_empty() => d.join(", "),
         Some(_) => "same driver and NVRTC".into(),
@@ -146,20 +93,14 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
         true => String::new(),
         false => format!("; options {}", options.join(" ").shown()),
     };
-    let sass = if uncompared == 0 {
+    let sass = if compared.uncompared == 0 {
         "same SASS"
     } else {
         "SASS not compared"
     };
-    if let Some((name, then, now)) = changed.first() {
-        let more = match changed.len() {
-            1 => String::new(),
-            n => format!(" (and {} more of the {} variants)", n - 1, needs.len()),
-        };
-        let also = match &toolchain {
-            Some(d) if !d.is_empty() => format!("; the toolchain changed too: {}", d.join(", ")),
-            _ => String::new(),
-        };
+    if let Some((name, then, now)) = compared.changed.first() {
+        let more = more(compared.changed.len(), needs);
+        let also = also(&toolchain);
         return Some(format!(
             "{PREFIX}the compiler (SASS changed{options_text}){DETAIL}SASS digest of {name} \
              changed {then} → {now}{more}{also}"
@@ -172,15 +113,9 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
             options.join(" ")
         ));
     }
-    if let Some((name, what)) = rescheduled.first() {
-        let more = match rescheduled.len() {
-            1 => String::new(),
-            n => format!(" (and {} more of the {} variants)", n - 1, needs.len()),
-        };
-        let also = match &toolchain {
-            Some(d) if !d.is_empty() => format!("; the toolchain changed too: {}", d.join(", ")),
-            _ => String::new(),
-        };
+    if let Some((name, what)) = compared.rescheduled.first() {
+        let more = more(compared.rescheduled.len(), needs);
+        let also = also(&toolchain);
         return Some(format!(
             "{PREFIX}the compiler's schedule (same instructions, different schedule){DETAIL}{name}: \
              {what}{more}{also}"
@@ -192,6 +127,117 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
             d.join(", ")
         ));
     }
+    Some(nothing_changed(
+        results,
+        &compared,
+        toolchain.is_some(),
+        &toolchain_text,
+    ))
+}
+
+/// The needed variants' SASS against the blessed SASS.
+struct SassComparison {
+    /// The compiler: variants whose SASS differs from the blessed SASS (name, then, now).
+    changed: Vec<(String, String, String)>,
+    /// Variants without SASS in the results or the baselines.
+    uncompared: usize,
+    /// The compiler's schedule: same instructions, other control fields in the loop (name,
+    /// what changed).
+    rescheduled: Vec<(String, String)>,
+    /// Variants of the same SASS without a schedule digest on one side.
+    schedule_uncompared: usize,
+}
+
+impl SassComparison {
+    fn of(needs: &[Variant], b: &Baselines, results: &RunResults) -> SassComparison {
+        let mut out = SassComparison {
+            changed: Vec::new(),
+            uncompared: 0,
+            rescheduled: Vec::new(),
+            schedule_uncompared: 0,
+        };
+        for v in needs {
+            let now = results.get(*v).and_then(|r| r.sass.as_ref());
+            match (b.sass.get(&v.name()), now) {
+                (Some(base), Some(now)) if base.digest != now.digest => {
+                    out.changed
+                        .push((v.name(), short(&base.digest), short(&now.digest)))
+                }
+                (Some(base), Some(now)) => match (&base.schedule_digest, &now.schedule_digest) {
+                    (Some(a), Some(b)) if a != b => {
+                        let then = Scheduled {
+                            body: &base.loop_body,
+                            control: &base.loop_control,
+                        };
+                        let now = Scheduled {
+                            body: &now.loop_body,
+                            control: &now.loop_control,
+                        };
+                        out.rescheduled.push((v.name(), rescheduled(then, now)))
+                    }
+                    (Some(_), Some(_)) => {}
+                    _ => out.schedule_uncompared += 1,
+                },
+                _ => out.uncompared += 1,
+            }
+        }
+        out
+    }
+}
+
+/// What changed in a loop's schedule between the blessed SASS and the measured one.
+fn rescheduled(then: Scheduled, now: Scheduled) -> String {
+    let what = schedule_changes(then, now, 2);
+    let stall = match (total_stall(then.control), total_stall(now.control)) {
+        (Some(a), Some(b)) => format!("; loop total stall {a} → {b} cycles"),
+        _ => String::new(),
+    };
+    format!("{what}{stall}")
+}
+
+/// The toolchain (and the GPU): what of the environment differs from the baselines'
+/// origin; `None` when either is missing.
+fn toolchain_changes(b: &Baselines, results: &RunResults) -> Option<Vec<String>> {
+    match (&b.origin, &results.environment) {
+        (Some(o), Some(e)) => Some(
+            [
+                ("GPU", &o.gpu_name, &e.gpu_name),
+                ("driver", &o.driver_version, &e.driver_version),
+                ("NVRTC", &o.nvrtc_version, &e.nvrtc_version),
+            ]
+            .into_iter()
+            .filter(|(_, then, now)| then != now)
+            .map(|(what, then, now)| format!("{what} {} → {}", then.shown(), now.shown()))
+            .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// How many more of the `needs` variants changed, beside the first of `changed`.
+fn more(changed: usize, needs: &[Variant]) -> String {
+    match changed {
+        1 => String::new(),
+        n => format!(" (and {} more of the {} variants)", n - 1, needs.len()),
+    }
+}
+
+/// The toolchain's changes, said beside the compiler's.
+fn also(toolchain: &Option<Vec<String>>) -> String {
+    match toolchain {
+        Some(d) if !d.is_empty() => format!("; the toolchain changed too: {}", d.join(", ")),
+        _ => String::new(),
+    }
+}
+
+/// The suspect when neither the SASS, the options nor the toolchain changed (or were not
+/// compared): the hardware, its clocks or contention.
+fn nothing_changed(
+    results: &RunResults,
+    compared: &SassComparison,
+    toolchain_compared: bool,
+    toolchain_text: &str,
+) -> String {
     let clock = results
         .environment
         .as_ref()
@@ -199,30 +245,30 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
         .map(|(m, r)| format!("; SM clock measured {m:.0} MHz, rated {r:.0} MHz"))
         .unwrap_or_default()
         + &contention_note(results);
-    let schedule = if schedule_uncompared == 0 {
+    let schedule = if compared.schedule_uncompared == 0 {
         ""
     } else {
         " (loop schedule not compared: no schedule digest blessed or decoded; re-bless on the GPU)"
     };
-    if uncompared == 0 {
-        let same = match toolchain {
-            Some(_) => "same SASS and toolchain",
-            None => "same SASS; toolchain not compared",
+    if compared.uncompared == 0 {
+        let same = match toolchain_compared {
+            true => "same SASS and toolchain",
+            false => "same SASS; toolchain not compared",
         };
-        Some(format!(
+        format!(
             "{PREFIX}the hardware, clocks or contention ({same}){DETAIL}same SASS{schedule}, \
              {toolchain_text}{clock}"
-        ))
+        )
     } else {
         let why = results.sass_unavailable.as_deref().map_or_else(
             || "the results or the baselines carry no SASS for it".into(),
             |why| why.shown(),
         );
-        Some(format!(
+        format!(
             "{PREFIX}the hardware, clocks or contention (SASS not compared){DETAIL}\
              {toolchain_text}{clock}; the SASS was not compared ({why}), so a compiler change \
              is not ruled out"
-        ))
+        )
     }
 }
 

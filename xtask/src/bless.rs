@@ -18,15 +18,15 @@ pub fn run(dir: &Path, name: &str, from: &Path, allow_invalid: bool, dry_run: bo
     let label = label(from);
     let command = format!("cargo xtask bless --profile {name} --from {label}");
     let picks = bless::policy_picks(&p, &r).map_err(|e| e.to_string())?;
-    let b = bless::prepare_with(
-        &p,
-        &r,
-        &label,
-        &command,
-        &file,
-        p.baselines.as_ref(),
-        &picks,
-    );
+    let input = bless::Bless {
+        profile: &p,
+        results: &r,
+        results_label: &label,
+        command: &command,
+        file: &file,
+        current: p.baselines.as_ref(),
+    };
+    let b = bless::prepare_with(&input, &picks);
     if b.unchanged() {
         say!(
             "{}: no change (the file already holds exactly this)",

@@ -296,6 +296,63 @@ fn floors(n: usize, blocks: u32, sms: u32, launches: u32, per_launch: f64) -> (f
     )
 }
 
+impl BenchRun {
+    /// The run's line (`i` from 0).
+    fn say(&self, i: usize) {
+        warn!(
+            "run {}: cold compile {:.3} s (NVRTC {:.3}, SASS {:.3}), cached {:.3} s ({}), serial GPU {:.3} s, wave GPU {:.3} s",
+            i + 1,
+            self.cold_compile_s,
+            self.cold_nvrtc_s,
+            self.cold_sass_s,
+            self.cached_compile_s,
+            self.cached_cache,
+            self.serial_gpu_s,
+            self.wave_gpu_s
+        );
+    }
+}
+
+impl Bench {
+    /// The figures against their floors, as a Markdown table.
+    fn say(&self) {
+        say!("{}\n", self.environment);
+        say!(
+            "profile {} ({} variants, {} launches each, {} cycles, floor at {:.0} MHz)",
+            self.profile,
+            self.variants,
+            self.launches_per_variant,
+            self.budget_cycles,
+            self.sm_clock_mhz
+        );
+        say!(
+            "| what | median of {} runs | floor | ratio |",
+            self.runs.len()
+        );
+        say!("| --- | --- | --- | --- |");
+        say!(
+            "| serial GPU phase | {:.4} s | {:.4} s | {:.3} |",
+            self.median_serial_gpu_s,
+            self.serial_floor_s,
+            self.median_serial_gpu_s / self.serial_floor_s
+        );
+        say!(
+            "| wave GPU phase | {:.4} s | {:.4} s | {:.3} |",
+            self.median_wave_gpu_s,
+            self.wave_floor_s,
+            self.median_wave_gpu_s / self.wave_floor_s
+        );
+        say!(
+            "| cold compile (NVRTC + SASS) | {:.4} s | | |",
+            self.median_cold_compile_s
+        );
+        say!(
+            "| cached compile | {:.4} s | | |",
+            self.median_cached_compile_s
+        );
+    }
+}
+
 /// `cargo xtask bench`: GPU phase of each mode against its floor, compile cold and cached,
 /// medians of `runs` runs.
 pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Done {
@@ -336,17 +393,7 @@ pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Done {
                 wave_distinct_sms: distinct_sms_per_wave(&rw),
             };
             // One line per run, in logs too; above the bar on a terminal.
-            bar.suspend(|| warn!(
-            "run {}: cold compile {:.3} s (NVRTC {:.3}, SASS {:.3}), cached {:.3} s ({}), serial GPU {:.3} s, wave GPU {:.3} s",
-            i + 1,
-            row.cold_compile_s,
-            row.cold_nvrtc_s,
-            row.cold_sass_s,
-            row.cached_compile_s,
-            row.cached_cache,
-            row.serial_gpu_s,
-            row.wave_gpu_s
-        ));
+            bar.suspend(|| row.say(i));
             rows.push(row);
             last = Some((cold.profile.clone(), rs));
         }
@@ -381,37 +428,7 @@ pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Done {
         median_cached_compile_s: median(rows.iter().map(|x| x.cached_compile_s)),
         runs: rows,
     };
-    say!("{}\n", b.environment);
-    say!(
-        "profile {} ({} variants, {} launches each, {} cycles, floor at {:.0} MHz)",
-        b.profile,
-        n,
-        launches,
-        b.budget_cycles,
-        clock
-    );
-    say!("| what | median of {} runs | floor | ratio |", b.runs.len());
-    say!("| --- | --- | --- | --- |");
-    say!(
-        "| serial GPU phase | {:.4} s | {:.4} s | {:.3} |",
-        b.median_serial_gpu_s,
-        b.serial_floor_s,
-        b.median_serial_gpu_s / b.serial_floor_s
-    );
-    say!(
-        "| wave GPU phase | {:.4} s | {:.4} s | {:.3} |",
-        b.median_wave_gpu_s,
-        b.wave_floor_s,
-        b.median_wave_gpu_s / b.wave_floor_s
-    );
-    say!(
-        "| cold compile (NVRTC + SASS) | {:.4} s | | |",
-        b.median_cold_compile_s
-    );
-    say!(
-        "| cached compile | {:.4} s | | |",
-        b.median_cached_compile_s
-    );
+    b.say();
     write_json(out, &b)?;
     say!("bench: {}", out.shown());
     Ok(())

@@ -39,7 +39,7 @@ use accprobe::error::{GpuError, GpuErrorKind};
 use accprobe::model::settings::Mode;
 use clap::{Parser, Subcommand, ValueEnum};
 use paths::or_workspace;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -63,6 +63,15 @@ struct Cli {
 enum ModeArg {
     Serial,
     Wave,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Mode {
+        match m {
+            ModeArg::Serial => Mode::Serial,
+            ModeArg::Wave => Mode::Wave,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -317,23 +326,13 @@ pub type Done = Result<(), Failure>;
 
 fn run(cli: &Cli) -> Done {
     let dir = &or_workspace(&cli.expectations, "expectations")?;
-    let mode = |m: &Option<ModeArg>| {
-        m.map(|m| match m {
-            ModeArg::Serial => Mode::Serial,
-            ModeArg::Wave => Mode::Wave,
-        })
-    };
     match &cli.command {
         Command::Probe {
             device,
             profile,
             mode: m,
             out,
-        } => {
-            set_device(*device);
-            let out = or_workspace(out, "target/accprobe/probe.json")?;
-            gpu::probe(dir, profile.as_deref(), mode(m), &out)
-        }
+        } => probe_command(dir, *device, profile.as_deref(), m.map(Mode::from), out),
         Command::Gate { results, profile } => gate::run(dir, results, profile.as_deref()),
         Command::Bless {
             profile,
@@ -380,19 +379,8 @@ fn run(cli: &Cli) -> Done {
             runs,
             compare,
             against,
-        } => match (compare, against) {
-            (Some(draft), Some(against)) => onboard::compare(draft, against),
-            _ => {
-                set_device(*device);
-                let out = or_workspace(out, onboard::default_out())?;
-                onboard::run(dir, name.as_deref(), *runs, &out)
-            }
-        },
-        Command::Ceilings { device, out } => {
-            set_device(*device);
-            let out = or_workspace(out, "target/accprobe/ceilings.json")?;
-            onboard::ceilings(dir, &out)
-        }
+        } => onboard_command(dir, name.as_deref(), *device, out, *runs, compare, against),
+        Command::Ceilings { device, out } => ceilings_command(dir, *device, out),
         Command::Toolchains {
             profile,
             bless,
@@ -402,21 +390,58 @@ fn run(cli: &Cli) -> Done {
             compare,
             out,
         } => {
+            let profile = profile.as_deref();
             if *gpu {
                 let out = or_workspace(out, "target/accprobe/toolchains")?;
-                toolchains::gpu(dir, profile.as_deref(), toolchain, &out)
+                toolchains::gpu(dir, profile, toolchain, &out)
             } else if !compare.is_empty() {
-                toolchains::compare_files(dir, profile.as_deref(), compare)
+                toolchains::compare_files(dir, profile, compare)
             } else {
-                toolchains::compile_only(
-                    dir,
-                    profile.as_deref().unwrap_or("h200"),
-                    *bless,
-                    *dry_run,
-                )
+                toolchains::compile_only(dir, profile.unwrap_or("h200"), *bless, *dry_run)
             }
         }
         Command::History(args) => history::run(dir, args),
+    }
+}
+
+/// `cargo xtask probe`: the profile measured on the device.
+fn probe_command(
+    dir: &Path,
+    device: Option<usize>,
+    profile: Option<&str>,
+    mode: Option<Mode>,
+    out: &Option<PathBuf>,
+) -> Done {
+    set_device(device);
+    let out = or_workspace(out, "target/accprobe/probe.json")?;
+    gpu::probe(dir, profile, mode, &out)
+}
+
+/// `cargo xtask ceilings`: the device's ceilings measured.
+fn ceilings_command(dir: &Path, device: Option<usize>, out: &Option<PathBuf>) -> Done {
+    set_device(device);
+    let out = or_workspace(out, "target/accprobe/ceilings.json")?;
+    onboard::ceilings(dir, &out)
+}
+
+/// `cargo xtask onboard`: a draft compared with a profile (`--compare` and `--against`),
+/// or a GPU onboarded.
+fn onboard_command(
+    dir: &Path,
+    name: Option<&str>,
+    device: Option<usize>,
+    out: &Option<PathBuf>,
+    runs: usize,
+    compare: &Option<PathBuf>,
+    against: &Option<PathBuf>,
+) -> Done {
+    match (compare, against) {
+        (Some(draft), Some(against)) => onboard::compare(draft, against),
+        _ => {
+            set_device(device);
+            let out = or_workspace(out, onboard::default_out())?;
+            onboard::run(dir, name, runs, &out)
+        }
     }
 }
 

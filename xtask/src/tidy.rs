@@ -4,6 +4,8 @@
 //! std APIs used, whichever is later (clippy's `incompatible_msrv`, which reads it, fails on
 //! a std API newer than it). The pinned toolchain (`rust-toolchain.toml`) is at least that.
 
+mod fn_length;
+
 use crate::testing::root;
 use std::path::Path;
 use std::process::Command;

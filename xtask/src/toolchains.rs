@@ -7,160 +7,22 @@
 //!   driver refuses is recorded as such; the others are compared.
 //! - `--compare FILE...`: the same comparison from results files already measured.
 
-use crate::paths::{find_profile, workspace};
-use crate::Failure;
+use crate::paths::find_profile;
 use accprobe::child::Job;
 use accprobe::compile::{process_nvrtc::NVRTC_ENV, toolchain};
-use accprobe::compile_only::{cache_under, prepare_compile_bless, CompileOnlySession};
 use accprobe::expectations::profile::Profile;
-use accprobe::model::compiled::ArchOutcome;
 use accprobe::model::results::RunResults;
+use accprobe::model::variant::Variant;
 use accprobe::output::write_atomic;
 use accprobe::text::Shown;
 use accprobe::text::{self, markdown};
-use accprobe::verdict::{self, cases::cases, compile_only, Outcome};
+use accprobe::verdict::{self, cases::cases, Outcome};
 
+mod compile;
 mod schedule;
+
+pub use compile::compile_only;
 use std::path::{Path, PathBuf};
-
-/// `cargo xtask toolchains --profile P [--bless] [--dry-run]`: compile-only, no GPU.
-pub fn compile_only(dir: &Path, profile: &str, bless: bool, dry_run: bool) -> crate::Done {
-    let p = find_profile(dir, profile)?;
-    let cache = cache_under(Some(&workspace()?.join("target/accprobe/cache")));
-    let root = toolchain::default_root();
-    let s = CompileOnlySession::new(p.clone(), root.clone(), cache, true)
-        .ok_or_else(|| format!("profile {profile:?} has no compile_only section"))?;
-    let archs = p
-        .compile_only
-        .as_ref()
-        .map(|c| c.architectures.clone())
-        .unwrap_or_default();
-    // A toolchain that is not installed compiles nothing: one line at the end says what
-    // to install, instead of a failure per architecture and case.
-    let (installed, missing): (Vec<String>, Vec<String>) =
-        s.toolchains().into_iter().partition(|tc| {
-            !matches!(
-                toolchain::resolve(tc, &root),
-                Err(toolchain::ToolchainError::NotInstalled(_))
-            )
-        });
-    // Toolchains compile in parallel, one worker process each.
-    std::thread::scope(|scope| {
-        for tc in &installed {
-            let s = &s;
-            scope.spawn(move || {
-                let _ = s.run(tc);
-            });
-        }
-    });
-    let mut failed = 0;
-    if !installed.is_empty() {
-        say!("{:<8} {:<8} {:<60} cases", "arch", "NVRTC", "outcome");
-    }
-    for arch in &archs {
-        for tc in installed.iter().cloned() {
-            let o = s.outcome(&tc, arch);
-            let (mut pass, mut fail, mut skip) = (0, 0, 0);
-            for c in compile_only::cases(&p)
-                .iter()
-                .filter(|c| &c.architecture == arch && c.toolchain == tc)
-            {
-                match compile_only::evaluate(c, &p, &o) {
-                    Outcome::Pass(_) => pass += 1,
-                    Outcome::Fail(m) => {
-                        fail += 1;
-                        if fail <= 3 {
-                            warn!("FAIL {}: {}", c.name, m.lines().next().unwrap_or(""));
-                        }
-                    }
-                    _ => skip += 1,
-                }
-            }
-            failed += fail;
-            let what = match &o {
-                ArchOutcome::Compiled(m) => format!(
-                    "{} variants, registers {}..{}, NVRTC {:.2} s, SASS {:.2} s, cache {}",
-                    m.variants.len(),
-                    m.variants
-                        .values()
-                        .map(|v| v.ptxas.registers)
-                        .min()
-                        .unwrap_or(0),
-                    m.variants
-                        .values()
-                        .map(|v| v.ptxas.registers)
-                        .max()
-                        .unwrap_or(0),
-                    m.nvrtc_seconds,
-                    m.sass_seconds,
-                    m.cache
-                ),
-                ArchOutcome::Unsupported(r) => {
-                    format!("ignored: {}", r.split(" (").next().unwrap_or(r))
-                }
-                ArchOutcome::Failed(r) => format!("FAILED: {}", r.lines().next().unwrap_or(r)),
-            };
-            say!("{arch:<8} {tc:<8} {what:<60} {pass} pass, {fail} fail, {skip} ignored");
-        }
-    }
-    for tc in &installed {
-        if let Some(r) = s.peek(tc) {
-            say!("NVRTC {tc}: worker {:.2} s", r.seconds);
-        }
-    }
-    if !missing.is_empty() {
-        return Err(not_installed(&missing, &root).into());
-    }
-    if bless {
-        let b = prepare_compile_bless(
-            &s,
-            &format!("cargo xtask toolchains --profile {profile} --bless"),
-        )
-        .map_err(|e| e.to_string())?;
-        if b.diff.is_empty() {
-            say!("{}: no change", b.file.shown());
-        } else {
-            say!("{}:", b.file.shown());
-            for l in &b.diff {
-                say!("  {l}");
-            }
-        }
-        if !dry_run {
-            b.write().map_err(|e| e.to_string())?;
-            say!("written: {}", b.file.shown());
-        }
-        return Ok(());
-    }
-    if failed > 0 {
-        return Err(Failure::Printed);
-    }
-    Ok(())
-}
-
-/// What to install for the profile's toolchains that are not under `root`, said once.
-fn not_installed(missing: &[String], root: &Path) -> String {
-    let names = match missing {
-        [one] => one.clone(),
-        [init @ .., last] => format!("{} and {last}", init.join(", ")),
-        [] => String::new(),
-    };
-    let there: Vec<String> = toolchain::installed(root)
-        .into_iter()
-        .map(|(version, _)| version)
-        .collect();
-    format!(
-        "NVRTC {names} not installed in {} (installed there: {}), so nothing of theirs was \
-         compiled or judged; install the pinned set with `ci/toolchains.sh` (or a release it does \
-         not pin: its full version as the argument), then run this again ({})",
-        root.display(),
-        if there.is_empty() {
-            "none".to_string()
-        } else {
-            there.join(", ")
-        },
-        accprobe::compile_only::why_required()
-    )
-}
 
 /// One toolchain's GPU run: its results, or why the GPU could not run its CUBIN.
 #[derive(Debug, Clone)]
@@ -342,6 +204,24 @@ pub fn class(o: &Outcome) -> &'static str {
 /// The side-by-side Markdown: which toolchains ran, each variant's progress per toolchain,
 /// the loop bodies that changed between consecutive toolchains, and the cases that flip.
 pub fn compare(profile: &Profile, runs: &[Measured]) -> String {
+    let mut s = which_ran(profile, runs);
+    let ok: Vec<(&str, &RunResults)> = runs
+        .iter()
+        .filter_map(|r| r.outcome.as_ref().ok().map(|x| (r.toolchain.as_str(), x)))
+        .collect();
+    if ok.is_empty() {
+        return s;
+    }
+    let variants = profile.probe.variants();
+    s.push_str(&progress(&variants, &ok));
+    s.push_str(&sass_changes(&variants, &ok));
+    s.push_str(&schedule::changes(&variants, &ok));
+    s.push_str(&flips(profile, &ok));
+    s
+}
+
+/// The comparison's head and its first section: which toolchains ran, and how.
+fn which_ran(profile: &Profile, runs: &[Measured]) -> String {
     let mut s = format!(
         "<!-- Generated by `cargo xtask toolchains`. -->\n# Toolchains side by side: profile {}\n\n## Which toolchains ran\n\n| NVRTC | on this GPU |\n| --- | --- |\n",
         markdown(&profile.name)
@@ -367,17 +247,15 @@ pub fn compare(profile: &Profile, runs: &[Measured]) -> String {
             markdown(&what)
         ));
     }
-    let ok: Vec<(&str, &RunResults)> = runs
-        .iter()
-        .filter_map(|r| r.outcome.as_ref().ok().map(|x| (r.toolchain.as_str(), x)))
-        .collect();
-    if ok.is_empty() {
-        return s;
-    }
+    s
+}
+
+/// The section on each variant's progress per toolchain.
+fn progress(variants: &[Variant], ok: &[(&str, &RunResults)]) -> String {
+    let mut s = String::new();
     s.push_str("\n## Progress per toolchain (median; change against the first)\n\n");
-    s.push_str(&header("variant", &ok, " ---: |"));
-    let variants = profile.probe.variants();
-    for v in &variants {
+    s.push_str(&header("variant", ok, " ---: |"));
+    for v in variants {
         s.push_str(&format!("| {v} |"));
         let base = ok[0].1.get(*v).map(|r| r.baseline_progress());
         for (i, (_, r)) in ok.iter().enumerate() {
@@ -391,12 +269,18 @@ pub fn compare(profile: &Profile, runs: &[Measured]) -> String {
         }
         s.push('\n');
     }
+    s
+}
+
+/// The section on the loop bodies that changed between consecutive toolchains.
+fn sass_changes(variants: &[Variant], ok: &[(&str, &RunResults)]) -> String {
+    let mut s = String::new();
     s.push_str("\n## SASS that changed between toolchains (loop body)\n\n");
     let mut changed = 0;
     for w in ok.windows(2) {
         let ((ta, a), (tb, b)) = (w[0], w[1]);
         let (ta, tb) = (markdown(ta), markdown(tb));
-        for v in &variants {
+        for v in variants {
             let (Some(x), Some(y)) = (
                 a.get(*v).and_then(|r| r.sass.as_ref()),
                 b.get(*v).and_then(|r| r.sass.as_ref()),
@@ -431,7 +315,12 @@ pub fn compare(profile: &Profile, runs: &[Measured]) -> String {
     if changed == 0 {
         s.push_str("No SASS digest differs between consecutive toolchains.\n");
     }
-    s.push_str(&schedule::changes(&variants, &ok));
+    s
+}
+
+/// The section on the cases that end otherwise under another toolchain.
+fn flips(profile: &Profile, ok: &[(&str, &RunResults)]) -> String {
+    let mut s = String::new();
     s.push_str("\n## Cases that flip between toolchains\n\n");
     // Flips are of the cases themselves: known deviations are left out of the judgement.
     let mut raw = profile.clone();
@@ -456,7 +345,7 @@ pub fn compare(profile: &Profile, runs: &[Measured]) -> String {
     if flips.is_empty() {
         s.push_str("None: every case ends the same under every toolchain.\n");
     } else {
-        s.push_str(&header("case", &ok, " --- |"));
+        s.push_str(&header("case", ok, " --- |"));
         s.push_str(&flips.join("\n"));
         s.push('\n');
     }

@@ -1,13 +1,15 @@
 //! Reading a profile: the file's format ([`super::file`]) into the checked [`Profile`].
 
-use super::file::{InvariantFile, ProfileFile};
-use super::{contexts, known_deviations, policy_gate, probe, Invariant, Profile};
+use super::file::{BaselinesRef, InvariantFile, ProfileFile};
+use super::{contexts, known_deviations, policy_gate, probe, Invariant, Profile, Validity};
 use crate::error::{Error, Result};
-use crate::expectations::baselines::{self, Baselines};
+use crate::expectations::baselines::{self, Baselines, Wider};
 use crate::expectations::recorded;
 use crate::expectations::yaml::{
     at, is_case_name, parse_document, path_inside, read_text, referenced_from, CASE_NAME,
 };
+use crate::model::settings::ProbeSettings;
+use crate::model::variant::Variant;
 use crate::text::Shown;
 use serde_saphyr::Spanned;
 use std::collections::BTreeMap;
@@ -55,58 +57,7 @@ impl Profile {
         if let Some(c) = &raw.contexts {
             contexts::contexts(file, c, &mut probe)?;
         }
-        let known_k = |s: &Spanned<u32>, what: &str| -> Result<u32> {
-            if probe.accumulators.contains(&s.value) {
-                Ok(s.value)
-            } else {
-                Err(at(
-                    file,
-                    s,
-                    format!(
-                        "{what}: accumulator count {} is not in probe.accumulators {:?}",
-                        s.value, probe.accumulators
-                    ),
-                ))
-            }
-        };
-        let mut invariants = Vec::new();
-        for inv in &raw.invariants {
-            invariants.push(match inv {
-                InvariantFile::Peak {
-                    accumulators,
-                    tolerance: t,
-                } => Invariant::Peak {
-                    accumulators: known_k(accumulators, "peak.accumulators")?,
-                    tolerance: tolerance(file, "peak.tolerance", t)?,
-                },
-                InvariantFile::GainGrows {
-                    accumulators,
-                    over,
-                    min_increase,
-                } => {
-                    if probe.chains.len() < 2 {
-                        return Err(at(
-                            file,
-                            accumulators,
-                            "gain_grows needs at least two chain lengths in probe.chains",
-                        ));
-                    }
-                    if !(min_increase.value.is_finite() && min_increase.value >= 0.0) {
-                        return Err(at(
-                            file,
-                            min_increase,
-                            "gain_grows.min_increase: expected a ratio step >= 0",
-                        ));
-                    }
-                    Invariant::GainGrows {
-                        accumulators: known_k(accumulators, "gain_grows.accumulators")?,
-                        over: known_k(over, "gain_grows.over")?,
-                        min_increase: min_increase.value,
-                    }
-                }
-                InvariantFile::NoSpills {} => Invariant::NoSpills,
-            });
-        }
+        let invariants = invariants(file, &raw.invariants, &probe)?;
         let mut profile = Profile {
             name,
             description: raw.description,
@@ -126,66 +77,11 @@ impl Profile {
             profile.policy_gate = Some(policy_gate::read(file, dir, h, tolerance)?);
         }
         if let Some(v) = &raw.validity {
-            if v.value.ffma_latency_cycles == 0 || v.value.schedulers_per_sm == 0 {
-                return Err(at(
-                    file,
-                    v,
-                    "validity: ffma_latency_cycles and schedulers_per_sm must be >= 1",
-                ));
-            }
-            let t = &v.value.duration_tolerance;
-            if !(t.is_finite() && *t > 0.0 && *t < 1.0) {
-                return Err(at(
-                    file,
-                    v,
-                    format!(
-                        "validity.duration_tolerance {t}: expected a fraction in (0, 1), e.g. 0.05"
-                    ),
-                ));
-            }
-            profile.validity = Some(v.value);
+            profile.validity = Some(validity(file, v)?);
         }
         if let Some(b) = &raw.baselines {
-            let tolerance = tolerance(file, "baselines.tolerance", &b.tolerance)?;
-            let path = path_inside(file, dir, "baselines.file", &b.file)?;
-            // A missing file is not a load error: every variant case then fails saying to
-            // bless one, and `cargo xtask bless` can load the profile to write it.
-            let mut wider = BTreeMap::new();
             let variants = profile.probe.variants();
-            for (name, w) in &b.wider {
-                if !variants.iter().any(|v| &v.name() == name) {
-                    return Err(at(file, w, format!("baselines.wider names {name:?}, which is not a variant of this profile")));
-                }
-                let t = &w.value.tolerance;
-                if !(t.is_finite() && *t > tolerance && *t < 1.0) {
-                    return Err(at(file, w, format!("baselines.wider.{name}.tolerance {t}: expected more than baselines.tolerance ({tolerance}) and less than 1")));
-                }
-                if w.value.reason.trim().is_empty() {
-                    return Err(at(
-                        file,
-                        w,
-                        format!("baselines.wider.{name}: give the measured reason"),
-                    ));
-                }
-                wider.insert(name.clone(), w.value.clone());
-            }
-            let mut loaded = if path.exists() {
-                baselines::load(&path, &profile.name, file, &variants, tolerance)
-                    .map_err(referenced_from(file, &b.file))?
-            } else {
-                Baselines {
-                    tolerance,
-                    file: path,
-                    progress: BTreeMap::new(),
-                    sass: BTreeMap::new(),
-                    wider: BTreeMap::new(),
-                    policy_picks: BTreeMap::new(),
-                    origin: None,
-                    read: None,
-                }
-            };
-            loaded.wider = wider;
-            profile.baselines = Some(loaded);
+            profile.baselines = Some(baselines(file, dir, b, &profile.name, &variants)?);
         }
         profile.known_deviations = known_deviations::read(file, &raw.known_deviations)?;
         if let Some(c) = &raw.compile_only {
@@ -197,6 +93,149 @@ impl Profile {
         }
         Ok(profile)
     }
+}
+
+/// The invariants, each accumulator count one of `probe`'s.
+fn invariants(file: &Path, raw: &[InvariantFile], probe: &ProbeSettings) -> Result<Vec<Invariant>> {
+    let known_k = |s: &Spanned<u32>, what: &str| -> Result<u32> {
+        if probe.accumulators.contains(&s.value) {
+            Ok(s.value)
+        } else {
+            Err(at(
+                file,
+                s,
+                format!(
+                    "{what}: accumulator count {} is not in probe.accumulators {:?}",
+                    s.value, probe.accumulators
+                ),
+            ))
+        }
+    };
+    let mut invariants = Vec::new();
+    for inv in raw {
+        invariants.push(match inv {
+            InvariantFile::Peak {
+                accumulators,
+                tolerance: t,
+            } => Invariant::Peak {
+                accumulators: known_k(accumulators, "peak.accumulators")?,
+                tolerance: tolerance(file, "peak.tolerance", t)?,
+            },
+            InvariantFile::GainGrows {
+                accumulators,
+                over,
+                min_increase,
+            } => {
+                if probe.chains.len() < 2 {
+                    return Err(at(
+                        file,
+                        accumulators,
+                        "gain_grows needs at least two chain lengths in probe.chains",
+                    ));
+                }
+                if !(min_increase.value.is_finite() && min_increase.value >= 0.0) {
+                    return Err(at(
+                        file,
+                        min_increase,
+                        "gain_grows.min_increase: expected a ratio step >= 0",
+                    ));
+                }
+                Invariant::GainGrows {
+                    accumulators: known_k(accumulators, "gain_grows.accumulators")?,
+                    over: known_k(over, "gain_grows.over")?,
+                    min_increase: min_increase.value,
+                }
+            }
+            InvariantFile::NoSpills {} => Invariant::NoSpills,
+        });
+    }
+    Ok(invariants)
+}
+
+/// The validity checks' settings, checked.
+fn validity(file: &Path, v: &Spanned<Validity>) -> Result<Validity> {
+    if v.value.ffma_latency_cycles == 0 || v.value.schedulers_per_sm == 0 {
+        return Err(at(
+            file,
+            v,
+            "validity: ffma_latency_cycles and schedulers_per_sm must be >= 1",
+        ));
+    }
+    let t = &v.value.duration_tolerance;
+    if !(t.is_finite() && *t > 0.0 && *t < 1.0) {
+        return Err(at(
+            file,
+            v,
+            format!("validity.duration_tolerance {t}: expected a fraction in (0, 1), e.g. 0.05"),
+        ));
+    }
+    Ok(v.value)
+}
+
+/// The baselines the profile names, with its wider tolerances; empty where the file is
+/// missing.
+fn baselines(
+    file: &Path,
+    dir: &Path,
+    b: &BaselinesRef,
+    profile: &str,
+    variants: &[Variant],
+) -> Result<Baselines> {
+    let tolerance = tolerance(file, "baselines.tolerance", &b.tolerance)?;
+    let path = path_inside(file, dir, "baselines.file", &b.file)?;
+    // A missing file is not a load error: every variant case then fails saying to
+    // bless one, and `cargo xtask bless` can load the profile to write it.
+    let wider = wider(file, b, variants, tolerance)?;
+    let mut loaded = if path.exists() {
+        baselines::load(&path, profile, file, variants, tolerance)
+            .map_err(referenced_from(file, &b.file))?
+    } else {
+        Baselines {
+            tolerance,
+            file: path,
+            progress: BTreeMap::new(),
+            sass: BTreeMap::new(),
+            wider: BTreeMap::new(),
+            policy_picks: BTreeMap::new(),
+            origin: None,
+            read: None,
+        }
+    };
+    loaded.wider = wider;
+    Ok(loaded)
+}
+
+/// `baselines.wider`: each a variant of the profile, with a tolerance above the baselines'
+/// and a reason.
+fn wider(
+    file: &Path,
+    b: &BaselinesRef,
+    variants: &[Variant],
+    tolerance: f64,
+) -> Result<BTreeMap<String, Wider>> {
+    let mut wider = BTreeMap::new();
+    for (name, w) in &b.wider {
+        if !variants.iter().any(|v| &v.name() == name) {
+            return Err(at(
+                file,
+                w,
+                format!("baselines.wider names {name:?}, which is not a variant of this profile"),
+            ));
+        }
+        let t = &w.value.tolerance;
+        if !(t.is_finite() && *t > tolerance && *t < 1.0) {
+            return Err(at(file, w, format!("baselines.wider.{name}.tolerance {t}: expected more than baselines.tolerance ({tolerance}) and less than 1")));
+        }
+        if w.value.reason.trim().is_empty() {
+            return Err(at(
+                file,
+                w,
+                format!("baselines.wider.{name}: give the measured reason"),
+            ));
+        }
+        wider.insert(name.clone(), w.value.clone());
+    }
+    Ok(wider)
 }
 
 /// A tolerance: a fraction in [0, 1).

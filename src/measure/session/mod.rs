@@ -379,19 +379,30 @@ impl GpuSession {
             }
             return Err(GpuError::Variant(broken.join("; ")));
         }
-        Ok(RunResults {
+        Ok(self.results_of(target.as_ref(), variants, None))
+    }
+
+    /// The results file of `variants`, measured on `target` in this session; `clock`: the
+    /// SM clock the environment records (`None`: as the device says it now).
+    fn results_of(
+        &self,
+        target: &dyn Target,
+        variants: Vec<VariantResult>,
+        clock: Option<f64>,
+    ) -> RunResults {
+        RunResults {
             schema: SCHEMA,
             mode: self.settings.mode,
             settings: Some(self.settings.run_settings()),
             profile: self.profile.name.clone(),
             source: "measured".into(),
-            environment: Some(target.environment(None)),
+            environment: Some(target.environment(clock)),
             variants,
             sass_unavailable: target.sass_unavailable(),
             sass_unreadable: target.compiled().and_then(sass_unreadable),
             timings: self.timings(),
             contention: self.contention(),
-        })
+        }
     }
 
     fn timings(&self) -> Option<Timings> {
@@ -425,19 +436,8 @@ impl GpuSession {
         if variants.is_empty() {
             return None;
         }
-        Some(RunResults {
-            schema: SCHEMA,
-            mode: self.settings.mode,
-            settings: Some(self.settings.run_settings()),
-            profile: self.profile.name.clone(),
-            source: "measured".into(),
-            environment: Some(target.environment(measured_clock(&variants))),
-            variants,
-            sass_unavailable: target.sass_unavailable(),
-            sass_unreadable: target.compiled().and_then(sass_unreadable),
-            timings: self.timings(),
-            contention: self.contention(),
-        })
+        let clock = measured_clock(&variants);
+        Some(self.results_of(target.as_ref(), variants, clock))
     }
 
     /// The compiled matrix (CUBIN and ptxas log), when it was compiled.

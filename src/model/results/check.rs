@@ -106,42 +106,56 @@ fn samples_problems(
             return;
         }
         (None, false) => say("samples without a summary".into()),
-        (Some(s), false) => {
-            if let Some(again) = Summary::of(r.samples.iter().flatten().copied()) {
-                let mut differs = Vec::new();
-                if s.count != again.count {
-                    differs.push(format!("count {} (samples: {})", s.count, again.count));
-                }
-                if s.min != again.min {
-                    differs.push(format!("min {} (samples: {})", s.min, again.min));
-                }
-                if s.max != again.max {
-                    differs.push(format!("max {} (samples: {})", s.max, again.max));
-                }
-                for (name, stored, from_samples) in [
-                    ("mean", s.mean, again.mean),
-                    ("median", s.median, again.median),
-                    ("relative_spread", s.relative_spread, again.relative_spread),
-                ] {
-                    if !close(stored, from_samples) {
-                        differs.push(format!("{name} {stored} (samples: {from_samples})"));
-                    }
-                }
-                if !differs.is_empty() {
-                    say(format!(
-                        "the summary contradicts the samples: {}",
-                        differs.join(", ")
-                    ));
-                }
-                if !close(r.mean_progress, again.mean) {
-                    say(format!(
-                        "mean_progress {} is not the mean of the samples ({})",
-                        r.mean_progress, again.mean
-                    ));
-                }
+        (Some(s), false) => summary_problems(r, s, say),
+    }
+    repeat_problems(r, settings, say);
+    sample_problems(r, settings, say);
+    record_problems(r, settings, say);
+}
+
+/// Where the stored summary `s` (and the mean) contradicts the samples it summarises.
+fn summary_problems(r: &VariantResult, s: &Summary, say: &mut impl FnMut(String)) {
+    if let Some(again) = Summary::of(r.samples.iter().flatten().copied()) {
+        let mut differs = Vec::new();
+        if s.count != again.count {
+            differs.push(format!("count {} (samples: {})", s.count, again.count));
+        }
+        if s.min != again.min {
+            differs.push(format!("min {} (samples: {})", s.min, again.min));
+        }
+        if s.max != again.max {
+            differs.push(format!("max {} (samples: {})", s.max, again.max));
+        }
+        for (name, stored, from_samples) in [
+            ("mean", s.mean, again.mean),
+            ("median", s.median, again.median),
+            ("relative_spread", s.relative_spread, again.relative_spread),
+        ] {
+            if !close(stored, from_samples) {
+                differs.push(format!("{name} {stored} (samples: {from_samples})"));
             }
         }
+        if !differs.is_empty() {
+            say(format!(
+                "the summary contradicts the samples: {}",
+                differs.join(", ")
+            ));
+        }
+        if !close(r.mean_progress, again.mean) {
+            say(format!(
+                "mean_progress {} is not the mean of the samples ({})",
+                r.mean_progress, again.mean
+            ));
+        }
     }
+}
+
+/// Whether every repeat measured every warp, as many repeats as the settings ask for.
+fn repeat_problems(
+    r: &VariantResult,
+    settings: Option<&RunSettings>,
+    say: &mut impl FnMut(String),
+) {
     let repeats = r.samples.len();
     if let Some(i) = r.samples.iter().position(Vec::is_empty) {
         say(format!("repeat {i} has no samples"));
@@ -171,6 +185,14 @@ fn samples_problems(
             ));
         }
     }
+}
+
+/// Samples no warp can have written: the poison value, more iterations than cycles.
+fn sample_problems(
+    r: &VariantResult,
+    settings: Option<&RunSettings>,
+    say: &mut impl FnMut(String),
+) {
     let ceiling = settings.map_or(u64::MAX - 1, |s| s.budget_cycles);
     for (i, row) in r.samples.iter().enumerate() {
         if let Some(w) = row.iter().position(|&p| p == u64::MAX) {
@@ -185,6 +207,15 @@ fn samples_problems(
             ));
         }
     }
+}
+
+/// Whether the per-repeat records (launch times, the blocks' SMs) match the repeats.
+fn record_problems(
+    r: &VariantResult,
+    settings: Option<&RunSettings>,
+    say: &mut impl FnMut(String),
+) {
+    let repeats = r.samples.len();
     if !r.launch_ms.is_empty() && r.launch_ms.len() != repeats {
         say(format!(
             "{} launch times for {repeats} repeats",

@@ -190,6 +190,25 @@ pub fn review(d: &Draft, study: &Profile) -> Vec<String> {
             cases.join(", ")
         ));
     }
+    out.extend(baselines_lines(d));
+    out.extend(ceilings_lines(&d.ceilings, p, study));
+    out.push("written:".into());
+    for f in d.files() {
+        out.push(format!("  {}", f.display()));
+    }
+    out.push("next: run the suite with the draft, then commit the three files for review:".into());
+    out.push("  cargo test --release --test probe".into());
+    out.push(format!("  git add {} && git commit", d.files_listed(" ")));
+    out.push(format!(
+        "  (the compile-only digests: add `baselines: baselines/{}-compile.yaml` to compile_only and run `cargo xtask toolchains --profile {} --bless` where ci/toolchains.sh installed the toolchains)",
+        d.name, d.name
+    ));
+    out
+}
+
+/// What the draft's baselines tolerate: the run's reach, or each wider tolerance.
+fn baselines_lines(d: &Draft) -> Vec<String> {
+    let mut out = Vec::new();
     if d.wider.is_empty() {
         out.push(format!(
             "baselines: every variant within {:.1}% of its baseline in all {} runs measured ({} in the chosen mode, 1 in the other): no wider tolerance",
@@ -213,18 +232,6 @@ pub fn review(d: &Draft, study: &Profile) -> Vec<String> {
             ));
         }
     }
-    out.extend(ceilings_lines(&d.ceilings, p, study));
-    out.push("written:".into());
-    for f in d.files() {
-        out.push(format!("  {}", f.display()));
-    }
-    out.push("next: run the suite with the draft, then commit the three files for review:".into());
-    out.push("  cargo test --release --test probe".into());
-    out.push(format!("  git add {} && git commit", d.files_listed(" ")));
-    out.push(format!(
-        "  (the compile-only digests: add `baselines: baselines/{}-compile.yaml` to compile_only and run `cargo xtask toolchains --profile {} --bless` where ci/toolchains.sh installed the toolchains)",
-        d.name, d.name
-    ));
     out
 }
 

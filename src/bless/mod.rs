@@ -10,12 +10,16 @@ use crate::error::{Error, Result};
 use crate::expectations::baselines::{self, BaselineOrigin, Baselines, PickBaseline, SassBaseline};
 use crate::expectations::policy_source::PolicySource;
 use crate::expectations::profile::Profile;
-use crate::model::results::{short_digest, RunResults};
+use crate::model::gpu::Environment;
+use crate::model::results::{RunResults, SassSummary, VariantResult};
+use crate::model::variant::Variant;
 use crate::output::write_atomic;
 use crate::text::Shown;
 use crate::verdict;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+mod diff;
 
 /// What blessing would write, and how it differs from what is there.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,6 +57,49 @@ pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Re
     let env = results.environment.as_ref().ok_or_else(|| {
         Error::msg("the results have no environment: only measured results can be blessed")
     })?;
+    let mut wrong = not_this_profile(profile, results, env);
+    let mut invalid = Vec::new();
+    // A run older than contexts blesses what it measured; the contexts' variants stay
+    // without baselines (their probe cases fail, asking for a bless) until a run holds them.
+    for v in profile
+        .probe
+        .variants()
+        .into_iter()
+        .filter(|v| !results.predates(*v))
+    {
+        match results.get(v) {
+            None => wrong.push(format!("{v}: not in the results")),
+            Some(r) => {
+                let base = r.baseline_progress();
+                if !(base.is_finite() && blessed_figure(base) > 0.0) {
+                    wrong.push(format!(
+                        "{v}: progress {base} would be written as baseline {}: the probe loop did not run",
+                        blessed_figure(base)
+                    ));
+                }
+                invalid.extend(invalid_measurement(v, r));
+            }
+        }
+    }
+    if !wrong.is_empty() {
+        return Err(Error::msg(format!(
+            "refusing to bless: these results cannot be profile {:?}'s baselines (--allow-invalid does not change that):\n  {}",
+            profile.name,
+            wrong.join("\n  ")
+        )));
+    }
+    if !invalid.is_empty() && !allow_invalid {
+        return Err(Error::msg(format!(
+            "refusing to bless results that failed validity checks (pass --allow-invalid to bless them anyway):\n  {}",
+            invalid.join("\n  ")
+        )));
+    }
+    Ok(())
+}
+
+/// Why `results` do not describe `profile` on this GPU (`env`'s): another GPU, profile,
+/// launch settings or mode.
+fn not_this_profile(profile: &Profile, results: &RunResults, env: &Environment) -> Vec<String> {
     let mut wrong = Vec::new();
     let m = &profile.matches;
     let gpu = env.identity();
@@ -89,73 +136,45 @@ pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Re
             results.mode, profile.name, profile.probe.mode
         ));
     }
+    wrong
+}
+
+/// Why `v`'s measurement `r` failed its validity checks: no samples, output problems, no
+/// register report, spills (in a base-context variant).
+fn invalid_measurement(v: Variant, r: &VariantResult) -> Vec<String> {
     let mut invalid = Vec::new();
-    // A run older than contexts blesses what it measured; the contexts' variants stay
-    // without baselines (their probe cases fail, asking for a bless) until a run holds them.
-    for v in profile
-        .probe
-        .variants()
-        .into_iter()
-        .filter(|v| !results.predates(*v))
-    {
-        match results.get(v) {
-            None => wrong.push(format!("{v}: not in the results")),
-            Some(r) => {
-                let base = r.baseline_progress();
-                if !(base.is_finite() && blessed_figure(base) > 0.0) {
-                    wrong.push(format!(
-                        "{v}: progress {base} would be written as baseline {}: the probe loop did not run",
-                        blessed_figure(base)
-                    ));
-                }
-                if r.samples.is_empty() {
-                    invalid.push(format!("{v}: no samples"));
-                }
-                invalid.extend(r.output_problems.iter().map(|p| format!("{v}: {p}")));
-                // A spill outside the base context is what that context measures: its
-                // baseline is blessed with it.
-                match r.resources {
-                    None => invalid.push(format!("{v}: no register/spill report")),
-                    Some(res) if v.is_base() => {
-                        invalid.extend(res.spill_report().map(|s| format!("{v}: spills: {s}")))
-                    }
-                    Some(_) => {}
-                }
-                if let Some(sass) = r.sass.as_ref().filter(|_| v.is_base()) {
-                    let in_loop: Vec<&String> = sass
-                        .loop_body
-                        .iter()
-                        .filter(|i| is_local_memory(i))
-                        .collect();
-                    if !sass.local_memory_instructions.is_empty() || !in_loop.is_empty() {
-                        invalid.push(format!(
-                            "{v}: spills: local-memory instructions in the SASS: {}",
-                            sass.local_memory_instructions
-                                .iter()
-                                .chain(in_loop)
-                                .map(String::as_str)
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ));
-                    }
-                }
-            }
+    if r.samples.is_empty() {
+        invalid.push(format!("{v}: no samples"));
+    }
+    invalid.extend(r.output_problems.iter().map(|p| format!("{v}: {p}")));
+    // A spill outside the base context is what that context measures: its
+    // baseline is blessed with it.
+    match r.resources {
+        None => invalid.push(format!("{v}: no register/spill report")),
+        Some(res) if v.is_base() => {
+            invalid.extend(res.spill_report().map(|s| format!("{v}: spills: {s}")))
+        }
+        Some(_) => {}
+    }
+    if let Some(sass) = r.sass.as_ref().filter(|_| v.is_base()) {
+        let in_loop: Vec<&String> = sass
+            .loop_body
+            .iter()
+            .filter(|i| is_local_memory(i))
+            .collect();
+        if !sass.local_memory_instructions.is_empty() || !in_loop.is_empty() {
+            invalid.push(format!(
+                "{v}: spills: local-memory instructions in the SASS: {}",
+                sass.local_memory_instructions
+                    .iter()
+                    .chain(in_loop)
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
         }
     }
-    if !wrong.is_empty() {
-        return Err(Error::msg(format!(
-            "refusing to bless: these results cannot be profile {:?}'s baselines (--allow-invalid does not change that):\n  {}",
-            profile.name,
-            wrong.join("\n  ")
-        )));
-    }
-    if !invalid.is_empty() && !allow_invalid {
-        return Err(Error::msg(format!(
-            "refusing to bless results that failed validity checks (pass --allow-invalid to bless them anyway):\n  {}",
-            invalid.join("\n  ")
-        )));
-    }
-    Ok(())
+    invalid
 }
 
 /// A progress figure as the baselines file holds it (to 0.1), which the verdicts compare
@@ -209,15 +228,15 @@ pub fn prepare(
         }
         _ => BTreeMap::new(),
     };
-    prepare_with(
+    let input = Bless {
         profile,
         results,
         results_label,
         command,
         file,
         current,
-        &picks,
-    )
+    };
+    prepare_with(&input, &picks)
 }
 
 /// The gated policy's pick in every context, with the progress `results` measured for it:
@@ -253,34 +272,36 @@ pub fn policy_picks(
     Ok(out)
 }
 
+/// What a bless is asked for: the baselines of `profile` from `results`, written to `file`
+/// over `current`.
+#[derive(Debug, Clone, Copy)]
+pub struct Bless<'a> {
+    pub profile: &'a Profile,
+    pub results: &'a RunResults,
+    /// The results file, as the baselines' origin names it.
+    pub results_label: &'a str,
+    /// The command that regenerates the file, as its header says.
+    pub command: &'a str,
+    pub file: &'a Path,
+    /// The baselines there now, if any.
+    pub current: Option<&'a Baselines>,
+}
+
 /// [`prepare`] with the policy's picks given (from [`policy_picks`]).
-pub fn prepare_with(
-    profile: &Profile,
-    results: &RunResults,
-    results_label: &str,
-    command: &str,
-    file: &Path,
-    current: Option<&Baselines>,
-    picks: &BTreeMap<String, PickBaseline>,
-) -> Blessing {
+pub fn prepare_with(input: &Bless, picks: &BTreeMap<String, PickBaseline>) -> Blessing {
+    let Bless {
+        profile,
+        results,
+        file,
+        current,
+        ..
+    } = *input;
     let env = results
         .environment
         .clone()
         .unwrap_or_else(|| panic!("check() first: results have no environment"));
-    let profile_file = profile.file.file_name().map_or_else(
-        || profile.file.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    let header = [
-        format!("Generated by `{command}`."),
-        "Do not edit by hand: re-bless from a reviewed results file. The tolerance lives in the"
-            .into(),
-        format!("hand-written profile, expectations/{profile_file}."),
-        "progress: median progress over warps and repeats (the mean where a run kept no samples)."
-            .into(),
-    ];
     let origin = BaselineOrigin {
-        results: results_label.to_string(),
+        results: input.results_label.to_string(),
         gpu_name: env.gpu_name.clone(),
         driver_version: env.driver_version.clone(),
         nvrtc_version: env.nvrtc_version.clone(),
@@ -288,85 +309,29 @@ pub fn prepare_with(
         compile_options: env.compile_options.clone(),
     };
     let new = blessed_progress(profile, results);
-    let mut new_sass = BTreeMap::new();
-    let mut with_sass = Vec::new();
-    for v in profile.probe.variants() {
-        if let Some(r) = results.get(v) {
-            if let Some(x) = &r.sass {
-                new_sass.insert(
-                    v.name(),
-                    SassBaseline {
-                        digest: x.digest.clone(),
-                        loop_body: x.loop_body.clone(),
-                        schedule_digest: x.schedule_digest.clone(),
-                        loop_control: x.loop_control.clone(),
-                    },
-                );
-                with_sass.push((v, x));
-            }
-        }
-    }
+    let with_sass: Vec<(Variant, &SassSummary)> = profile
+        .probe
+        .variants()
+        .into_iter()
+        .filter_map(|v| Some((v, results.get(v)?.sass.as_ref()?)))
+        .collect();
+    let new_sass: BTreeMap<String, SassBaseline> = with_sass
+        .iter()
+        .map(|(v, x)| {
+            let blessed = SassBaseline {
+                digest: x.digest.clone(),
+                loop_body: x.loop_body.clone(),
+                schedule_digest: x.schedule_digest.clone(),
+                loop_control: x.loop_control.clone(),
+            };
+            (v.name(), blessed)
+        })
+        .collect();
+    let header = header(profile, input.command);
     let contents = baselines::render(&header, &profile.name, &origin, &new, &new_sass, picks);
-    let empty = BTreeMap::new();
-    let old = current.map_or(&empty, |b| &b.progress);
-    let mut diff = Vec::new();
-    for v in profile.probe.variants() {
-        let name = v.name();
-        match (old.get(&name), new.get(&name)) {
-            (Some(a), Some(b)) if (a - b).abs() > 0.05 => diff.push(format!(
-                "~ {name}: {a:.1} -> {b:.1} ({:+.3}%)",
-                (b / a - 1.0) * 100.0
-            )),
-            (None, Some(b)) => diff.push(format!("+ {name}: {b:.1}")),
-            (Some(a), None) => diff.push(format!("- {name}: {a:.1}")),
-            _ => {}
-        }
-    }
-    let empty_sass = BTreeMap::new();
-    let old_sass = current.map_or(&empty_sass, |b| &b.sass);
-    for (v, x) in &with_sass {
-        match old_sass.get(&v.name()) {
-            Some(b) if b.digest != x.digest => diff.push(format!(
-                "~ {v}: SASS digest {} -> {}",
-                short_digest(&b.digest),
-                x.short_digest()
-            )),
-            None => diff.push(format!("+ {v}: SASS digest {}", x.short_digest())),
-            _ => {}
-        }
-        let then = old_sass
-            .get(&v.name())
-            .and_then(|b| b.schedule_digest.as_deref());
-        match (then, x.schedule_digest.as_deref()) {
-            (Some(a), Some(b)) if a != b => diff.push(format!(
-                "~ {v}: loop schedule {} -> {}",
-                short_digest(a),
-                short_digest(b)
-            )),
-            (None, Some(b)) => diff.push(format!("+ {v}: loop schedule {}", short_digest(b))),
-            _ => {}
-        }
-    }
-    let empty_picks = BTreeMap::new();
-    let old_picks = current.map_or(&empty_picks, |b| &b.policy_picks);
-    for (context, new) in picks {
-        match old_picks.get(context) {
-            Some(old) if old.accumulators != new.accumulators => diff.push(format!(
-                "~ policy pick {context}: acc{} ({:.1}) -> acc{} ({:.1})",
-                old.accumulators, old.progress, new.accumulators, new.progress
-            )),
-            None => diff.push(format!(
-                "+ policy pick {context}: acc{} ({:.1})",
-                new.accumulators, new.progress
-            )),
-            _ => {}
-        }
-    }
-    for (context, old) in old_picks {
-        if !picks.contains_key(context) {
-            diff.push(format!("- policy pick {context}: acc{}", old.accumulators));
-        }
-    }
+    let mut diff = diff::progress(profile, current, &new);
+    diff.extend(diff::sass(current, &with_sass));
+    diff.extend(diff::picks(current, picks));
     // The file as the diff saw it: as the profile read it when `current` is that file,
     // else as it is now.
     let before = match current {
@@ -380,6 +345,22 @@ pub fn prepare_with(
         folder: profile_folder(profile),
         before,
     }
+}
+
+/// The generated file's header: what made it, and where its tolerance lives.
+fn header(profile: &Profile, command: &str) -> [String; 4] {
+    let profile_file = profile.file.file_name().map_or_else(
+        || profile.file.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    [
+        format!("Generated by `{command}`."),
+        "Do not edit by hand: re-bless from a reviewed results file. The tolerance lives in the"
+            .into(),
+        format!("hand-written profile, expectations/{profile_file}."),
+        "progress: median progress over warps and repeats (the mean where a run kept no samples)."
+            .into(),
+    ]
 }
 
 /// The folder of `profile`'s file, which every file it names (and bless writes) is in.
