@@ -167,35 +167,29 @@ pub struct NotComparable {
 /// Where a policy case judges (and whether it is the case of the pick against the best K,
 /// not against the blessed pick); `None` for any other check.
 fn policy_place(check: &Check) -> Option<(policy::Place, bool)> {
-    match *check {
+    let (chain, sink, context, own) = match *check {
         Check::Policy {
             chain,
             sink,
             context,
             ..
-        } => Some((
-            policy::Place {
-                chain,
-                sink,
-                context,
-            },
-            true,
-        )),
+        } => (chain, sink, context, true),
         Check::PolicyPick {
             chain,
             sink,
             context,
             ..
-        } => Some((
-            policy::Place {
-                chain,
-                sink,
-                context,
-            },
-            false,
-        )),
-        _ => None,
-    }
+        } => (chain, sink, context, false),
+        _ => return None,
+    };
+    Some((
+        policy::Place {
+            chain,
+            sink,
+            context,
+        },
+        own,
+    ))
 }
 
 fn evaluate_raw(

@@ -289,7 +289,7 @@ mod tests {
     fn measured() -> Measured {
         let r = |f: &str| RunResults::load(&expectations().join("recorded").join(f)).unwrap();
         Measured {
-            // The H200's runs with the contexts (device call H, 2026-12-04).
+            // The H200's recorded runs with the contexts, of the kernel with phased starts.
             serial: r("h200-2026-12-04-contexts-serial.json"),
             wave: r("h200-2026-12-04-contexts-wave.json"),
             // Synthetic, not a measurement: the figures h200.yaml types in.
