@@ -108,6 +108,25 @@ pub fn joined<S: AsRef<str>>(items: &[S], sep: &str) -> String {
         .join(sep)
 }
 
+/// Text from outside that is lines of its own (a compiler's log), quoted under a message:
+/// each of its lines on a line of the message, indented and marked `| ` so that none reads
+/// as the tool's, and each [`line()`]-escaped (a carriage return or an escape sequence in a
+/// log line stays visible). Blank lines at either end are dropped; an empty text quotes as
+/// `  | (empty)`.
+pub fn quoted(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let first = lines.iter().position(|l| !l.trim().is_empty());
+    let last = lines.iter().rposition(|l| !l.trim().is_empty());
+    match (first, last) {
+        (Some(a), Some(b)) => lines[a..=b]
+            .iter()
+            .map(|l| format!("  | {}", line(l)))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => "  | (empty)".to_string(),
+    }
+}
+
 /// At most `max_chars` characters of `text`, shown on one line ([`line()`]: an escape is
 /// never cut in half), with `…` where it was cut: for a bit of a file or a program's output quoted in a message.
 pub fn excerpt(text: &str, max_chars: usize) -> String {
@@ -254,6 +273,20 @@ mod tests {
         assert_eq!(excerpt("abcd", 3), "abc…");
         // Cut before the escape: never half an escape, never a raw character.
         assert_eq!(excerpt("\u{1b}[2J", 3), "\\u{1b}[2…");
+    }
+
+    #[test]
+    fn a_quoted_log_keeps_its_lines_marked_and_escapes_inside_them() {
+        let log = "\n\nkernel.cu(3): error: x\r\x1b[2Jsaid\n  detail\n\n";
+        assert_eq!(
+            quoted(log),
+            "  | kernel.cu(3): error: x\\r\\u{1b}[2Jsaid\n  |   detail"
+        );
+        assert_eq!(quoted(""), "  | (empty)");
+        assert_eq!(quoted("\n \n"), "  | (empty)");
+        for l in quoted("a\nb\u{2028}c\u{85}d").lines() {
+            assert!(l.starts_with("  | "), "{l:?}");
+        }
     }
 
     #[test]

@@ -80,6 +80,38 @@ fn compile_error_is_reported() -> Result<Completion, Failed> {
     }
 }
 
+/// A source that does not compile is said in the project's words, its options listed, and
+/// NVRTC's log quoted line by line (`  | `), a control character in it escaped.
+fn a_compile_error_quotes_the_log_in_plain_words() -> Result<Completion, Failed> {
+    if let Some(reason) = nvrtc_reason() {
+        return Ok(Completion::ignored_with(reason));
+    }
+    let text = "extern \"C\" __global__ void k() { undeclared_name_\u{1b}[2J = 1; }\n";
+    let e = match compile::compile_source(
+        text,
+        c"bad.cu",
+        "a test kernel",
+        &["--gpu-architecture=sm_90".to_string()],
+    ) {
+        Err(e) => e.to_string(),
+        Ok(_) => return Err("a source with an undeclared name compiled".into()),
+    };
+    let (first, rest) = e.split_once('\n').unwrap_or((&e, ""));
+    if !first.contains("the source did not compile (NVRTC_ERROR_COMPILATION)")
+        || !first.contains("--gpu-architecture=sm_90")
+        || e.contains("NvrtcError(")
+    {
+        return Err(format!("not in plain words, options named: {e}").into());
+    }
+    if rest.is_empty() || rest.lines().any(|l| !l.starts_with("  | ")) {
+        return Err(format!("the log is not quoted line by line: {e}").into());
+    }
+    if !rest.contains("undeclared_name_") || e.contains('\u{1b}') {
+        return Err(format!("the log is missing or holds a raw escape: {e:?}").into());
+    }
+    Ok(Completion::Completed)
+}
+
 fn cache_hits_rebuilds_and_keys() -> Result<Completion, Failed> {
     use accprobe::compile::{cache_key, compile_cached, CacheUse};
     if let Some(reason) = nvrtc_reason() {
@@ -896,6 +928,10 @@ fn main() -> std::process::ExitCode {
             loop_schedules_decode_where_the_layout_is_known,
         ),
         Trial::ignorable_test("compile::bad_option_is_reported", compile_error_is_reported),
+        Trial::ignorable_test(
+            "compile::a_compile_error_quotes_the_log_in_plain_words",
+            a_compile_error_quotes_the_log_in_plain_words,
+        ),
         Trial::ignorable_test(
             "compile::ahead_compile_is_taken_only_for_its_own_matrix",
             ahead_compile_is_taken_only_for_its_own_matrix,

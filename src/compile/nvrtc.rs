@@ -6,6 +6,7 @@ use super::ptxas::{self, PtxasReport};
 use super::source::source;
 use crate::error::{Error, Result};
 use crate::model::variant::Variant;
+use crate::text;
 use cudarc::nvrtc::{result as nvrtc, sys};
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
@@ -27,7 +28,7 @@ pub fn nvrtc_version() -> Result<String> {
     let (mut major, mut minor) = (0, 0);
     unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
         .result()
-        .map_err(|e| Error::msg(format!("nvrtcVersion failed: {e:?}")))?;
+        .map_err(|e| Error::msg(format!("nvrtcVersion failed: {}", words(e))))?;
     Ok(format!("{major}.{minor}"))
 }
 
@@ -41,7 +42,7 @@ fn log_of(prog: sys::nvrtcProgram) -> String {
                 .collect();
             String::from_utf8_lossy(&bytes).into_owned()
         }
-        Err(e) => format!("(no program log: {e:?})"),
+        Err(e) => format!("(no program log: {})", words(e)),
     }
 }
 
@@ -57,7 +58,8 @@ pub(super) fn compile_program(
         "the probe",
         options,
     )?;
-    let reports = ptxas::parse(&log).map_err(|e| Error::msg(format!("{e}\n{log}")))?;
+    let reports = ptxas::parse(&log)
+        .map_err(|e| Error::msg(format!("{e}; the log:\n{}", text::quoted(&log))))?;
     if let Some(v) = variants.iter().find(|v| !reports.contains_key(&v.name())) {
         return Err(Error::msg(format!(
             "the ptxas report has no entry for {v} ({} entries, {} log lines): NVRTC skips ptxas, \
@@ -79,13 +81,16 @@ pub fn compile_source(
     let src = CString::new(text)
         .map_err(|_| Error::msg(format!("{what}'s source contains a NUL byte")))?;
     let prog = nvrtc::create_program(&src, Some(name))
-        .map_err(|e| Error::msg(format!("nvrtcCreateProgram failed: {e:?}")))?;
+        .map_err(|e| Error::msg(format!("nvrtcCreateProgram failed: {}", words(e))))?;
     let compiled = unsafe { nvrtc::compile_program(prog, options) };
     let log = log_of(prog);
     let out = compiled
         .map_err(|e| {
             Error::msg(format!(
-                "NVRTC could not compile {what} ({e:?}) with {options:?}:\n{log}"
+                "NVRTC could not compile {what}: {}, with the options {}; its log:\n{}",
+                words(e),
+                text::joined(options, " "),
+                text::quoted(&log)
             ))
         })
         .and_then(|()| {
@@ -94,17 +99,56 @@ pub fn compile_source(
                 .result()
                 .map_err(|e| {
                     Error::msg(format!(
-                        "nvrtcGetCUBINSize failed: {e:?} (is the architecture a real sm_XY?)"
+                        "nvrtcGetCUBINSize failed: {} (is the architecture a real sm_XY?)",
+                        words(e)
                     ))
                 })?;
             let mut cubin = vec![0u8; size];
             unsafe { sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()) }
                 .result()
-                .map_err(|e| Error::msg(format!("nvrtcGetCUBIN failed: {e:?}")))?;
+                .map_err(|e| Error::msg(format!("nvrtcGetCUBIN failed: {}", words(e))))?;
             Ok((cubin, log))
         });
     let _ = unsafe { nvrtc::destroy_program(prog) };
     out
 }
 
+/// An NVRTC result in the project's words, with NVRTC's own name for it (what its
+/// documentation and a search find): `the source did not compile (NVRTC_ERROR_COMPILATION)`.
+/// cudarc's text for it is its `Debug`, `NvrtcError(NVRTC_ERROR_COMPILATION)`.
+fn words(e: nvrtc::NvrtcError) -> String {
+    use sys::nvrtcResult as R;
+    let said = match e.0 {
+        R::NVRTC_ERROR_OUT_OF_MEMORY => "NVRTC ran out of memory",
+        R::NVRTC_ERROR_PROGRAM_CREATION_FAILURE => "NVRTC could not create the program",
+        R::NVRTC_ERROR_INVALID_INPUT => "NVRTC was given an invalid argument",
+        R::NVRTC_ERROR_INVALID_PROGRAM => "the program handle is not valid",
+        R::NVRTC_ERROR_INVALID_OPTION => "an option is not one NVRTC knows",
+        R::NVRTC_ERROR_COMPILATION => "the source did not compile",
+        R::NVRTC_ERROR_INTERNAL_ERROR => "NVRTC failed inside (an internal error)",
+        _ => "NVRTC failed",
+    };
+    format!("{said} ({:?})", e.0)
+}
+
 pub(super) type Reports = BTreeMap<String, PtxasReport>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvrtc_results_are_said_in_words_with_their_nvrtc_name() {
+        use sys::nvrtcResult as R;
+        let said = words(nvrtc::NvrtcError(R::NVRTC_ERROR_COMPILATION));
+        assert_eq!(said, "the source did not compile (NVRTC_ERROR_COMPILATION)");
+        let said = words(nvrtc::NvrtcError(R::NVRTC_ERROR_INVALID_OPTION));
+        assert!(
+            said.starts_with("an option is not one NVRTC knows"),
+            "{said}"
+        );
+        for r in [R::NVRTC_ERROR_OUT_OF_MEMORY, R::NVRTC_ERROR_INTERNAL_ERROR] {
+            assert!(!words(nvrtc::NvrtcError(r)).contains("NvrtcError("));
+        }
+    }
+}

@@ -3,8 +3,8 @@
 
 use super::{failed, or_dash, runs, Filter, Tolerances};
 use crate::Done;
-use accprobe::history::changes::median;
 use accprobe::history::{read, Run, Store, VariantRow};
+use accprobe::model::median::median;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -25,7 +25,8 @@ pub fn differences(f: &Fleet, tol: &mut Tolerances) -> Vec<String> {
     let mut per_variant: BTreeMap<&str, Vec<(&str, f64)>> = BTreeMap::new();
     for (host, variants) in &f.medians {
         for (v, m) in variants {
-            per_variant.entry(v).or_default().push((host, median(m)));
+            let m = median(m.iter().copied()).unwrap_or(0.0);
+            per_variant.entry(v).or_default().push((host, m));
         }
     }
     for (v, hosts) in &per_variant {
@@ -33,7 +34,7 @@ pub fn differences(f: &Fleet, tol: &mut Tolerances) -> Vec<String> {
             continue;
         }
         let all: Vec<f64> = hosts.iter().map(|h| h.1).collect();
-        let reference = median(&all);
+        let reference = median(all.iter().copied()).unwrap_or(0.0);
         let t = tol.of(&f.profile, v);
         for (host, m) in hosts {
             let d = m / reference - 1.0;
