@@ -6,7 +6,6 @@ use super::rows::{CaseRow, Row, Run, VariantRow};
 use super::schema::{CASES, RUNS, VARIANTS};
 use super::store::{Rows, StoreError};
 use crate::model::results::{RunResults, VariantResult};
-use crate::model::settings::Mode;
 use crate::report::junit::{CaseRecord, Status};
 use serde::{Deserialize, Serialize};
 
@@ -148,11 +147,7 @@ fn run_row(results: &RunResults, id: &str, verdict: &str, origin: Origin, about:
         checkout_commit: about.checkout_commit,
         profile: results.profile.clone(),
         profile_digest: about.profile_digest,
-        mode: match results.mode {
-            Mode::Serial => "serial",
-            Mode::Wave => "wave",
-        }
-        .into(),
+        mode: results.mode.name().into(),
         source: results.source.clone(),
         verdict: verdict.into(),
         run_s: about.run_s,

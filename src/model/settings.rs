@@ -14,6 +14,16 @@ pub enum Mode {
     Wave,
 }
 
+impl Mode {
+    /// The mode as a profile, a results file and the history spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Serial => "serial",
+            Mode::Wave => "wave",
+        }
+    }
+}
+
 /// How the probe runs. Defaults are none: every profile states its setup.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeSettings {

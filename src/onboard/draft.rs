@@ -212,7 +212,7 @@ impl Text<'_> {
             "recorded/{}-{}-{}.json",
             self.name,
             self.chosen_env.date.get(..10).unwrap_or("measured"),
-            render::mode_word(self.mode)
+            self.mode.name()
         )
     }
 
@@ -292,7 +292,7 @@ fn judge(
             d.reason.push_str(&format!(
                 "; failing in {k} of the {} {} runs measured",
                 runs.len() + 1,
-                render::mode_word(mode)
+                mode.name()
             ));
         }
     }

@@ -80,7 +80,7 @@ fn header(p: &Parts) -> String {
         p.gpu_name,
         p.compute_capability,
         p.runs.saturating_sub(1),
-        mode_word(p.mode),
+        p.mode.name(),
         when(p.measured),
         p.name
     )]);
@@ -127,13 +127,7 @@ fn probe(p: &Parts) -> String {
             p.mode_why
         )],
     ));
-    s.push_str(&format!(
-        "  mode: {}\n",
-        match p.mode {
-            Mode::Wave => "wave",
-            Mode::Serial => "serial",
-        }
-    ));
+    s.push_str(&format!("  mode: {}\n", p.mode.name()));
     if !q.sink_modes.is_empty() {
         let modes: Vec<String> = q.sink_modes.iter().map(|m| format!("{m:?}")).collect();
         s.push_str(&format!(
@@ -236,13 +230,6 @@ fn known_deviations(p: &Parts) -> String {
     s
 }
 
-pub(super) fn mode_word(m: Mode) -> &'static str {
-    match m {
-        Mode::Wave => "wave",
-        Mode::Serial => "serial",
-    }
-}
-
 fn baselines(p: &Parts) -> String {
     let mut s = format!(
         "baselines:\n  file: {}\n  tolerance: {:?}\n",
@@ -258,7 +245,7 @@ fn baselines(p: &Parts) -> String {
             "Variants whose median moved more than {:.1}% from its baseline ({MARGIN} times that is more than the tolerance) in some run onboarding measured ({} {} run(s), the blessed one among them, and the other mode's; {}, {}): each widened to {MARGIN} times its largest distance from it, rounded up to {:.1}%, at least {:.0}% (the H200's rule, docs/profiles.md). REVIEW: a width is what the gate no longer sees of that variant.",
             reach(p.baselines_tolerance) * 100.0,
             p.runs,
-            mode_word(p.mode),
+            p.mode.name(),
             p.gpu_name,
             when(p.measured),
             STEP * 100.0,

@@ -115,7 +115,7 @@ pub fn wider(
                     figure(lo),
                     figure(hi),
                     xs.len(),
-                    mode_word(*m),
+                    m.name(),
                     if xs.len() == 1 { "" } else { "s" },
                     d * 100.0
                 )
@@ -128,7 +128,7 @@ pub fn wider(
             reason: format!(
                 "median {} in the blessed {} run; medians {}; {MARGIN} times the largest distance, rounded up to {:.1}%, at least {:.0}%; {when}",
                 figure(base),
-                mode_word(baseline.mode),
+                baseline.mode.name(),
                 groups.join(", "),
                 STEP * 100.0,
                 LEAST * 100.0
@@ -136,13 +136,6 @@ pub fn wider(
         });
     }
     Ok(out)
-}
-
-fn mode_word(m: Mode) -> &'static str {
-    match m {
-        Mode::Wave => "wave",
-        Mode::Serial => "serial",
-    }
 }
 
 #[cfg(test)]

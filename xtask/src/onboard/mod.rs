@@ -107,10 +107,7 @@ fn keep(out: &Path, name: &str, m: &Measured, extra: &[RunResults]) -> crate::Do
         (out.join(format!("{name}-wave.json")), m.wave.to_json()),
     ];
     for (i, r) in extra.iter().enumerate() {
-        let mode = match r.mode {
-            Mode::Wave => "wave",
-            Mode::Serial => "serial",
-        };
+        let mode = r.mode.name();
         files.push((
             out.join(format!("{name}-{mode}-{}.json", i + 1)),
             r.to_json(),
@@ -154,14 +151,7 @@ pub fn review(d: &Draft, study: &Profile) -> Vec<String> {
         p.matches.gpu_names.join(", "),
         p.matches.compute_capabilities.join(", ")
     )];
-    out.push(format!(
-        "mode: {} ({})",
-        match d.mode {
-            Mode::Wave => "wave",
-            Mode::Serial => "serial",
-        },
-        d.mode_why
-    ));
+    out.push(format!("mode: {} ({})", d.mode.name(), d.mode_why));
     if d.deviations.is_empty() {
         out.push("known deviations: none, every case of the study holds".into());
     } else {
