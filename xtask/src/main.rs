@@ -20,6 +20,7 @@
 mod say;
 
 mod bless;
+mod commands;
 mod gate;
 mod gpu;
 mod history;
@@ -38,8 +39,12 @@ mod toolchains;
 use accprobe::error::{GpuError, GpuErrorKind};
 use accprobe::model::settings::Mode;
 use clap::{Parser, Subcommand, ValueEnum};
+use commands::{
+    ceilings_command, onboard_command, probe_command, report_command, toolchains_command,
+    ToolchainsHow,
+};
 use paths::or_workspace;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -138,6 +143,14 @@ enum Command {
         /// target/accprobe/report in the workspace).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// The results history whose runs of each input's GPU, profile and mode the report
+        /// shows as trends: a file, a postgres:// URL or `off` (default: ACCPROBE_HISTORY,
+        /// else target/accprobe/history.sqlite in the workspace when it is there).
+        #[arg(long)]
+        history: Option<String>,
+        /// A variant whose trend is charted whatever it shows (again for more).
+        #[arg(long = "trend", value_name = "VARIANT")]
+        trends: Vec<String>,
     },
     /// Print a variant's measured SASS loop body from a results file, each FFMA marked
     /// with the partial accumulator (dependency chain) it extends.
@@ -348,10 +361,12 @@ fn run(cli: &Cli) -> Done {
                     policy: specs,
                 },
         } => policy::run(dir, results, profile.as_deref(), specs),
-        Command::Report { files, out } => {
-            let out = or_workspace(out, "target/accprobe/report")?;
-            report::run(dir, files, &out).map_err(Failure::from)
-        }
+        Command::Report {
+            files,
+            out,
+            history,
+            trends,
+        } => report_command(dir, files, out, history.as_deref(), trends),
         Command::Sass {
             chain,
             accumulators,
@@ -390,65 +405,14 @@ fn run(cli: &Cli) -> Done {
             compare,
             out,
         } => {
-            let profile = profile.as_deref();
-            if *gpu {
-                let out = or_workspace(out, "target/accprobe/toolchains")?;
-                toolchains::gpu(dir, profile, toolchain, &out)
-            } else if !compare.is_empty() {
-                toolchains::compare_files(dir, profile, compare)
-            } else {
-                toolchains::compile_only(dir, profile.unwrap_or("h200"), *bless, *dry_run)
-            }
+            let how = ToolchainsHow {
+                bless: *bless,
+                dry_run: *dry_run,
+                gpu: *gpu,
+            };
+            toolchains_command(dir, profile.as_deref(), how, toolchain, compare, out)
         }
         Command::History(args) => history::run(dir, args),
-    }
-}
-
-/// `cargo xtask probe`: the profile measured on the device.
-fn probe_command(
-    dir: &Path,
-    device: Option<usize>,
-    profile: Option<&str>,
-    mode: Option<Mode>,
-    out: &Option<PathBuf>,
-) -> Done {
-    set_device(device);
-    let out = or_workspace(out, "target/accprobe/probe.json")?;
-    gpu::probe(dir, profile, mode, &out)
-}
-
-/// `cargo xtask ceilings`: the device's ceilings measured.
-fn ceilings_command(dir: &Path, device: Option<usize>, out: &Option<PathBuf>) -> Done {
-    set_device(device);
-    let out = or_workspace(out, "target/accprobe/ceilings.json")?;
-    onboard::ceilings(dir, &out)
-}
-
-/// `cargo xtask onboard`: a draft compared with a profile (`--compare` and `--against`),
-/// or a GPU onboarded.
-fn onboard_command(
-    dir: &Path,
-    name: Option<&str>,
-    device: Option<usize>,
-    out: &Option<PathBuf>,
-    runs: usize,
-    compare: &Option<PathBuf>,
-    against: &Option<PathBuf>,
-) -> Done {
-    match (compare, against) {
-        (Some(draft), Some(against)) => onboard::compare(draft, against),
-        _ => {
-            set_device(device);
-            let out = or_workspace(out, onboard::default_out())?;
-            onboard::run(dir, name, runs, &out)
-        }
-    }
-}
-
-/// `--device`: the ordinal as ACCPROBE_DEVICE, which device detection reads.
-fn set_device(device: Option<usize>) {
-    if let Some(d) = device {
-        std::env::set_var(accprobe::measure::device::DEVICE_ENV, d.to_string());
     }
 }
 

@@ -2,14 +2,14 @@
 //! results files written before; `list`, `trend`, `compare`, `runners` and `changes` read
 //! it. One file per command; this one holds the arguments, the store and the filters.
 
-mod changes;
+pub(crate) mod changes;
 mod compare;
 mod import;
 mod list;
 mod runners;
 #[cfg(test)]
 mod tests;
-mod trend;
+pub(crate) mod trend;
 
 use crate::{Done, Failure};
 use accprobe::config::HistoryStore;
@@ -177,7 +177,7 @@ pub fn record_probe(
 
 /// `--store`, else ACCPROBE_HISTORY (checked when xtask started), else the workspace's
 /// default file; a relative file is under the working directory.
-fn store_of(given: Option<&str>) -> Result<HistoryStore, Failure> {
+pub(crate) fn store_of(given: Option<&str>) -> Result<HistoryStore, Failure> {
     let text = match given {
         Some(t) => Some(t.to_string()),
         None => accprobe::config::text(accprobe::config::HISTORY_ENV).map_err(|e| e.to_string())?,
@@ -198,7 +198,7 @@ fn store_of(given: Option<&str>) -> Result<HistoryStore, Failure> {
 }
 
 /// The store, for reading: one that is not there is an error saying how it fills.
-fn open(store: &HistoryStore) -> Result<Box<dyn Store>, Failure> {
+pub(crate) fn open(store: &HistoryStore) -> Result<Box<dyn Store>, Failure> {
     match history::open(store, false) {
         None => Err("ACCPROBE_HISTORY=off: there is no history to read".into()),
         Some(Err(e)) => Err(format!(

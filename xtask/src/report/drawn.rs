@@ -27,6 +27,7 @@ fn long_labels(dir: &Path) -> Vec<PathBuf> {
             long,
         ],
         &out,
+        None,
     )
     .unwrap();
     let mut svgs: Vec<PathBuf> = std::fs::read_dir(&out)

@@ -13,6 +13,7 @@ mod markdown;
 mod policy_map;
 #[cfg(test)]
 mod tests;
+pub(crate) mod trends;
 
 use crate::paths::{find_profile, NoProfile};
 use crate::Failure;
@@ -35,14 +36,7 @@ struct Input {
 
 fn label(r: &RunResults, file: &Path) -> String {
     match &r.environment {
-        Some(e) => format!(
-            "{} / {} mode",
-            e.fingerprint(),
-            match r.mode {
-                accprobe::model::settings::Mode::Serial => "serial",
-                accprobe::model::settings::Mode::Wave => "wave",
-            }
-        ),
+        Some(e) => format!("{} / {} mode", e.fingerprint(), r.mode.name()),
         None => file
             .file_stem()
             .map_or("results".into(), |s| s.to_string_lossy().into_owned()),
@@ -159,6 +153,9 @@ pub enum ReportError {
         path: PathBuf,
         error: frame::DrawError,
     },
+    /// The results history could not be read.
+    #[error("history: {0}")]
+    History(String),
     #[error("cannot write {}: {source}", path.shown())]
     Write {
         path: PathBuf,
@@ -228,8 +225,14 @@ fn policy_map(input: &Input, out: &Path, used: &mut Vec<String>) -> Result<Strin
 }
 
 /// Writes `report.md`, `progress-<gpu>.svg` and `policy-map-<gpu>.svg` per input and
-/// `gain.svg` into `out`.
-pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), ReportError> {
+/// `gain.svg` into `out`; with a `history`, its section per input and the trend charts
+/// (`trend-<gpu>-<variant>.svg`).
+pub fn run(
+    dir: &Path,
+    files: &[PathBuf],
+    out: &Path,
+    history: Option<&mut trends::History>,
+) -> Result<(), ReportError> {
     if files.is_empty() {
         return Err(ReportError::NoFiles);
     }
@@ -279,6 +282,12 @@ pub fn run(dir: &Path, files: &[PathBuf], out: &Path) -> Result<(), ReportError>
     }
     md.push_str(&markdown::invariants(&inputs));
     md.push_str(&markdown::toolchain_view(&inputs));
+    if let Some(h) = history {
+        md.push_str("## The results history\n\n");
+        for i in &inputs {
+            md.push_str(&trends::section(h, i, out, &mut charts_written)?);
+        }
+    }
     let chains = inputs[0].profile.probe.chains.clone();
     let gain = out.join("gain.svg");
     let mut svg = String::new();

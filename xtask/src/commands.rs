@@ -1,0 +1,116 @@
+//! The commands whose arguments need more than one call: each `cargo xtask` subcommand
+//! that picks its defaults, sets the device or opens a store before its module runs.
+
+use crate::paths::or_workspace;
+use crate::{gpu, history, onboard, report, toolchains, Done, Failure};
+use accprobe::model::settings::Mode;
+use std::path::{Path, PathBuf};
+
+/// `cargo xtask report`: the pages for the result files, with the history's
+/// section when a store is there.
+pub(crate) fn report_command(
+    dir: &Path,
+    files: &[PathBuf],
+    out: &Option<PathBuf>,
+    history: Option<&str>,
+    trends: &[String],
+) -> Done {
+    let out = or_workspace(out, "target/accprobe/report")?;
+    let mut h = report_history(history, trends)?;
+    report::run(dir, files, &out, h.as_mut()).map_err(Failure::from)
+}
+
+/// The switches of `cargo xtask toolchains`.
+#[derive(Clone, Copy)]
+pub(crate) struct ToolchainsHow {
+    pub(crate) bless: bool,
+    pub(crate) dry_run: bool,
+    pub(crate) gpu: bool,
+}
+
+/// `cargo xtask toolchains`: measured on the GPU, compared from files, or compiled only.
+pub(crate) fn toolchains_command(
+    dir: &Path,
+    profile: Option<&str>,
+    how: ToolchainsHow,
+    toolchain: &[String],
+    compare: &[PathBuf],
+    out: &Option<PathBuf>,
+) -> Done {
+    if how.gpu {
+        let out = or_workspace(out, "target/accprobe/toolchains")?;
+        toolchains::gpu(dir, profile, toolchain, &out)
+    } else if !compare.is_empty() {
+        toolchains::compare_files(dir, profile, compare)
+    } else {
+        toolchains::compile_only(dir, profile.unwrap_or("h200"), how.bless, how.dry_run)
+    }
+}
+
+/// `cargo xtask probe`: the profile measured on the device.
+pub(crate) fn probe_command(
+    dir: &Path,
+    device: Option<usize>,
+    profile: Option<&str>,
+    mode: Option<Mode>,
+    out: &Option<PathBuf>,
+) -> Done {
+    set_device(device);
+    let out = or_workspace(out, "target/accprobe/probe.json")?;
+    gpu::probe(dir, profile, mode, &out)
+}
+
+/// `cargo xtask ceilings`: the device's ceilings measured.
+pub(crate) fn ceilings_command(dir: &Path, device: Option<usize>, out: &Option<PathBuf>) -> Done {
+    set_device(device);
+    let out = or_workspace(out, "target/accprobe/ceilings.json")?;
+    onboard::ceilings(dir, &out)
+}
+
+/// `cargo xtask onboard`: a draft compared with a profile (`--compare` and `--against`),
+/// or a GPU onboarded.
+pub(crate) fn onboard_command(
+    dir: &Path,
+    name: Option<&str>,
+    device: Option<usize>,
+    out: &Option<PathBuf>,
+    runs: usize,
+    compare: &Option<PathBuf>,
+    against: &Option<PathBuf>,
+) -> Done {
+    match (compare, against) {
+        (Some(draft), Some(against)) => onboard::compare(draft, against),
+        _ => {
+            set_device(device);
+            let out = or_workspace(out, onboard::default_out())?;
+            onboard::run(dir, name, runs, &out)
+        }
+    }
+}
+
+/// `--device`: the ordinal as ACCPROBE_DEVICE, which device detection reads.
+pub(crate) fn set_device(device: Option<usize>) {
+    if let Some(d) = device {
+        std::env::set_var(accprobe::measure::device::DEVICE_ENV, d.to_string());
+    }
+}
+
+/// The history `cargo xtask report` reads: `--history`, else ACCPROBE_HISTORY, else the
+/// workspace's file when it is there (a machine that never ran the GPU has none, and its
+/// report has no history section); `off`: none. A store named but not readable fails.
+pub(crate) fn report_history(
+    given: Option<&str>,
+    asked: &[String],
+) -> Result<Option<report::trends::History>, Failure> {
+    let named = given.is_some() || std::env::var_os(accprobe::config::HISTORY_ENV).is_some();
+    let store = history::store_of(given)?;
+    match accprobe::history::open(&store, false) {
+        None => Ok(None),
+        Some(Ok(store)) => Ok(Some(report::trends::History {
+            store,
+            asked: asked.to_vec(),
+        })),
+        Some(Err(_)) if !named && asked.is_empty() => Ok(None),
+        Some(Err(_)) => history::open(&store).map(|_| None),
+    }
+}
