@@ -31,15 +31,18 @@ impl std::fmt::Debug for HistoryStore {
 const SCHEMES: [&str; 2] = ["postgres://", "postgresql://"];
 
 /// What `text` (trimmed, not empty) names: `None` when it is a URL of another scheme
-/// (`sqlite://`, `postgress://`) or a PostgreSQL URL that does not parse.
+/// (`sqlite://`, `postgress://`), a PostgreSQL URL that does not parse, or one that
+/// requires TLS (`sslmode=require`).
 pub fn history_store(text: &str) -> Option<HistoryStore> {
     if text == "off" {
         return Some(HistoryStore::Off);
     }
     if SCHEMES.iter().any(|s| text.starts_with(s)) {
+        // The client speaks without TLS: a URL that requires it could never connect, so it
+        // is refused here, before the run, not as a warning every run.
         return text
             .parse::<postgres::Config>()
-            .is_ok()
+            .is_ok_and(|c| c.get_ssl_mode() != postgres::config::SslMode::Require)
             .then(|| HistoryStore::Postgres(text.to_string()));
     }
     (!text.contains("://")).then(|| HistoryStore::Sqlite(PathBuf::from(text)))
@@ -102,6 +105,7 @@ mod tests {
             "postgres://ci@127.0.0.1:5433/accprobe",
             "postgresql://ci:pw@db.example/accprobe?connect_timeout=5",
             "postgres:///accprobe?host=/run/postgresql",
+            "postgres://ci@db.lab/accprobe?sslmode=disable",
         ] {
             assert_eq!(
                 history_store(url),
@@ -114,6 +118,7 @@ mod tests {
             "postgress://host/db",
             "postgres://host:notaport/db",
             "postgres://host/db?sslmode=sometimes",
+            "postgres://host/db?sslmode=require",
         ] {
             assert_eq!(history_store(bad), None, "{bad}");
         }

@@ -240,7 +240,7 @@ pub const VARIABLES: &[Variable] = &[
     ),
     setting(
         HISTORY_ENV,
-        "a file, a postgres:// (or postgresql://) URL, or off",
+        "a file, a postgres:// (or postgresql://) URL without sslmode=require (the client speaks without TLS), or off",
         "`target/accprobe/history.sqlite`",
         "the results history each GPU run appends its record to (docs/history.md)",
     ),

@@ -102,7 +102,7 @@ pub(crate) fn report_history(
     given: Option<&str>,
     asked: &[String],
 ) -> Result<Option<report::trends::History>, Failure> {
-    let named = given.is_some() || std::env::var_os(accprobe::config::HISTORY_ENV).is_some();
+    let named = given.is_some() || matches!(accprobe::config::history(), Ok(Some(_)));
     let store = history::store_of(given)?;
     match accprobe::history::open(&store, false) {
         None => Ok(None),

@@ -416,7 +416,7 @@ fn the_report_shows_the_history_of_each_input_with_its_change_points_and_trends(
     assert!((0.25..0.35).contains(&shift), "{line}");
     for (v, why) in [
         (stepped, "(a change point)"),
-        (asked, "(asked for (--trend))"),
+        (asked, "(asked for with --trend)"),
     ] {
         assert!(md.contains(&format!("`{v}` {why}")), "{v}: {md}");
     }

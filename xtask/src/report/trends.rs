@@ -208,7 +208,7 @@ fn trend(
     chart(&mut svg, variant, &points, baseline).map_err(|e| chart_error(&out.join(&name), e))?;
     write_file(&out.join(&name), &svg)?;
     let because = match why {
-        Why::Asked => "asked for (--trend)".to_string(),
+        Why::Asked => "asked for with --trend".to_string(),
         Why::Changed => "a change point".to_string(),
         Why::Far(d) => format!("{:+.3}% of its baseline in the latest run", d * 100.0),
     };
