@@ -81,7 +81,7 @@ pub struct Selection {
     pub profile: Profile,
     pub why: String,
     /// The GPU no profile matches, when the documented profile applies to it: the run
-    /// then says how to onboard it ([`crate::onboard::hint`]).
+    /// then says how to onboard it ([`onboarding_hint`]).
     pub unmatched: Option<GpuIdentity>,
 }
 
@@ -190,4 +190,32 @@ fn matching(profiles: &[Profile], g: &GpuIdentity) -> Result<Option<Selection>> 
             )))
         }
     }
+}
+
+/// The name of a profile for `gpu_name`: lowercase, the vendor dropped, every run of
+/// other characters one `-` (`NVIDIA H200` -> `h200`, `NVIDIA GeForce RTX 4090` ->
+/// `geforce-rtx-4090`).
+pub fn profile_name(gpu_name: &str) -> String {
+    let lower = gpu_name.trim().to_ascii_lowercase();
+    let rest = lower.strip_prefix("nvidia").unwrap_or(&lower);
+    let mut out = String::new();
+    for c in rest.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_string()
+}
+
+/// What a user on a GPU no profile matches runs, and what it writes: the harness's
+/// closing summary and each failing case of such a run say it. Here, beside the choice of
+/// a profile, so that the harness says it without the onboarding service.
+pub fn onboarding_hint(gpu: &GpuIdentity) -> String {
+    let name = profile_name(&gpu.name);
+    format!(
+        "no profile names GPU {:?}: run `cargo xtask onboard` on this machine; it measures the study's probe and its contexts (serial and wave, then more runs in the mode it chooses) and the GPU's ceilings and writes a draft profile expectations/{name}.yaml (known deviations, ceilings, mode) with its baselines expectations/baselines/{name}.yaml, for review and commit",
+        gpu.name
+    )
 }

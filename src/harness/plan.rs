@@ -161,7 +161,7 @@ impl Plan {
             let identity = target.as_ref().ok().map(|t| t.identity().clone());
             match catalog::select(profiles, identity.as_ref(), options.profile.as_deref()) {
                 Ok(sel) => {
-                    let hint = sel.unmatched.as_ref().map(crate::onboard::hint);
+                    let hint = sel.unmatched.as_ref().map(crate::catalog::onboarding_hint);
                     let session = GpuSession::new(sel.profile, sel.why, target)
                         .in_mode(options.mode)
                         .naming_the_device(self.several)

@@ -3,8 +3,8 @@
 //! draft read back and blessed.
 
 use super::{
-    ceilings, contexts, deviations, mode, render, slug, steadiness, Deviation, Draft, Measured,
-    Wide, AGREE_TOLERANCE, BASELINES_TOLERANCE, COMPILE_ARCHITECTURES, COMPILE_TOOLCHAINS,
+    ceilings, contexts, deviations, mode, render, steadiness, Deviation, Draft, Measured, Wide,
+    AGREE_TOLERANCE, BASELINES_TOLERANCE, COMPILE_ARCHITECTURES, COMPILE_TOOLCHAINS,
 };
 use crate::bless;
 use crate::catalog;
@@ -142,7 +142,7 @@ fn one_gpu(m: &Measured) -> Result<(&Environment, GpuIdentity)> {
 
 /// `name`, or the GPU's [`slug`], once it is a name a profile may have.
 fn profile_name(name: Option<&str>, gpu: &GpuIdentity) -> Result<String> {
-    let name = name.map_or_else(|| slug(&gpu.name), str::to_string);
+    let name = name.map_or_else(|| crate::catalog::profile_name(&gpu.name), str::to_string);
     let allowed = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
     if name.is_empty() || !name.bytes().all(allowed) || name == catalog::DOCUMENTED {
         return Err(Error::msg(format!(

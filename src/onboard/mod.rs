@@ -50,32 +50,7 @@ pub const AGREE_TOLERANCE: f64 = 0.005;
 /// runs give widths that the next runs exceed (docs/profiles.md, docs/reliability.md).
 pub const DEFAULT_RUNS: usize = 30;
 
-/// The name of a profile for `gpu_name`: lowercase, the vendor dropped, every run of
-/// other characters one `-` (`NVIDIA H200` -> `h200`, `NVIDIA GeForce RTX 4090` ->
-/// `geforce-rtx-4090`).
-pub fn slug(gpu_name: &str) -> String {
-    let lower = gpu_name.trim().to_ascii_lowercase();
-    let rest = lower.strip_prefix("nvidia").unwrap_or(&lower);
-    let mut out = String::new();
-    for c in rest.chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c);
-        } else if !out.is_empty() && !out.ends_with('-') {
-            out.push('-');
-        }
-    }
-    out.trim_end_matches('-').to_string()
-}
-
-/// What a user on a GPU no profile matches runs, and what it writes: the harness's
-/// closing summary and each failing case of such a run say it.
-pub fn hint(gpu: &GpuIdentity) -> String {
-    let name = slug(&gpu.name);
-    format!(
-        "no profile names GPU {:?}: run `cargo xtask onboard` on this machine; it measures the study's probe and its contexts (serial and wave, then more runs in the mode it chooses) and the GPU's ceilings and writes a draft profile expectations/{name}.yaml (known deviations, ceilings, mode) with its baselines expectations/baselines/{name}.yaml, for review and commit",
-        gpu.name
-    )
-}
+pub use crate::catalog::{onboarding_hint as hint, profile_name as slug};
 
 /// What onboarding measured on the GPU at hand.
 #[derive(Debug, Clone)]

@@ -48,7 +48,10 @@ pub fn run(dir: &Path, name: Option<&str>, runs: usize, out: &Path) -> crate::Do
     let gpu = device.identity.clone();
     let (profiles, _) = catalog::load_dir(dir);
     onboard::refuse_named(&profiles, &gpu).map_err(|e| e.to_string())?;
-    let name = name.map_or_else(|| onboard::slug(&gpu.name), str::to_string);
+    let name = name.map_or_else(
+        || accprobe::catalog::profile_name(&gpu.name),
+        str::to_string,
+    );
     refuse_taken(dir, &name)?;
     let measuring = onboard::contexts::measuring(&study, &name);
     let why = format!(
