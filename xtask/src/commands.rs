@@ -103,7 +103,14 @@ pub(crate) fn report_history(
     asked: &[String],
 ) -> Result<Option<report::trends::History>, Failure> {
     let named = given.is_some() || matches!(accprobe::config::history(), Ok(Some(_)));
-    let store = history::store_of(given)?;
+    let store = history::store_of(given, "--history")?;
+    if store == accprobe::config::HistoryStore::Off && !asked.is_empty() {
+        return Err(format!(
+            "--trend {}: no history to chart it from (the history is off)",
+            asked[0]
+        )
+        .into());
+    }
     match accprobe::history::open(&store, false) {
         None => Ok(None),
         Some(Ok(store)) => Ok(Some(report::trends::History {
@@ -112,5 +119,41 @@ pub(crate) fn report_history(
         })),
         Some(Err(_)) if !named && asked.is_empty() => Ok(None),
         Some(Err(_)) => history::open(&store).map(|_| None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error_of(r: Result<Option<report::trends::History>, Failure>) -> String {
+        match r {
+            Err(Failure::Message(m)) => m,
+            Err(other) => panic!("not a message: {other:?}"),
+            Ok(h) => panic!("accepted, history read: {}", h.is_some()),
+        }
+    }
+
+    #[test]
+    fn a_bad_history_names_the_report_flag_and_what_it_takes() {
+        let e = error_of(report_history(Some("postgres://h/db?sslmode=require"), &[]));
+        assert!(
+            e.starts_with("--history postgres://h/db?sslmode=require: expected a file"),
+            "{e}"
+        );
+        assert!(e.contains("without TLS"), "{e}");
+        let e = error_of(report_history(Some("sqlite://x.db"), &[]));
+        assert!(e.starts_with("--history sqlite://x.db: expected"), "{e}");
+    }
+
+    #[test]
+    fn a_trend_asked_for_with_the_history_off_is_an_error_not_silence() {
+        let e = error_of(report_history(
+            Some("off"),
+            &["chain13_acc2_effective2".into()],
+        ));
+        assert!(e.contains("--trend chain13_acc2_effective2"), "{e}");
+        assert!(e.contains("the history is off"), "{e}");
+        assert!(matches!(report_history(Some("off"), &[]), Ok(None)));
     }
 }

@@ -120,7 +120,7 @@ impl Filter {
 
 /// `cargo xtask history ...` with the profiles of `dir`.
 pub fn run(dir: &Path, args: &HistoryArgs) -> Done {
-    let store = store_of(args.store.as_deref())?;
+    let store = store_of(args.store.as_deref(), "--store")?;
     match &args.action {
         Action::Import { files } => import::run(dir, &store, files),
         Action::List { filter } => list::run(&mut *open(&store)?, filter),
@@ -158,7 +158,7 @@ pub fn record_probe(
     session: &accprobe::measure::session::GpuSession,
     results: &accprobe::model::results::RunResults,
 ) -> Result<(), Failure> {
-    let store = store_of(None)?;
+    let store = store_of(None, "--store")?;
     let key = session.target().ok().and_then(|t| t.device_key());
     let about = history::About::here(
         &session.profile,
@@ -177,7 +177,9 @@ pub fn record_probe(
 
 /// `--store`, else ACCPROBE_HISTORY (checked when xtask started), else the workspace's
 /// default file; a relative file is under the working directory.
-pub(crate) fn store_of(given: Option<&str>) -> Result<HistoryStore, Failure> {
+/// The store `given` by the flag `flag` (`--store`, `--history`), else ACCPROBE_HISTORY's
+/// (already checked when the command started), else the workspace's file.
+pub(crate) fn store_of(given: Option<&str>, flag: &str) -> Result<HistoryStore, Failure> {
     let text = match given {
         Some(t) => Some(t.to_string()),
         None => accprobe::config::text(accprobe::config::HISTORY_ENV).map_err(|e| e.to_string())?,
@@ -186,9 +188,11 @@ pub(crate) fn store_of(given: Option<&str>) -> Result<HistoryStore, Failure> {
         .as_deref()
         .filter(|t| accprobe::config::history_store(t.trim()).is_none())
     {
+        let takes = accprobe::config::variable(accprobe::config::HISTORY_ENV).map(|v| v.takes);
         return Err(format!(
-            "--store {}: expected a file, a postgres:// URL or off",
-            accprobe::config::redacted(t)
+            "{flag} {}: expected {}",
+            accprobe::config::redacted(t),
+            takes.unwrap_or("a file, a postgres:// URL or off")
         )
         .into());
     }
