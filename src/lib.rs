@@ -26,6 +26,7 @@ pub mod measure;
 pub mod model;
 pub mod onboard;
 pub mod output;
+pub mod ownership;
 pub mod policy_gate;
 pub mod report;
 pub mod sync;

@@ -6,10 +6,10 @@
 //! can be loaded (cudarc panics otherwise).
 
 use crate::error::{panic_text, GpuError};
-use crate::measure::lock::{
+use crate::model::gpu::{Environment, GpuIdentity};
+use crate::ownership::lock::{
     format_uuid, normalize_bus_id, register_device, DeviceKey, Registration,
 };
-use crate::model::gpu::{Environment, GpuIdentity};
 use cudarc::driver::{sys, CudaContext};
 use std::sync::Arc;
 
@@ -40,7 +40,7 @@ pub struct Device {
     pub cuda_driver_api: String,
     pub nvrtc_version: String,
     /// This process's registration as a user of the device, made before the context and
-    /// dropped after it (fields drop in order): see `crate::measure::lock`.
+    /// dropped after it (fields drop in order): see `crate::ownership::lock`.
     _registration: Option<Arc<Registration>>,
 }
 
@@ -140,7 +140,7 @@ fn start(
         crate::trace::mark("NVRTC loaded");
         v
     });
-    crate::measure::contention::start_nvml();
+    crate::ownership::contention::start_nvml();
     let count = driver_ready()?;
     crate::trace::mark(format!("CUDA driver initialised ({count} device(s))"));
     let identified: Vec<Result<Found, GpuError>> =

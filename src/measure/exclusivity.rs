@@ -4,9 +4,9 @@
 
 use crate::config::ConfigError;
 use crate::error::GpuError;
-use crate::measure::contention::{Monitor, NvmlMonitor};
-use crate::measure::lock::{DeviceKey, LockSettings};
 use crate::measure::target::Target;
+use crate::ownership::contention::{Monitor, NvmlMonitor};
+use crate::ownership::lock::{DeviceKey, LockSettings};
 use crate::sync::lock_ignoring_poison;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

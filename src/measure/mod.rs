@@ -19,10 +19,8 @@
 //! - `sm_sharing`: blocks that shared an SM are measured again apart.
 
 pub mod ceilings;
-pub mod contention;
 pub mod device;
 mod exclusivity;
-pub mod lock;
 pub mod session;
 pub mod target;
 
@@ -35,6 +33,7 @@ mod pacing;
 mod sm_sharing;
 mod waves;
 
+pub use crate::ownership::{contention, lock};
 pub use engine::{OPERAND_A, OPERAND_B};
 pub use matrix::LoadedMatrix;
 pub use outputs::check_outputs;

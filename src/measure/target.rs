@@ -6,7 +6,6 @@
 use crate::compile::{self, Compiled};
 use crate::error::GpuError;
 use crate::measure::device::Device;
-use crate::measure::lock::DeviceKey;
 use crate::measure::LoadedMatrix;
 use crate::model::ceilings::Ceilings;
 use crate::model::gpu::Environment;
@@ -15,6 +14,7 @@ use crate::model::results::{Contention, RunResults, VariantResult};
 use crate::model::settings::Mode;
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::Variant;
+use crate::ownership::lock::DeviceKey;
 use crate::sync::lock_ignoring_poison;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};

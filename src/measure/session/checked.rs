@@ -3,12 +3,12 @@
 
 use super::GpuSession;
 use crate::error::GpuError;
-use crate::measure::contention::{classify, Classification, Monitor, Ours, Snapshot};
 use crate::measure::exclusivity::note_once;
-use crate::measure::lock;
 use crate::measure::target::Target;
 use crate::model::results::VariantResult;
 use crate::model::variant::Variant;
+use crate::ownership::contention::{classify, Classification, Monitor, Ours, Snapshot};
+use crate::ownership::lock;
 use crate::sync::lock_ignoring_poison;
 use std::sync::Arc;
 use std::time::Instant;

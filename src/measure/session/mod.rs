@@ -4,9 +4,9 @@
 //! harness and `cargo xtask` both measure through it.
 //!
 //! It also keeps the GPU to itself across processes (its [`Exclusivity`]): before its first
-//! measurement it takes the device's cross-process lock ([`crate::measure::lock`]) and
+//! measurement it takes the device's cross-process lock ([`crate::ownership::lock`]) and
 //! keeps it while the session lives; around each measurement it checks the GPU for other
-//! processes' work and slowed clocks ([`crate::measure::contention`]), measures again
+//! processes' work and slowed clocks ([`crate::ownership::contention`]), measures again
 //! (after a wait) while they disturb it, and marks what stays disturbed in the results'
 //! `contention`, whose timing cases then become errors of the run, never regressions.
 
@@ -17,12 +17,12 @@ use crate::error::GpuError;
 use crate::expectations::profile::Profile;
 use crate::measure::exclusivity::note_once;
 pub use crate::measure::exclusivity::{Exclusivity, RETRIES_ENV, WAIT_ENV};
-use crate::measure::lock::{self, DeviceLock, LockError, Registration, Waiting};
 use crate::measure::target::Target;
 use crate::model::ceilings::Ceilings;
 use crate::model::results::{Contention, RunResults, Timings, VariantResult, SCHEMA};
 use crate::model::settings::{Mode, ProbeSettings};
 use crate::model::variant::Variant;
+use crate::ownership::lock::{self, DeviceLock, LockError, Registration, Waiting};
 use crate::sync::lock_ignoring_poison;
 use crate::text::Shown;
 use std::collections::BTreeMap;
