@@ -6,32 +6,48 @@
 //! expectations -> model::variant -> compile -> measure -> model::results -> verdict -> report
 //! ```
 //!
-//! `model` holds the plain data every stage shares; `catalog` loads and chooses profiles;
-//! `bless` turns results into baselines. Two thin front ends use the same library: the
-//! libtest harness (`harness`, behind `tests/probe.rs`) and `cargo xtask`.
+//! The modules below are declared by layer, each layer importing only those above it and
+//! the support modules: the stages' data and judgement (plain computation, tested on every
+//! machine), the GPU (the only code that calls CUDA, NVRTC or NVML), the services built on
+//! both, and the front end. `cargo xtask` is a second front end, in its own crate.
 
+// Stages without the GPU: the data every stage shares, the expectations, the verdict and
+// what a run writes.
+pub mod expectations;
+pub mod model;
+pub mod report;
+pub mod verdict;
+
+// The GPU: the compile stage (NVRTC), the measure stage (CUDA), and whether the GPU was ours
+// while it measured (the device lock, NVML's view of other work).
+pub mod compile;
+pub mod measure;
+pub mod ownership;
+
+// Services over the stages: profiles loaded and chosen, baselines blessed, the compile-only
+// gate, the policy gate, onboarding a new GPU, the results history.
 pub mod bless;
 pub mod catalog;
-pub mod child;
-pub mod compile;
 pub mod compile_only;
+pub mod history;
+pub mod onboard;
+pub mod policy_gate;
+
+// The libtest front end (`tests/probe.rs`).
+pub mod harness;
+
+// Support, which any layer may use and which uses no layer (but `config`, which reads
+// ACCPROBE_MODE into `model`'s `Mode`): child processes, the environment's settings, errors,
+// bounded reading, writing files, signals, locks that survive a panic, how outside text is
+// shown, and the trace.
+pub mod child;
 pub mod config;
 pub mod error;
-pub mod expectations;
-pub mod harness;
-pub mod history;
 pub mod input;
 pub mod interrupt;
-pub mod measure;
-pub mod model;
-pub mod onboard;
 pub mod output;
-pub mod ownership;
-pub mod policy_gate;
-pub mod report;
 pub mod sync;
 pub mod text;
 pub mod trace;
-pub mod verdict;
 
 pub use error::{Error, Result};
