@@ -59,8 +59,8 @@ pub enum NotMeasured {
 /// How long one toolchain's `cargo xtask probe` may take: a measurement takes about a
 /// minute (docs/speed.md), after waiting at most `ACCPROBE_LOCK_TIMEOUT` for the GPU.
 fn probe_limit() -> std::time::Duration {
-    let lock_wait = accprobe::measure::lock::LockSettings::from_env()
-        .map_or(accprobe::measure::lock::DEFAULT_TIMEOUT, |l| l.timeout);
+    let lock_wait = accprobe::ownership::lock::LockSettings::from_env()
+        .map_or(accprobe::ownership::lock::DEFAULT_TIMEOUT, |l| l.timeout);
     std::time::Duration::from_secs(30 * 60) + lock_wait
 }
 

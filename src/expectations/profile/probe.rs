@@ -33,21 +33,48 @@ pub const MAX_BUDGET_CYCLES: u64 = 10_000_000_000;
 /// The checked probe settings of `p` (and of the sink isolation section `sink`, which
 /// adds sink modes at some of the probe's accumulator counts).
 pub(super) fn probe(file: &Path, p: &ProbeFile, sink: Option<&SinkFile>) -> Result<ProbeSettings> {
-    let positive = |s: &Spanned<u32>, what: &str| -> Result<u32> {
-        if s.value == 0 {
-            Err(at(
-                file,
-                s,
-                format!("probe.{what} is 0: expected a whole number >= 1"),
-            ))
-        } else {
-            Ok(s.value)
-        }
-    };
-    let block_threads = positive(&p.block_threads, "block_threads")?;
+    let block_threads = positive(file, &p.block_threads, "block_threads")?;
     if block_threads % 32 != 0 || block_threads > 1024 {
         return Err(at(file, &p.block_threads, format!("probe.block_threads {block_threads}: expected a multiple of 32 (whole warps) up to 1024")));
     }
+    bounded(file, p)?;
+    let mut probe = ProbeSettings {
+        blocks: positive(file, &p.blocks, "blocks")?,
+        block_threads,
+        warmup_launches: p.warmup_launches.value,
+        repeats: positive(file, &p.repeats, "repeats")?,
+        budget_cycles: p.budget_cycles.value,
+        chains: counts(file, "probe.chains", &p.chains)?,
+        accumulators: counts(file, "probe.accumulators", &p.accumulators)?,
+        sink_modes: Vec::new(),
+        sink_accumulators: Vec::new(),
+        contexts: Vec::new(),
+        context_chains: Vec::new(),
+        context_accumulators: Vec::new(),
+        mode: p.mode,
+    };
+    if let Some(si) = sink {
+        sink_isolation(file, si, &mut probe)?;
+    }
+    Ok(probe)
+}
+
+/// `probe.<what>` as given, refused when it is 0.
+fn positive(file: &Path, s: &Spanned<u32>, what: &str) -> Result<u32> {
+    if s.value == 0 {
+        Err(at(
+            file,
+            s,
+            format!("probe.{what} is 0: expected a whole number >= 1"),
+        ))
+    } else {
+        Ok(s.value)
+    }
+}
+
+/// Refuses the first of `p`'s blocks, repeats, warm-up launches and budget past its bound
+/// (a budget of 0 too), naming the bound and why it is there.
+fn bounded(file: &Path, p: &ProbeFile) -> Result<()> {
     let at_most = |s: &Spanned<u32>, what: &str, max: u32, why: &str| -> Result<()> {
         if s.value > max {
             Err(at(
@@ -94,49 +121,36 @@ pub(super) fn probe(file: &Path, p: &ProbeFile, sink: Option<&SinkFile>) -> Resu
             "probe.budget_cycles is 0: expected a clock64 budget >= 1 cycle",
         ));
     }
-    let mut probe = ProbeSettings {
-        blocks: positive(&p.blocks, "blocks")?,
-        block_threads,
-        warmup_launches: p.warmup_launches.value,
-        repeats: positive(&p.repeats, "repeats")?,
-        budget_cycles: p.budget_cycles.value,
-        chains: counts(file, "probe.chains", &p.chains)?,
-        accumulators: counts(file, "probe.accumulators", &p.accumulators)?,
-        sink_modes: Vec::new(),
-        sink_accumulators: Vec::new(),
-        contexts: Vec::new(),
-        context_chains: Vec::new(),
-        context_accumulators: Vec::new(),
-        mode: p.mode,
-    };
-    if let Some(si) = sink {
-        for m in &si.modes {
-            if m.value == Sink::A {
-                return Err(at(
-                    file,
-                    m,
-                    "sink_isolation.modes: A is the documented probe itself; list only B, C or D",
-                ));
-            }
-            if probe.sink_modes.contains(&m.value) {
-                return Err(at(
-                    file,
-                    m,
-                    format!("sink mode {:?} is listed twice", m.value),
-                ));
-            }
-            probe.sink_modes.push(m.value);
+    Ok(())
+}
+
+/// The sink isolation section's modes and accumulator counts, checked, into `probe`.
+fn sink_isolation(file: &Path, si: &SinkFile, probe: &mut ProbeSettings) -> Result<()> {
+    for m in &si.modes {
+        if m.value == Sink::A {
+            return Err(at(
+                file,
+                m,
+                "sink_isolation.modes: A is the documented probe itself; list only B, C or D",
+            ));
         }
-        probe.sink_accumulators = counts(file, "sink_isolation.accumulators", &si.accumulators)?;
-        within(
-            file,
-            "sink_isolation.accumulators",
-            &si.accumulators,
-            ("probe.accumulators", &probe.accumulators),
-            "so mode A would not be measured at it",
-        )?;
+        if probe.sink_modes.contains(&m.value) {
+            return Err(at(
+                file,
+                m,
+                format!("sink mode {:?} is listed twice", m.value),
+            ));
+        }
+        probe.sink_modes.push(m.value);
     }
-    Ok(probe)
+    probe.sink_accumulators = counts(file, "sink_isolation.accumulators", &si.accumulators)?;
+    within(
+        file,
+        "sink_isolation.accumulators",
+        &si.accumulators,
+        ("probe.accumulators", &probe.accumulators),
+        "so mode A would not be measured at it",
+    )
 }
 
 /// Refuses the first count of `list` (under the key `what`) that is not one of `of` (the

@@ -22,7 +22,22 @@ pub fn compare(draft: &Path, against: &Path) -> crate::Done {
 /// The comparison's lines and whether they agree.
 pub(super) fn comparison(d: &Profile, h: &Profile) -> (Vec<String>, bool) {
     let mut out = Vec::new();
-    let mut agree = true;
+    let deviations = deviations(d, h, &mut out);
+    let baselines = baselines(d, h, &mut out);
+    let agree = deviations && baselines;
+    out.push(format!(
+        "verdict: {}",
+        if agree {
+            format!("the draft AGREES with {}", h.file.display())
+        } else {
+            format!("the draft DISAGREES with {}", h.file.display())
+        }
+    ));
+    (out, agree)
+}
+
+/// Whether the draft `d` has the measured known deviations of `h`, its lines into `out`.
+fn deviations(d: &Profile, h: &Profile, out: &mut Vec<String>) -> bool {
     // The compile-only gate's deviations come from its blessed digests, which a draft does
     // not have yet (the review says how to add them): only the measured ones compare. A
     // deviation the hand-written profile marks unsteady holds on some GPUs of the model and
@@ -60,72 +75,62 @@ pub(super) fn comparison(d: &Profile, h: &Profile) -> (Vec<String>, bool) {
     }
     if dk == hk {
         out.push(format!("known deviations: the same {} cases", dk.len()));
-    } else {
-        agree = false;
-        let only = |a: &[String], b: &[String]| -> Vec<String> {
-            a.iter()
-                .filter(|c| !b.contains(c))
-                .map(|c| c.to_string())
-                .collect()
-        };
-        out.push(format!(
-            "known deviations DIFFER: only in the draft {:?}, only in {} {:?}",
-            only(&dk, &hk),
-            h.file.display(),
-            only(&hk, &dk)
-        ));
+        return true;
     }
-    match (&d.baselines, &h.baselines) {
-        (Some(db), Some(hb)) => {
-            let mut compared = 0;
-            for (name, x) in &db.progress {
-                let Some(b) = hb.progress.get(name) else {
-                    continue;
-                };
-                compared += 1;
-                let rel = x / b - 1.0;
-                // A variant the hand-written profile widens is compared within its width.
-                let tolerance = hb.wider.get(name).map_or(hb.tolerance, |w| w.tolerance);
-                let within = rel.abs() <= tolerance;
-                if !within {
-                    agree = false;
-                    out.push(format!(
-                        "  {name}: draft {x:.1} vs {b:.1} ({:+.3}%, tolerance ±{:.2}%)",
-                        rel * 100.0,
-                        tolerance * 100.0
-                    ));
-                }
-                match (db.sass.get(name), hb.sass.get(name)) {
-                    (Some(a), Some(b)) if a.digest != b.digest => {
-                        agree = false;
-                        out.push(format!("  {name}: SASS digest differs"));
-                    }
-                    _ => {}
-                }
-            }
-            if compared == 0 {
-                agree = false;
-            }
+    let only = |a: &[String], b: &[String]| -> Vec<String> {
+        a.iter()
+            .filter(|c| !b.contains(c))
+            .map(|c| c.to_string())
+            .collect()
+    };
+    out.push(format!(
+        "known deviations DIFFER: only in the draft {:?}, only in {} {:?}",
+        only(&dk, &hk),
+        h.file.display(),
+        only(&hk, &dk)
+    ));
+    false
+}
+
+/// Whether every baseline of the draft `d` that `h` has too is within `h`'s tolerance
+/// (a variant `h` widens, within its width) with the same SASS digest, its lines into
+/// `out`; none in both is no agreement.
+fn baselines(d: &Profile, h: &Profile, out: &mut Vec<String>) -> bool {
+    let (Some(db), Some(hb)) = (&d.baselines, &h.baselines) else {
+        out.push("baselines: missing from one of the profiles".into());
+        return false;
+    };
+    let mut agree = true;
+    let mut compared = 0;
+    for (name, x) in &db.progress {
+        let Some(b) = hb.progress.get(name) else {
+            continue;
+        };
+        compared += 1;
+        let rel = x / b - 1.0;
+        let tolerance = hb.wider.get(name).map_or(hb.tolerance, |w| w.tolerance);
+        if rel.abs() > tolerance {
+            agree = false;
             out.push(format!(
-                "baselines: {compared} variants in both, compared within ±{:.2}% ({} within their wider tolerance)",
-                hb.tolerance * 100.0,
-                db.progress.keys().filter(|n| hb.wider.contains_key(*n)).count()
+                "  {name}: draft {x:.1} vs {b:.1} ({:+.3}%, tolerance ±{:.2}%)",
+                rel * 100.0,
+                tolerance * 100.0
             ));
         }
-        _ => {
-            agree = false;
-            out.push("baselines: missing from one of the profiles".into());
+        match (db.sass.get(name), hb.sass.get(name)) {
+            (Some(a), Some(b)) if a.digest != b.digest => {
+                agree = false;
+                out.push(format!("  {name}: SASS digest differs"));
+            }
+            _ => {}
         }
     }
     out.push(format!(
-        "verdict: {}",
-        if agree {
-            format!("the draft AGREES with {}", h.file.display())
-        } else {
-            format!("the draft DISAGREES with {}", h.file.display())
-        }
+        "baselines: {compared} variants in both, compared within ±{:.2}% ({} within their wider tolerance)",
+        hb.tolerance * 100.0,
+        db.progress.keys().filter(|n| hb.wider.contains_key(*n)).count()
     ));
-    (out, agree)
+    agree && compared > 0
 }
 
 #[cfg(test)]

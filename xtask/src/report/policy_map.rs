@@ -12,6 +12,7 @@ use accprobe::expectations::policy_source::PolicyContext;
 use accprobe::text::line;
 use accprobe::verdict::cases::policy_contexts;
 use accprobe::verdict::Standing;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::HPos;
 
@@ -124,33 +125,8 @@ pub(super) fn draw(
         }
     }
     let cols = chains.len().max(1) as i32;
-    let legend = [
-        (colour(0.0, tolerance), "no loss".to_string()),
-        (
-            colour(tolerance, tolerance),
-            format!("{:.2}% (the tolerance)", tolerance * 100.0),
-        ),
-        (
-            colour(2.0 * tolerance, tolerance),
-            format!("{:.2}% or more", 2.0 * tolerance * 100.0),
-        ),
-        (GREY, "pick not measured".to_string()),
-    ];
-    // Each legend entry: a swatch, its text, and a gap before the next.
+    let (legend, legend_x, legend_end) = legend(tolerance);
     let note_px = layout::svg_px(f64::from(NOTE));
-    let legend_x: Vec<i32> = legend
-        .iter()
-        .scan(15, |x, (_, what)| {
-            let at = *x;
-            *x += 28 + layout::text_width(what, note_px).ceil() as i32 + 24;
-            Some(at)
-        })
-        .collect();
-    let legend_end = legend_x.last().copied().unwrap_or(15)
-        + 28
-        + legend
-            .last()
-            .map_or(0, |(_, w)| layout::text_width(w, note_px).ceil() as i32);
     let width = (LEFT + CELL_W * cols + 20).max(legend_end + 15).max(720);
     let title = title_lines(&format!("Policy map: {}, {label}", cut(policy)), width - 30);
     // The rows move down by the title's lines past its first.
@@ -183,6 +159,59 @@ pub(super) fn draw(
         root.draw(&text(r, (10, y + CELL_H / 2 - 8), LABEL))
             .map_err(DrawError::of)?;
     }
+    draw_cells(&root, cells, (&chains, &rows), top, tolerance)?;
+    let y = top + CELL_H * rows.len().max(1) as i32 + 20;
+    for ((c, what), x) in legend.iter().zip(legend_x) {
+        root.draw(&Rectangle::new([(x, y), (x + 22, y + 22)], c.filled()))
+            .map_err(DrawError::of)?;
+        root.draw(&text(what.clone(), (x + 28, y + 3), NOTE))
+            .map_err(DrawError::of)?;
+    }
+    root.present().map_err(DrawError::of)
+}
+
+/// The legend's entries (a colour and what it means), the x of each, and where the last
+/// one's text ends: each entry a swatch, its text, and a gap before the next.
+fn legend(tolerance: f64) -> (Vec<(RGBColor, String)>, Vec<i32>, i32) {
+    let legend = vec![
+        (colour(0.0, tolerance), "no loss".to_string()),
+        (
+            colour(tolerance, tolerance),
+            format!("{:.2}% (the tolerance)", tolerance * 100.0),
+        ),
+        (
+            colour(2.0 * tolerance, tolerance),
+            format!("{:.2}% or more", 2.0 * tolerance * 100.0),
+        ),
+        (GREY, "pick not measured".to_string()),
+    ];
+    let note_px = layout::svg_px(f64::from(NOTE));
+    let legend_x: Vec<i32> = legend
+        .iter()
+        .scan(15, |x, (_, what)| {
+            let at = *x;
+            *x += 28 + layout::text_width(what, note_px).ceil() as i32 + 24;
+            Some(at)
+        })
+        .collect();
+    let end = legend_x.last().copied().unwrap_or(15)
+        + 28
+        + legend
+            .last()
+            .map_or(0, |(_, w)| layout::text_width(w, note_px).ceil() as i32);
+    (legend, legend_x, end)
+}
+
+/// Each cell at its chain's column and row's line under `top`: coloured by its loss, with
+/// the pick, the best K, and the loss (or that the pick was not measured).
+fn draw_cells(
+    root: &DrawingArea<SVGBackend<'_>, Shift>,
+    cells: &[Cell],
+    (chains, rows): (&[u32], &[&str]),
+    top: i32,
+    tolerance: f64,
+) -> Result<(), DrawError> {
+    let text = |s: String, at: (i32, i32)| Text::new(s, at, ("sans-serif", LABEL).into_font());
     for c in cells {
         let j = chains.iter().position(|n| *n == c.chain).unwrap_or(0) as i32;
         let i = rows.iter().position(|r| *r == c.row).unwrap_or(0) as i32;
@@ -200,17 +229,10 @@ pub(super) fn draw(
             fill.filled(),
         ))
         .map_err(DrawError::of)?;
-        root.draw(&text(first, (x + 10, y + 10), LABEL))
+        root.draw(&text(first, (x + 10, y + 10)))
             .map_err(DrawError::of)?;
-        root.draw(&text(second, (x + 10, y + 34), LABEL))
-            .map_err(DrawError::of)?;
-    }
-    let y = top + CELL_H * rows.len().max(1) as i32 + 20;
-    for ((c, what), x) in legend.iter().zip(legend_x) {
-        root.draw(&Rectangle::new([(x, y), (x + 22, y + 22)], c.filled()))
-            .map_err(DrawError::of)?;
-        root.draw(&text(what.clone(), (x + 28, y + 3), NOTE))
+        root.draw(&text(second, (x + 10, y + 34)))
             .map_err(DrawError::of)?;
     }
-    root.present().map_err(DrawError::of)
+    Ok(())
 }

@@ -15,19 +15,7 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "summary",
         "split after the history merge",
     ),
-    (
-        "src/expectations/profile/probe.rs",
-        "probe",
-        "not split yet",
-    ),
-    ("src/expectations/recorded.rs", "load", "not split yet"),
     ("src/harness/run_cases.rs", "records", "not split yet"),
-    (
-        "xtask/src/onboard/compare.rs",
-        "comparison",
-        "not split yet",
-    ),
-    ("xtask/src/report/policy_map.rs", "draw", "not split yet"),
 ];
 
 /// One function's length: where it starts and how many lines it takes.
