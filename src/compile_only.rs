@@ -366,11 +366,11 @@ fn diff_digests(what: &str, old: &Digests, new: &Digests, diff: &mut Vec<String>
 }
 
 impl CompileBlessing {
-    /// Writes the file as every bless does ([`crate::bless::write_generated`]): under the
+    /// Writes the file as every bless does ([`crate::output::write_generated`]): under the
     /// profile folder's lock, never over a change made since the diff, never under CI,
     /// never outside the profile's folder.
     pub fn write(&self) -> Result<()> {
-        crate::bless::write_generated(
+        crate::output::write_generated(
             &self.folder,
             &self.file,
             self.before.as_deref(),

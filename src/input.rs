@@ -1,12 +1,13 @@
 //! Every file accprobe reads goes through here: regular files only, and never more than a
 //! stated size, so that `--results /dev/zero`, a FIFO or a runaway file is a clear error
 //! instead of a hang or unbounded memory. Also the one reading of yes/no environment
-//! variables ([`flag`]).
+//! variables ([`flag`]), and where a path really leads ([`real_path`], [`confined`]), which
+//! a reader checks before it reads and the generated-file writer before it writes.
 
 use crate::error::{Error, Result};
 use crate::text::Shown;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The most a results file may hold (the full H200 matrix with every sample is ~2 MiB).
 pub const RESULTS_LIMIT: u64 = 256 << 20;
@@ -99,6 +100,73 @@ pub fn flag(text: &str) -> Option<bool> {
         "" | "0" | "false" => Some(false),
         _ => None,
     }
+}
+
+/// `Ok` when the file `path` reaches ([`real_path`]: links followed) is inside the real
+/// folder `dir` (canonicalised), else `Err` with where it leads. A link that stays inside
+/// the folder is fine. Checked when a profile is read and again by the generated-file
+/// writer (`output::generated`) just before it writes, so that neither reads nor writes a file outside the profile's folder.
+pub fn confined(dir: &Path, path: &Path) -> std::result::Result<(), PathBuf> {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let real_dir = dir.canonicalize().unwrap_or_else(|_| real_path(dir));
+    let real = real_path(path);
+    if real.starts_with(&real_dir) && real != real_dir {
+        Ok(())
+    } else {
+        Err(real)
+    }
+}
+
+/// The most symlinks followed before a path is taken as it is (Linux's own limit).
+const MAX_LINKS: usize = 40;
+
+/// The file `p` names, absolute, as the atomic writer and a reader reach it: resolved one
+/// component at a time as the kernel does, every symlink on the way followed (a dangling
+/// one too: to the file it would create), `..` taken on the real parent, and what does
+/// not exist yet kept as written (creating it would make it so). Confinement and "one
+/// file" checks compare these, never the spelling.
+pub fn real_path(p: &Path) -> PathBuf {
+    let mut out = if p.is_absolute() {
+        PathBuf::from("/")
+    } else {
+        std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
+    };
+    // The components still to walk, the next one last.
+    let mut todo: Vec<std::ffi::OsString> = Vec::new();
+    let push = |todo: &mut Vec<std::ffi::OsString>, p: &Path| {
+        todo.extend(p.components().rev().map(|c| c.as_os_str().to_os_string()));
+    };
+    push(&mut todo, p);
+    let mut links = 0;
+    while let Some(c) = todo.pop() {
+        match c.to_str() {
+            Some("/") => out = PathBuf::from("/"),
+            Some(".") => {}
+            Some("..") => {
+                out.pop();
+            }
+            _ => {
+                let next = out.join(&c);
+                let link = std::fs::symlink_metadata(&next)
+                    .is_ok_and(|m| m.file_type().is_symlink())
+                    .then(|| std::fs::read_link(&next).ok())
+                    .flatten();
+                match link {
+                    Some(target) if links < MAX_LINKS => {
+                        links += 1;
+                        // An absolute target starts again at the root (its first component).
+                        push(&mut todo, &target);
+                    }
+                    _ => out = next,
+                }
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -37,11 +37,12 @@ pub mod policy_gate;
 pub mod harness;
 
 // Support, which any layer may use and which uses no layer (but `config`, which reads
-// ACCPROBE_MODE into `model`'s `Mode`): child processes, the environment's settings, errors,
+// ACCPROBE_MODE into `model`'s `Mode`): child processes, the environment's settings, digests, errors,
 // bounded reading, writing files, signals, locks that survive a panic, how outside text is
 // shown, and the trace.
 pub mod child;
 pub mod config;
+pub mod digest;
 pub mod error;
 pub mod input;
 pub mod interrupt;

@@ -330,7 +330,7 @@ fn stage_imports_run_one_way() {
     let allowed: [(&str, &[&str]); 3] = [
         (
             "expectations",
-            &["expectations", "model", "error", "input", "text"],
+            &["expectations", "model", "error", "input", "digest", "text"],
         ),
         (
             "verdict",

@@ -49,7 +49,8 @@ fn only(name: &'static str, value: &'static str) -> impl Fn(&str) -> Option<Stri
 
 #[test]
 fn bless_refuses_under_every_ci_system_and_says_what_counts() {
-    use accprobe::bless::{refuse_if_ci, CI_VARIABLES};
+    use accprobe::config::CI_VARIABLES;
+    use accprobe::output::refuse_if_ci;
     assert!(refuse_if_ci(|_| None).is_ok());
     for name in CI_VARIABLES {
         for value in ["true", "1", "yes"] {
@@ -508,7 +509,7 @@ fn two_blesses_at_once_never_lose_a_change() {
             .env("BLESS_CHILD_PROGRESS", progress)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped());
-        for name in accprobe::bless::CI_VARIABLES {
+        for name in accprobe::config::CI_VARIABLES {
             cmd.env_remove(name);
         }
         cmd.spawn().unwrap()

@@ -13,7 +13,7 @@ use crate::expectations::profile::Profile;
 use crate::model::gpu::Environment;
 use crate::model::results::{RunResults, SassSummary, VariantResult};
 use crate::model::variant::Variant;
-use crate::output::write_atomic;
+use crate::output::write_generated;
 use crate::text::Shown;
 use crate::verdict;
 use std::collections::BTreeMap;
@@ -378,135 +378,10 @@ fn current_digest(file: &Path) -> Option<String> {
         .map(|b| baselines::content_digest(&b))
 }
 
-/// Writes `contents` (`what`: "baselines") to `file`, a generated file of the profile in
-/// `folder`, whose diff was made against the file with digest `before`; the one way every
-/// bless writes. Under an exclusive lock on the profile's folder, so that two blesses of
-/// one profile take turns, it re-reads the file and
-/// - writes nothing when the file already holds `contents` (even under CI);
-/// - refuses when the file changed since `before`: another bless (or an edit) wrote it
-///   meanwhile, and writing would silently replace that change and contradict the diff
-///   shown; run bless again to see the diff against the file as it is now;
-/// - refuses under CI;
-/// - else writes atomically.
-///
-/// Before any of that, a `file` that really (through a symlink) lies outside `folder` is
-/// refused, neither read nor written.
-pub fn write_generated(
-    folder: &Path,
-    file: &Path,
-    before: Option<&str>,
-    contents: &str,
-    what: &str,
-) -> Result<()> {
-    write_generated_unless_ci(
-        |name| std::env::var(name).ok(),
-        folder,
-        file,
-        before,
-        contents,
-        what,
-    )
-}
-
-/// [`write_generated`] with the environment read through `var` for the CI refusal
-/// ([`refuse_if_ci`]), so that a caller that was handed its environment (onboarding, its
-/// tests under CI) decides with the same one throughout.
-pub fn write_generated_unless_ci(
-    var: impl Fn(&str) -> Option<String>,
-    folder: &Path,
-    file: &Path,
-    before: Option<&str>,
-    contents: &str,
-    what: &str,
-) -> Result<()> {
-    let real_folder = folder
-        .canonicalize()
-        .map_err(|e| Error::io(folder, "open the profile's folder", e))?;
-    let lock = std::fs::File::open(&real_folder)
-        .map_err(|e| Error::io(&real_folder, "open the profile's folder", e))?;
-    lock.lock()
-        .map_err(|e| Error::io(&real_folder, "lock the profile's folder", e))?;
-    // Before the file is even read: a link out of the folder is neither read nor written.
-    if let Err(real) = crate::expectations::yaml::confined(&real_folder, file) {
-        return Err(Error::in_file(
-            file,
-            format!(
-                "not written: it leads through a symbolic link to {}, outside the profile's folder {}",
-                real.shown(),
-                real_folder.shown()
-            ),
-        ));
-    }
-    let now = match crate::input::read_bytes(file, what, crate::input::YAML_LIMIT) {
-        Ok(bytes) => Some(bytes),
-        Err(_)
-            if std::fs::metadata(file).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) =>
-        {
-            None
-        }
-        Err(e) => return Err(e),
-    };
-    if now.as_deref() == Some(contents.as_bytes()) {
-        return Ok(());
-    }
-    if now.as_deref().map(baselines::content_digest).as_deref() != before {
-        return Err(Error::in_file(
-            file,
-            format!(
-                "not written: the {what} file changed since this bless read it (another bless, or an edit, wrote it meanwhile); that change is kept. Run bless again: its diff is then against the file as it is now"
-            ),
-        ));
-    }
-    refuse_if_ci(var)?;
-    // The lock is released when `lock` is dropped, once the file is in place.
-    write_atomic(file, contents).map_err(|e| Error::io(file, &format!("write {what}"), e))
-}
-
-/// The environment variables that say a CI system runs the command: `CI` (set by most),
-/// and those of GitHub Actions, GitLab CI, Buildkite, Jenkins and Azure Pipelines, which
-/// set their own (Jenkins and Azure do not set `CI`).
-pub const CI_VARIABLES: [&str; 6] = [
-    "CI",
-    "GITHUB_ACTIONS",
-    "GITLAB_CI",
-    "BUILDKITE",
-    "JENKINS_URL",
-    "TF_BUILD",
-];
-
-/// Refuses under CI: baselines change only in a reviewed commit made by a person.
-pub fn refuse_under_ci() -> Result<()> {
-    refuse_if_ci(|name| std::env::var(name).ok())
-}
-
-/// The variable (and its value) by which a CI system announces itself in the environment
-/// read through `var`, if any: one of [`CI_VARIABLES`] set to a non-empty value, except
-/// `CI=false` and `CI=0`, which say "not CI" (a person may export them to mean so); the
-/// other variables count whatever their value. The one rule for everything that behaves
-/// differently under CI (bless, progress bars).
-pub fn ci_variable(var: impl Fn(&str) -> Option<String>) -> Option<(&'static str, String)> {
-    CI_VARIABLES.into_iter().find_map(|name| {
-        let value = var(name).filter(|v| !v.is_empty())?;
-        (!(name == "CI" && (value == "false" || value == "0"))).then_some((name, value))
-    })
-}
-
-/// [`refuse_under_ci`] with the environment read through `var` ([`ci_variable`]).
-pub fn refuse_if_ci(var: impl Fn(&str) -> Option<String>) -> Result<()> {
-    if let Some((name, value)) = ci_variable(var) {
-        return Err(Error::msg(format!(
-            "{name}={value:?} is set: bless never writes baselines in CI. Run it on your machine and commit the diff for review. \
-             (Any of {} set non-empty counts as CI, except CI=false or CI=0.)",
-            CI_VARIABLES.join(", ")
-        )));
-    }
-    Ok(())
-}
-
 impl Blessing {
     /// Whether the file already holds exactly these contents (then nothing is written).
     pub fn unchanged(&self) -> bool {
-        crate::expectations::yaml::confined(&self.folder, &self.file).is_ok()
+        crate::input::confined(&self.folder, &self.file).is_ok()
             && crate::input::read_bytes(&self.file, "baselines", crate::input::YAML_LIMIT)
                 .is_ok_and(|b| b == self.contents.as_bytes())
     }

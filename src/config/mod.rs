@@ -551,5 +551,29 @@ pub fn check() -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// The environment variables that say a CI system runs the command: `CI` (set by most),
+/// and those of GitHub Actions, GitLab CI, Buildkite, Jenkins and Azure Pipelines, which
+/// set their own (Jenkins and Azure do not set `CI`).
+pub const CI_VARIABLES: [&str; 6] = [
+    "CI",
+    "GITHUB_ACTIONS",
+    "GITLAB_CI",
+    "BUILDKITE",
+    "JENKINS_URL",
+    "TF_BUILD",
+];
+
+/// The variable (and its value) by which a CI system announces itself in the environment
+/// read through `var`, if any: one of [`CI_VARIABLES`] set to a non-empty value, except
+/// `CI=false` and `CI=0`, which say "not CI" (a person may export them to mean so); the
+/// other variables count whatever their value. The one rule for everything that behaves
+/// differently under CI (bless, progress bars).
+pub fn ci_variable(var: impl Fn(&str) -> Option<String>) -> Option<(&'static str, String)> {
+    CI_VARIABLES.into_iter().find_map(|name| {
+        let value = var(name).filter(|v| !v.is_empty())?;
+        (!(name == "CI" && (value == "false" || value == "0"))).then_some((name, value))
+    })
+}
+
 #[cfg(test)]
 mod tests;

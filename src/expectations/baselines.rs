@@ -44,11 +44,7 @@ impl Baselines {
 /// The SHA-256 of a generated file's bytes, in hex: what `bless` compares to know whether
 /// the file changed since it was read.
 pub fn content_digest(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::digest::sha256_hex(bytes)
 }
 
 /// A wider baseline tolerance for one variant, and why (measured numbers).

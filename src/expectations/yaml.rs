@@ -2,7 +2,7 @@
 //! ones that name file, line and column, and text read as UTF-8 with a clear error.
 
 use crate::error::{Error, Result};
-use crate::input;
+use crate::input::{self, confined};
 use crate::text::excerpt;
 use crate::text::Shown;
 use serde::Deserialize;
@@ -136,73 +136,6 @@ pub fn path_inside(file: &Path, dir: &Path, key: &str, s: &Spanned<String>) -> R
         ));
     }
     Ok(path)
-}
-
-/// `Ok` when the file `path` reaches ([`real_path`]: links followed) is inside the real
-/// folder `dir` (canonicalised), else `Err` with where it leads. A link that stays inside
-/// the folder is fine. Checked when a profile is read and again by `bless` just before it
-/// writes, so that neither reads nor writes a file outside the profile's folder.
-pub fn confined(dir: &Path, path: &Path) -> std::result::Result<(), PathBuf> {
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    let real_dir = dir.canonicalize().unwrap_or_else(|_| real_path(dir));
-    let real = real_path(path);
-    if real.starts_with(&real_dir) && real != real_dir {
-        Ok(())
-    } else {
-        Err(real)
-    }
-}
-
-/// The most symlinks followed before a path is taken as it is (Linux's own limit).
-const MAX_LINKS: usize = 40;
-
-/// The file `p` names, absolute, as the atomic writer and a reader reach it: resolved one
-/// component at a time as the kernel does, every symlink on the way followed (a dangling
-/// one too: to the file it would create), `..` taken on the real parent, and what does
-/// not exist yet kept as written (creating it would make it so). Confinement and "one
-/// file" checks compare these, never the spelling.
-pub fn real_path(p: &Path) -> PathBuf {
-    let mut out = if p.is_absolute() {
-        PathBuf::from("/")
-    } else {
-        std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
-    };
-    // The components still to walk, the next one last.
-    let mut todo: Vec<std::ffi::OsString> = Vec::new();
-    let push = |todo: &mut Vec<std::ffi::OsString>, p: &Path| {
-        todo.extend(p.components().rev().map(|c| c.as_os_str().to_os_string()));
-    };
-    push(&mut todo, p);
-    let mut links = 0;
-    while let Some(c) = todo.pop() {
-        match c.to_str() {
-            Some("/") => out = PathBuf::from("/"),
-            Some(".") => {}
-            Some("..") => {
-                out.pop();
-            }
-            _ => {
-                let next = out.join(&c);
-                let link = std::fs::symlink_metadata(&next)
-                    .is_ok_and(|m| m.file_type().is_symlink())
-                    .then(|| std::fs::read_link(&next).ok())
-                    .flatten();
-                match link {
-                    Some(target) if links < MAX_LINKS => {
-                        links += 1;
-                        // An absolute target starts again at the root (its first component).
-                        push(&mut todo, &target);
-                    }
-                    _ => out = next,
-                }
-            }
-        }
-    }
-    out
 }
 
 /// Adds to a referenced file's error where `file` referenced it (the key `s`).

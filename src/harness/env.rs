@@ -182,7 +182,7 @@ impl Written {
             path: if special {
                 p.to_path_buf()
             } else {
-                crate::expectations::yaml::real_path(p)
+                crate::input::real_path(p)
             },
             id: meta
                 .as_ref()

@@ -141,7 +141,7 @@ pub fn run_dir(runs: &Path, run_id: &str) -> PathBuf {
 
 /// `path` when it is the run folder `dir` or a file in it that resolves inside it (every
 /// link on the way followed, as the writer and the reader reach it: see
-/// [`crate::expectations::yaml::real_path`]), with `dir` itself no link; else an error
+/// [`crate::input::real_path`]), with `dir` itself no link; else an error
 /// naming `path` and where it leads. Checked before each file of the run folder is
 /// created, written, locked or read.
 pub fn in_run(dir: &Path, path: &Path) -> std::io::Result<PathBuf> {
@@ -155,12 +155,12 @@ pub fn in_run(dir: &Path, path: &Path) -> std::io::Result<PathBuf> {
         ))
     };
     if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(refused(&crate::expectations::yaml::real_path(dir)));
+        return Err(refused(&crate::input::real_path(dir)));
     }
     if path == dir {
         return Ok(path.to_path_buf());
     }
-    match crate::expectations::yaml::confined(dir, path) {
+    match crate::input::confined(dir, path) {
         Ok(()) => Ok(path.to_path_buf()),
         Err(real) => Err(refused(&real)),
     }

@@ -78,12 +78,12 @@ pub fn digest_of(files: &[&std::path::Path]) -> Option<String> {
         all.extend_from_slice(&bytes);
         all.push(0);
     }
-    Some(crate::expectations::baselines::content_digest(&all))
+    Some(crate::digest::sha256_hex(&all))
 }
 
 /// The id of a run whose results file reads `results_json`: see [`Run::id`].
 pub fn run_id(results_json: &str) -> String {
-    let digest = crate::expectations::baselines::content_digest(results_json.as_bytes());
+    let digest = crate::digest::sha256_hex(results_json.as_bytes());
     digest[..32].to_string()
 }
 

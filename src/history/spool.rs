@@ -45,14 +45,11 @@ pub fn store_key(store: &HistoryStore) -> String {
     let id = match store {
         HistoryStore::Off => String::new(),
         HistoryStore::Sqlite(p) => {
-            format!(
-                "sqlite:{}",
-                crate::expectations::yaml::real_path(p).display()
-            )
+            format!("sqlite:{}", crate::input::real_path(p).display())
         }
         HistoryStore::Postgres(url) => format!("postgres:{url}"),
     };
-    crate::expectations::baselines::content_digest(id.as_bytes())[..16].to_string()
+    crate::digest::sha256_hex(id.as_bytes())[..16].to_string()
 }
 
 impl Spool {

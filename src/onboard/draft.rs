@@ -15,7 +15,7 @@ use crate::model::results::RunResults;
 use crate::model::settings::{Mode, ProbeSettings};
 use std::path::{Path, PathBuf};
 
-/// Drafts profile `name` (default: [`slug`] of the GPU's name) in the folder `dir` (the
+/// Drafts profile `name` (default: [`crate::catalog::profile_name`] of the GPU's name) in the folder `dir` (the
 /// study's profile's), from `m` and `runs`, more runs measured in the mode `m` makes the
 /// draft choose (their steadiness widens baselines and shows unsteady cases). Refused
 /// with the reason: a name that is no profile name; results measured under another

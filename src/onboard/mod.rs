@@ -23,7 +23,7 @@ pub mod mode;
 mod render;
 pub mod steadiness;
 
-use crate::bless::{self, Blessing};
+use crate::bless::Blessing;
 use crate::error::{Error, Result};
 use crate::expectations::profile::Profile;
 use crate::model::gpu::GpuIdentity;
@@ -176,7 +176,7 @@ impl Draft {
 
     /// [`Draft::write`] with the environment read through `var` (`bless::refuse_if_ci`).
     pub fn write_unless_ci(&self, var: impl Fn(&str) -> Option<String>) -> Result<()> {
-        bless::refuse_if_ci(&var)?;
+        crate::output::refuse_if_ci(&var)?;
         self.refuse_existing()?;
         let folder = &self.baselines.folder;
         if let Some(parent) = self.recorded_file.parent() {
@@ -187,7 +187,7 @@ impl Draft {
             std::fs::create_dir_all(parent)
                 .map_err(|e| Error::io(parent, "create the baselines folder", e))?;
         }
-        bless::write_generated_unless_ci(
+        crate::output::write_generated_unless_ci(
             &var,
             folder,
             &self.recorded_file,
@@ -195,7 +195,7 @@ impl Draft {
             &self.recorded_text,
             "recorded results",
         )?;
-        bless::write_generated_unless_ci(
+        crate::output::write_generated_unless_ci(
             &var,
             folder,
             &self.baselines.file,
@@ -203,7 +203,7 @@ impl Draft {
             &self.baselines.contents,
             "baselines",
         )?;
-        bless::write_generated_unless_ci(
+        crate::output::write_generated_unless_ci(
             &var,
             folder,
             &self.profile_file,

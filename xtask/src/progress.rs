@@ -7,9 +7,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::time::Duration;
 
 /// Whether the environment (read through `get`) says this runs under CI, by the library's
-/// one rule ([`accprobe::bless::ci_variable`]).
+/// one rule ([`accprobe::config::ci_variable`]).
 pub fn in_ci(get: impl Fn(&str) -> Option<String>) -> bool {
-    accprobe::bless::ci_variable(get).is_some()
+    accprobe::config::ci_variable(get).is_some()
 }
 
 /// A bar of `steps` steps on stderr, hidden under CI and when stderr is not a terminal.

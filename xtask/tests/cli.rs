@@ -454,7 +454,7 @@ fn xtask_outside_ci(cwd: &Path, args: &[&str]) -> Output {
     cmd.args(args)
         .current_dir(cwd)
         .env_remove("ACCPROBE_EXPECTATIONS");
-    for v in accprobe::bless::CI_VARIABLES {
+    for v in accprobe::config::CI_VARIABLES {
         cmd.env_remove(v);
     }
     cmd.output().unwrap()
@@ -469,7 +469,7 @@ fn onboard_refuses_under_ci_and_over_an_existing_profile_before_measuring() {
     cmd.args(["onboard"])
         .current_dir(dir)
         .env_remove("ACCPROBE_EXPECTATIONS");
-    for v in accprobe::bless::CI_VARIABLES {
+    for v in accprobe::config::CI_VARIABLES {
         cmd.env_remove(v);
     }
     let o = cmd.env("GITHUB_ACTIONS", "true").output().unwrap();

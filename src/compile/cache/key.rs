@@ -21,7 +21,7 @@ pub(super) fn sha256_hex(parts: &[&[u8]]) -> String {
         h.update((p.len() as u64).to_le_bytes());
         h.update(p);
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    crate::digest::hex(&h.finalize())
 }
 
 /// SHA-256 of `bytes`, in hex.

@@ -32,7 +32,7 @@ pub fn summarise_on(
         h.update(l.as_bytes());
         h.update(b"\n");
     }
-    let digest = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let digest = crate::digest::hex(&h.finalize());
     let local_memory_instructions = instructions
         .iter()
         .filter(|i| matches!(i.opcode(), "LDL" | "STL"))

@@ -168,7 +168,7 @@ pub fn schedule_digest<S: AsRef<str>, C: AsRef<str>>(body: &[S], controls: &[C])
         h.update(c.as_ref().as_bytes());
         h.update(b"\n");
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    crate::digest::hex(&h.finalize())
 }
 
 /// The loop's total stall: the cycles its instructions' stall counts add up to, a lower

@@ -8,7 +8,6 @@
 //! draft against a hand-written profile (`compare`).
 
 use crate::gpu::{default_cache, env_line, session_on, write_json};
-use accprobe::bless;
 use accprobe::catalog;
 use accprobe::expectations::profile::Profile;
 use accprobe::measure::device;
@@ -39,7 +38,7 @@ fn refuse_taken(dir: &Path, name: &str) -> Result<(), crate::Failure> {
 /// `cargo xtask onboard`: measure, draft, write, review. `out` keeps the measurements;
 /// `runs` more runs are measured in the chosen mode, for each variant's steadiness.
 pub fn run(dir: &Path, name: Option<&str>, runs: usize, out: &Path) -> crate::Done {
-    bless::refuse_under_ci().map_err(|e| e.to_string())?;
+    accprobe::output::refuse_under_ci().map_err(|e| e.to_string())?;
     if let Some(n) = name {
         refuse_taken(dir, n)?;
     }

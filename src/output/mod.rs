@@ -13,6 +13,10 @@
 //!   regular file;
 //! - a folder is refused with an error that says so.
 
+pub mod generated;
+
+pub use generated::{refuse_if_ci, refuse_under_ci, write_generated, write_generated_unless_ci};
+
 use crate::text::Shown;
 use std::fs::OpenOptions;
 use std::io::{Error, ErrorKind, Write};
