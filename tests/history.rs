@@ -2,17 +2,14 @@
 //! (SQLite in a temporary folder; PostgreSQL on the server `ACCPROBE_TEST_POSTGRES` names,
 //! a fresh database per check), then the ways a store fails (a locked file, a full disk,
 //! a server gone mid-write or not there, a writer killed mid-write, eight writers at
-//! once) and the GPU suite writing its record. A libtest-mimic harness, so that a check
+//! once); the GPU suite writing its record is `tests/harness/history_record.rs`. A libtest-mimic harness, so that a check
 //! that needs the server is reported ignored with the reason when no server is named,
 //! never passed. `.ci/run` starts a throwaway PostgreSQL and names it.
 
-mod common;
 #[path = "history/failures.rs"]
 mod failures;
 #[path = "history/fixture.rs"]
 mod fixture;
-#[path = "history/gpu_suite.rs"]
-mod gpu_suite;
 #[path = "history/suite.rs"]
 mod suite;
 
@@ -41,13 +38,6 @@ fn main() {
             format!("{}::{name}", backend.name()),
             move || run(backend, check),
         ));
-    }
-    for (name, check) in gpu_suite::CHECKS {
-        let check = *check;
-        trials.push(Trial::test(format!("gpu_suite::{name}"), move || {
-            check();
-            Ok(())
-        }));
     }
     libtest_mimic::run(&args, trials).exit();
 }

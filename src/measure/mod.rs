@@ -33,7 +33,6 @@ mod pacing;
 mod sm_sharing;
 mod waves;
 
-pub use crate::ownership::{contention, lock};
 pub use engine::{OPERAND_A, OPERAND_B};
 pub use matrix::LoadedMatrix;
 pub use outputs::check_outputs;

@@ -50,8 +50,6 @@ pub const AGREE_TOLERANCE: f64 = 0.005;
 /// runs give widths that the next runs exceed (docs/profiles.md, docs/reliability.md).
 pub const DEFAULT_RUNS: usize = 30;
 
-pub use crate::catalog::{onboarding_hint as hint, profile_name as slug};
-
 /// What onboarding measured on the GPU at hand.
 #[derive(Debug, Clone)]
 pub struct Measured {

@@ -555,11 +555,11 @@ impl accprobe::measure::target::Target for FakeTarget {
     fn predates(&self, v: accprobe::model::variant::Variant) -> bool {
         self.inner.predates(v)
     }
-    fn device_key(&self) -> Option<accprobe::measure::lock::DeviceKey> {
+    fn device_key(&self) -> Option<accprobe::ownership::lock::DeviceKey> {
         if !self.keyed {
             return self.inner.device_key();
         }
-        Some(accprobe::measure::lock::DeviceKey {
+        Some(accprobe::ownership::lock::DeviceKey {
             ordinal: 0,
             pci_bus_id: Some("0000:19:00.0".into()),
             uuid: None,

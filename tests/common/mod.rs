@@ -1,9 +1,7 @@
 //! What the test files share: the repository's committed data, loaded, and ways to
 //! mutate it the way a regression would. Fixtures live in `tests/data/` and the
 //! recorded runs the profiles replay in `expectations/recorded/`.
-#![allow(dead_code)] // each test file uses a part
 
-pub mod harness;
 pub mod onboard;
 
 use accprobe::catalog;

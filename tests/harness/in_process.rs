@@ -4,11 +4,9 @@
 //! `ACCPROBE_REQUIRE_GPU` does. The JUnit file is read back with quick-junit's own
 //! deserializer.
 
-mod common;
-
+use crate::support::*;
 use accprobe::error::GpuError;
 use accprobe::harness::{self, RunOptions};
-use common::harness::*;
 use libtest_mimic::Arguments;
 use quick_junit::{Report, TestCaseStatus};
 use std::path::Path;

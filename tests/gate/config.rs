@@ -46,7 +46,7 @@ fn suite_with(tag: &str, var: &str, value: &str) -> (Run, bool) {
     }
     let junit = dir.join("junit.xml");
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "child", "--ignored", "--nocapture", "--"])
+    cmd.args(["--exact", "config::child", "--ignored", "--nocapture", "--"])
         .args(["--skip", "compile::"]);
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy();

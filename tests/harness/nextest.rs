@@ -2,20 +2,10 @@
 //! `child`): one measurement per nextest run, one shared JUnit file, and the nextest run
 //! folder confined to itself with no record lost silently.
 
-mod common;
-
-use common::harness::*;
+use crate::support::*;
 use quick_junit::{Report, TestCaseStatus};
 use std::path::Path;
 use std::process::ExitCode;
-
-/// The entry point of the child processes this binary's tests start
-/// (`common::harness::child_main`).
-#[test]
-#[ignore = "entry point of the child processes that the tests below start"]
-fn child() {
-    common::harness::child_main();
-}
 
 #[test]
 fn the_processes_of_one_nextest_run_measure_once_and_share_one_junit_file() {

@@ -8,14 +8,12 @@
 //! character other than a newline: the bad file's bytes must not reach a terminal or the
 //! JUnit XML raw.
 
-mod common;
-
+use crate::common::root;
 use accprobe::catalog;
 use accprobe::expectations::policy::Policy;
 use accprobe::model::gpu::GpuIdentity;
 use accprobe::model::results::RunResults;
 use accprobe::verdict::cases::cases;
-use common::root;
 use std::panic::catch_unwind;
 use std::path::{Path, PathBuf};
 

@@ -2,15 +2,13 @@
 //! profile names. What the draft holds, that it loads and replays green, that its known
 //! deviations are the hand-written profile's, and every refusal.
 
-mod common;
-
+use crate::common::onboard::{ceilings, recorded, without_h200};
+use crate::common::root;
 use accprobe::catalog;
 use accprobe::model::settings::Mode;
 use accprobe::onboard::{self, Measured};
 use accprobe::verdict::cases::cases;
 use accprobe::verdict::{evaluate, Outcome};
-use common::onboard::{ceilings, recorded, without_h200};
-use common::root;
 use std::path::Path;
 
 fn measured() -> Measured {
@@ -286,7 +284,7 @@ fn onboarding_refuses_a_gpu_a_profile_already_names() {
 fn a_wave_run_that_disagrees_makes_the_draft_serial() {
     let (_tmp, dir) = without_h200();
     let mut m = measured();
-    common::scale(&mut m.wave, "chain29_acc16_effective16", 0.98);
+    crate::common::scale(&mut m.wave, "chain29_acc16_effective16", 0.98);
     let d = onboard::draft(&study(&dir), &dir, None, &m).unwrap();
     assert_eq!(d.mode, Mode::Serial);
     assert!(
@@ -306,11 +304,17 @@ fn a_wave_run_that_disagrees_makes_the_draft_serial() {
 
 #[test]
 fn a_slug_is_a_profile_name_and_the_hint_names_the_command_and_the_files() {
-    assert_eq!(onboard::slug("NVIDIA H200"), "h200");
-    assert_eq!(onboard::slug("NVIDIA GeForce RTX 4090"), "geforce-rtx-4090");
-    assert_eq!(onboard::slug("NVIDIA A100-SXM4-80GB"), "a100-sxm4-80gb");
-    assert_eq!(onboard::slug(" Tesla T4 "), "tesla-t4");
-    let h = onboard::hint(&accprobe::model::gpu::GpuIdentity {
+    assert_eq!(catalog::profile_name("NVIDIA H200"), "h200");
+    assert_eq!(
+        catalog::profile_name("NVIDIA GeForce RTX 4090"),
+        "geforce-rtx-4090"
+    );
+    assert_eq!(
+        catalog::profile_name("NVIDIA A100-SXM4-80GB"),
+        "a100-sxm4-80gb"
+    );
+    assert_eq!(catalog::profile_name(" Tesla T4 "), "tesla-t4");
+    let h = catalog::onboarding_hint(&accprobe::model::gpu::GpuIdentity {
         name: "NVIDIA A100-SXM4-80GB".into(),
         compute_capability: "8.0".into(),
     });

@@ -2,10 +2,8 @@
 //! its warps, not one warp it favours; the FFMA latency and a scheduler to itself bound each
 //! warp.
 
-mod common;
-
+use crate::common::*;
 use accprobe::verdict::Outcome;
-use common::*;
 
 // Chain 7 over 7 partials: issue-bound, its latency bound far above.
 const CASE: &str = "validity::chain7_acc8_effective7::ceiling";

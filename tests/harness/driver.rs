@@ -3,21 +3,11 @@
 //! does) and with a stub libcuda built here when `cc` exists (the driver loads, the device
 //! does not work).
 
-mod common;
-
+use crate::support::*;
 use accprobe::harness;
 use accprobe::verdict::cases::cases;
-use common::harness::*;
 use quick_junit::Report;
 use std::path::Path;
-
-/// The entry point of the child processes this binary's tests start
-/// (`common::harness::child_main`).
-#[test]
-#[ignore = "entry point of the child processes that the tests below start"]
-fn child() {
-    common::harness::child_main();
-}
 
 #[test]
 fn without_a_driver_nextest_lists_the_gpu_cases_as_ignored_and_the_summary_says_so() {

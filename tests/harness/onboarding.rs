@@ -2,9 +2,7 @@
 //! the closing summary and every failing case say to run `cargo xtask onboard` and what
 //! it writes; a GPU that has its profile hears nothing of it.
 
-mod common;
-
-use common::harness::*;
+use crate::support::*;
 use quick_junit::TestCaseStatus;
 
 /// A failing case's whole text: the JUnit body (the `message` attribute is its first
@@ -17,14 +15,6 @@ fn body(st: &TestCaseStatus) -> String {
             .unwrap_or_default(),
         _ => String::new(),
     }
-}
-
-/// The entry point of the child processes the tests below start
-/// (`common::harness::child_main`).
-#[test]
-#[ignore = "entry point of the child processes that the tests below start"]
-fn child() {
-    common::harness::child_main();
 }
 
 const HINT: &str =

@@ -1,12 +1,10 @@
 //! Bless: what it refuses, and the generated baselines file it writes.
 
-mod common;
-
+use crate::common::*;
 use accprobe::catalog;
 use accprobe::expectations::profile::Profile;
 use accprobe::model::results::RunResults;
 use accprobe::model::variant::Variant;
-use common::*;
 
 #[test]
 fn bless_refuses_other_gpus_invalid_runs_and_ci() {
@@ -504,7 +502,7 @@ fn two_blesses_at_once_never_lose_a_change() {
     let dir = h200_folder("race");
     let spawn = |progress: &str| {
         let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-        cmd.args(["--exact", "bless_child", "--ignored", "--nocapture"])
+        cmd.args(["--exact", "bless::bless_child", "--ignored", "--nocapture"])
             .env(BLESS_CHILD, &dir)
             .env("BLESS_CHILD_PROGRESS", progress)
             .stdout(std::process::Stdio::null())

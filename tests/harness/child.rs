@@ -3,20 +3,10 @@
 //! files a run writes, trace marks, arguments libtest cannot run, and a closed or full
 //! stdout or stderr.
 
-mod common;
-
+use crate::support::*;
 use accprobe::harness::{self, Paths};
-use common::harness::*;
 use quick_junit::{Report, TestCaseStatus};
 use std::path::{Path, PathBuf};
-
-/// The entry point of the child processes this binary's tests start
-/// (`common::harness::child_main`).
-#[test]
-#[ignore = "entry point of the child processes that the tests below start"]
-fn child() {
-    common::harness::child_main();
-}
 
 #[test]
 fn a_listing_into_a_closed_pipe_ends_quietly_with_141_and_writes_nothing() {

@@ -2,9 +2,7 @@
 //! to a higher one, and no circle among the modules of `src/` or `xtask/src/` (a module is
 //! a file; a module's own tests, `#[cfg(test)] mod`, are left out).
 
-mod common;
-
-use common::root;
+use crate::root;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

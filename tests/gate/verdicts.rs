@@ -3,13 +3,11 @@
 //! deviations, a deviation that holds again fails, the SASS shape checks, the policy gate,
 //! per-variant tolerances and failure kinds.
 
-mod common;
-
+use crate::common::*;
 use accprobe::model::results::RunResults;
 use accprobe::model::variant::Variant;
 use accprobe::verdict::cases::cases;
 use accprobe::verdict::{evaluate, Outcome};
-use common::*;
 use std::path::Path;
 
 #[test]

@@ -4,15 +4,13 @@
 //! whose registers alone were renamed says so. On the committed H200 listing, mutated as
 //! ptxas would change it.
 
-mod common;
-
+use crate::common::{fail_text, function_range, h200_blessed, h200_sass, outcome};
 use accprobe::verdict::Outcome;
-use common::{fail_text, function_range, h200_blessed, h200_sass, outcome};
 
 #[test]
 fn a_schedule_only_change_fails_the_schedule_case_side_by_side() {
     let sass = h200_sass();
-    let (p, r) = h200_blessed(&sass, &common::stall_7_before_the_clock_read(&sass));
+    let (p, r) = h200_blessed(&sass, &crate::common::stall_7_before_the_clock_read(&sass));
     // The instructions are the same: the digest case passes; the schedule case does not.
     assert!(matches!(
         outcome(&p, &r, "sass::chain7_acc1_effective1::unchanged"),
@@ -39,7 +37,7 @@ fn a_schedule_only_change_fails_the_schedule_case_side_by_side() {
 fn scoreboards_renumbered_in_the_loop_are_no_schedule_change() {
     let sass = h200_sass();
     // The loop's first FFMA waits on SB3 instead of SB0: its first scoreboard either way.
-    let renumbered = common::mutate(
+    let renumbered = crate::common::mutate(
         &sass,
         "chain7_acc1_effective1",
         "/* 0x001fe20008000009 */",
@@ -49,7 +47,7 @@ fn scoreboards_renumbered_in_the_loop_are_no_schedule_change() {
     let o = outcome(&p, &r, "sass::chain7_acc1_effective1::schedule");
     assert!(matches!(o, Outcome::Pass(_)), "{o:?}");
     // Waiting on a second scoreboard as well is a change.
-    let more = common::mutate(
+    let more = crate::common::mutate(
         &sass,
         "chain7_acc1_effective1",
         "/* 0x001fe20008000009 */",
@@ -81,7 +79,7 @@ fn baselines_without_a_schedule_say_so_and_never_pass() {
 #[test]
 fn renamed_registers_say_so_beside_the_raw_diff() {
     let sass = h200_sass();
-    let renamed = common::mutate(
+    let renamed = crate::common::mutate(
         &sass,
         "chain13_acc1_effective1",
         "FFMA R10, R10, R9, UR8",

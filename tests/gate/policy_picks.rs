@@ -2,14 +2,12 @@
 //! and `policy::<name>::picks::<context>` judges a changed pick against the blessed one on
 //! the committed H200 run, whatever the context's own policy case concludes.
 
-mod common;
-
+use crate::common::{case, load, outcome, root};
 use accprobe::expectations::policy::Policy;
 use accprobe::expectations::policy_source::PolicySource;
 use accprobe::expectations::profile::Profile;
 use accprobe::verdict::cases::cases;
 use accprobe::verdict::{judge, FailureKind, Outcome};
-use common::{case, load, outcome, root};
 use std::path::Path;
 
 /// The H200 profile gating the study policy with each `(from, to)` replaced in its file.

@@ -3,8 +3,7 @@
 //! its CUBIN, judged against the compile-only baselines (digests, loop schedules), with
 //! another architecture, spills, merged partials and other toolchains' schedules injected.
 
-mod common;
-
+use crate::common::*;
 use accprobe::catalog;
 use accprobe::model::compiled::{
     ArchOutcome, CompiledMatrix, CompiledVariant, PtxasFigures, ToolchainIdentity,
@@ -12,7 +11,6 @@ use accprobe::model::compiled::{
 use accprobe::model::results::RunResults;
 use accprobe::verdict::compile_only::{cases, evaluate, CompileCase};
 use accprobe::verdict::Outcome;
-use common::*;
 
 /// The matrix the H200 ran (NVRTC 13.0, sm_90), as the compile-only gate sees it: the
 /// recorded run's ptxas figures, and the SASS (with its schedule) of the listing
@@ -22,7 +20,7 @@ fn h200_matrix(arch: &str) -> (accprobe::expectations::profile::Profile, Compile
     let mut r =
         RunResults::load(&root().join("expectations/recorded/h200-2026-12-04-contexts-wave.json"))
             .unwrap();
-    let (_, listed) = common::h200_with(&common::h200_sass());
+    let (_, listed) = crate::common::h200_with(&crate::common::h200_sass());
     for v in r.variants.iter_mut() {
         v.sass = listed.get(v.variant()).and_then(|x| x.sass.clone());
     }
@@ -204,7 +202,7 @@ fn compile_only_known_deviations_are_strict() {
 /// [`h200_matrix`] for sm_90 as toolchain `tc` compiles it, from `listing`.
 fn as_toolchain(tc: &str, listing: &str) -> ArchOutcome {
     let (_, mut m) = h200_matrix("sm_90");
-    let (_, r) = common::h200_with(listing);
+    let (_, r) = crate::common::h200_with(listing);
     for (name, c) in m.variants.iter_mut() {
         c.sass = r
             .variants
@@ -222,7 +220,7 @@ fn as_toolchain(tc: &str, listing: &str) -> ArchOutcome {
 fn a_toolchain_that_schedules_the_loop_otherwise_than_the_reference_is_red() {
     let p = load_as_recorded("h200");
     let sass = h200_sass();
-    let stalled = common::stall_7_before_the_clock_read(&sass);
+    let stalled = crate::common::stall_7_before_the_clock_read(&sass);
     // 12.8 schedules sm_90 as 13.0, the reference, does: green; with another schedule
     // for one loop, red, naming it and showing its control fields.
     let case = find(&p, "compile::sm_90::nvrtc12.8::schedule");

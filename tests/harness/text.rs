@@ -4,19 +4,9 @@
 //! begins with what such text held after a newline, and no control character reaches any
 //! of them raw. In child processes, on a recorded H200 run whose texts were rewritten.
 
-mod common;
-
-use common::harness::*;
+use crate::support::*;
 use quick_junit::{Report, TestCaseStatus};
 use std::path::Path;
-
-/// The entry point of the child processes this binary's tests start
-/// (`common::harness::child_main`).
-#[test]
-#[ignore = "entry point of the child processes that the tests below start"]
-fn child() {
-    common::harness::child_main();
-}
 
 /// What every forged line begins with.
 const FORGED: &str = "FORGED";

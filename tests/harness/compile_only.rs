@@ -1,18 +1,8 @@
 //! Compile-only cases at list time, in child processes (this test binary re-executed, see
 //! `child`): the cases of a toolchain that is not installed are listed as ignored.
 
-mod common;
-
-use common::harness::*;
+use crate::support::*;
 use quick_junit::{Report, TestCaseStatus};
-
-/// The entry point of the child processes this binary's tests start
-/// (`common::harness::child_main`).
-#[test]
-#[ignore = "entry point of the child processes that the tests below start"]
-fn child() {
-    common::harness::child_main();
-}
 
 #[test]
 fn compile_only_cases_of_a_toolchain_not_installed_are_ignored_at_list_time() {

@@ -7,14 +7,14 @@
 use accprobe::error::{GpuError, GpuErrorKind};
 use accprobe::expectations::profile::Profile;
 use accprobe::harness::{self, Paths, RunOptions};
-use accprobe::measure::contention::{GpuProcess, Monitor, MonitorError, Snapshot};
-use accprobe::measure::lock::{self, DeviceKey, LockSettings};
 use accprobe::measure::session::{Exclusivity, GpuSession};
 use accprobe::measure::target::{RecordedTarget, Target};
 use accprobe::model::gpu::{Environment, GpuIdentity};
 use accprobe::model::results::{Contention, RunResults, VariantResult};
 use accprobe::model::settings::ProbeSettings;
 use accprobe::model::variant::Variant;
+use accprobe::ownership::contention::{GpuProcess, Monitor, MonitorError, Snapshot};
+use accprobe::ownership::lock::{self, DeviceKey, LockSettings};
 use accprobe::verdict::cases::cases;
 use accprobe::verdict::{evaluate, Outcome};
 use libtest_mimic::Arguments;

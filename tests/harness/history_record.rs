@@ -1,24 +1,14 @@
 //! The GPU suite writes each device's record at its end, and the history decides nothing.
 
-use crate::common::harness::{recorded_h200, Sandbox};
+use crate::support::{recorded_h200, Sandbox};
 use accprobe::config::HistoryStore;
 use accprobe::harness::{self, RunOptions};
 use accprobe::history::{self, read};
 use std::process::ExitCode;
 
-pub const CHECKS: &[(&str, fn())] = &[
-    (
-        "the_suite_appends_its_record_with_its_cases",
-        the_suite_appends_its_record_with_its_cases,
-    ),
-    (
-        "a_store_that_cannot_be_written_changes_no_verdict",
-        a_store_that_cannot_be_written_changes_no_verdict,
-    ),
-];
-
 const SUITE: &str = "gpu0 NVIDIA H200 / profile h200";
 
+#[test]
 fn the_suite_appends_its_record_with_its_cases() {
     let sb = Sandbox::new("history-record", &["documented", "h200"]);
     let (code, report) = sb.run_on(vec![recorded_h200(0)], &[]);
@@ -63,6 +53,7 @@ fn the_suite_appends_its_record_with_its_cases() {
     assert_eq!(read::runs(s.as_mut()).unwrap().len(), 1);
 }
 
+#[test]
 fn a_store_that_cannot_be_written_changes_no_verdict() {
     let sb = Sandbox::new("history-unwritable", &["documented", "h200"]);
     // A folder where the database file should be.

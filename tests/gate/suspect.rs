@@ -4,16 +4,14 @@
 //! the measured progress moved. Checked on the committed H200 run, mutated as each kind of
 //! change would change it.
 
-mod common;
-
+use crate::common::failure as fail;
 use accprobe::expectations::profile::Profile;
 use accprobe::model::results::{Contention, RunResults};
 use accprobe::model::variant::Variant;
 use accprobe::verdict::Outcome;
-use common::failure as fail;
 
 fn h200() -> (Profile, RunResults) {
-    let p = common::load("h200");
+    let p = crate::common::load("h200");
     // The run the profile replays, which its baselines were blessed from.
     let r = p
         .recorded
@@ -24,7 +22,7 @@ fn h200() -> (Profile, RunResults) {
 
 /// The variant 10% slower than blessed (mean and median).
 fn slow_down(r: &mut RunResults) {
-    common::scale(r, &V["probe::".len()..], 0.9);
+    crate::common::scale(r, &V["probe::".len()..], 0.9);
 }
 
 const V: &str = "probe::chain7_acc2_effective2";
@@ -36,7 +34,10 @@ fn v() -> Variant {
 #[test]
 fn the_committed_run_is_green_so_the_mutations_below_are_what_fails() {
     let (p, r) = h200();
-    assert!(matches!(common::outcome(&p, &r, V), Outcome::Pass(_)));
+    assert!(matches!(
+        crate::common::outcome(&p, &r, V),
+        Outcome::Pass(_)
+    ));
 }
 
 #[test]
@@ -292,15 +293,15 @@ fn a_red_text_is_ordered_verdict_suspect_environment_hint_then_the_diff() {
 
 #[test]
 fn a_schedule_only_change_suspects_the_compilers_schedule_not_the_hardware() {
-    let sass = common::h200_sass();
-    let stalled = common::mutate(
+    let sass = crate::common::h200_sass();
+    let stalled = crate::common::mutate(
         &sass,
         "chain7_acc1_effective1",
         "/* 0x000fe20008000009 */\n        /*01f0*/",
         "/* 0x000fee0008000009 */\n        /*01f0*/",
     );
-    let (p, mut r) = common::h200_blessed(&sass, &stalled);
-    common::scale(&mut r, "chain7_acc1_effective1", 0.9);
+    let (p, mut r) = crate::common::h200_blessed(&sass, &stalled);
+    crate::common::scale(&mut r, "chain7_acc1_effective1", 0.9);
     let m = fail(&p, &r, "probe::chain7_acc1_effective1");
     assert!(
         m.contains(
@@ -311,8 +312,8 @@ fn a_schedule_only_change_suspects_the_compilers_schedule_not_the_hardware() {
     );
     assert!(!m.contains("hardware"), "{m}");
     // The same slowdown with the schedule blessed as measured suspects the hardware.
-    let (p, mut r) = common::h200_blessed(&stalled, &stalled);
-    common::scale(&mut r, "chain7_acc1_effective1", 0.9);
+    let (p, mut r) = crate::common::h200_blessed(&stalled, &stalled);
+    crate::common::scale(&mut r, "chain7_acc1_effective1", 0.9);
     let m = fail(&p, &r, "probe::chain7_acc1_effective1");
     assert!(m.contains("first suspect: the hardware"), "{m}");
 }
@@ -347,8 +348,8 @@ fn with_program(body: &str) -> (tempfile::TempDir, Profile) {
 fn policy_failure(p: &Profile, r: &RunResults, case: &str) -> String {
     let picks = accprobe::policy_gate::ask(p, Some(r));
     let cases = accprobe::verdict::cases::cases(p);
-    let v = accprobe::verdict::judge_with(common::case(&cases, case), p, r, picks.as_ref());
-    common::fail_text(v.outcome)
+    let v = accprobe::verdict::judge_with(crate::common::case(&cases, case), p, r, picks.as_ref());
+    crate::common::fail_text(v.outcome)
 }
 
 #[test]
@@ -382,9 +383,10 @@ fn a_pick_changed_since_the_bless_suspects_the_policy() {
     use accprobe::expectations::policy::Policy;
     use accprobe::expectations::policy_source::PolicySource;
     let (mut p, r) = h200();
-    let text = std::fs::read_to_string(common::root().join("expectations/policies/study.yaml"))
-        .unwrap()
-        .replace("default_accumulators: 2", "default_accumulators: 3");
+    let text =
+        std::fs::read_to_string(crate::common::root().join("expectations/policies/study.yaml"))
+            .unwrap()
+            .replace("default_accumulators: 2", "default_accumulators: 3");
     let policy = Policy::parse(&text, std::path::Path::new("changed.yaml")).unwrap();
     p.policy_gate.as_mut().unwrap().source = PolicySource::File(policy);
     for case in ["policy::study::chain13", "policy::study::picks::chain13"] {

@@ -2,20 +2,10 @@
 //! see `child`): SIGTERM and SIGINT while measuring or compiling, and every termination
 //! signal at a sweep of moments, each leaving a complete, red JUnit file and a non-zero exit.
 
-mod common;
-
+use crate::support::*;
 use accprobe::harness;
-use common::harness::*;
 use quick_junit::{Report, TestCaseStatus};
 use std::path::Path;
-
-/// The entry point of the child processes this binary's tests start
-/// (`common::harness::child_main`).
-#[test]
-#[ignore = "entry point of the child processes that the tests below start"]
-fn child() {
-    common::harness::child_main();
-}
 
 fn interrupted_run_keeps_its_report(signal: &str, code: i32) {
     let sb = Sandbox::new(&format!("signal-{signal}"), &["documented", "h200"]);

@@ -5,8 +5,7 @@
 //! NVRTC 13.0 for sm_90 (their headers say how). Every progress figure below is made up
 //! (SYNTHETIC): these tests judge the verdicts' logic, not an H200.
 
-mod common;
-
+use crate::common::{outcome, root};
 use accprobe::catalog;
 use accprobe::compile::{ptxas, sass};
 use accprobe::expectations::profile::Profile;
@@ -14,7 +13,6 @@ use accprobe::model::results::{Resources, RunResults, SassSummary, VariantResult
 use accprobe::model::variant::Variant;
 use accprobe::verdict::cases::cases;
 use accprobe::verdict::Outcome;
-use common::{outcome, root};
 use std::collections::BTreeMap;
 
 /// A profile with the shipped study policy and these contexts (its path puts it beside
@@ -130,7 +128,7 @@ fn side_chains_read_in_the_sass_shape_of_real_nvrtc_output() {
     }
     // The same loop judged as if it had no side chains: four FFMAs and chains too many.
     let s4 = sass["chain13_acc2_effective2_s4"].clone();
-    common::variant(&mut r, "chain13_acc2_effective2").sass = Some(s4.clone());
+    crate::common::variant(&mut r, "chain13_acc2_effective2").sass = Some(s4.clone());
     let m = fail_text(outcome(&p, &r, "sass::chain13_acc2_effective2::shape"));
     assert!(m.contains("expected N = 13 per iteration"), "{m}");
     // A side chain the compiler dropped: one FFMA and one chain short.
@@ -138,7 +136,7 @@ fn side_chains_read_in_the_sass_shape_of_real_nvrtc_output() {
     let last = dropped.loop_partials.len() - 1;
     dropped.loop_partials.remove(last);
     dropped.loop_ffma -= 1;
-    common::variant(&mut r, "chain13_acc2_effective2_s4").sass = Some(dropped);
+    crate::common::variant(&mut r, "chain13_acc2_effective2_s4").sass = Some(dropped);
     let m = fail_text(outcome(&p, &r, "sass::chain13_acc2_effective2_s4::shape"));
     assert!(m.contains("expected N + S = 13 + 4"), "{m}");
     assert!(m.contains("expected E + S = 2 + 4"), "{m}");
@@ -167,7 +165,7 @@ fn a_spill_under_register_pressure_is_data_not_a_no_spills_failure() {
     );
     // The same spill in the base context still fails both.
     let mut base = r.clone();
-    common::variant(&mut base, "chain13_acc8_effective8").resources = res.resources;
+    crate::common::variant(&mut base, "chain13_acc8_effective8").resources = res.resources;
     assert!(
         fail_text(outcome(&p, &base, "invariant::no_spills::ptxas_report"))
             .contains("chain13_acc8_effective8: ptxas reports 16 bytes spill stores")
@@ -232,7 +230,7 @@ fn a_wide_k_that_spills_is_not_occupancy_safe() {
     let p = profile("  corners:\n    - {warps: 32, side_chains: 4}\n");
     let mut r = results(&p, |v| if v.accumulators == 4 { 1000 } else { 990 });
     // SYNTHETIC: the wide K's kernel at 32 warps spills.
-    let wide = common::variant(&mut r, "chain29_acc4_effective4_w32_s4");
+    let wide = crate::common::variant(&mut r, "chain29_acc4_effective4_w32_s4");
     let res = wide.resources.as_mut().unwrap();
     res.spill_store_bytes = 8;
     res.spill_load_bytes = 8;
@@ -349,7 +347,7 @@ fn the_compile_only_gate_takes_a_context_spill_as_data_too() {
 fn bless_takes_a_context_spill_as_that_contexts_baseline() {
     // The H200 profile and its recorded run, with every context variant added as a copy of
     // the base variant of its chain and K (SYNTHETIC: the same figures), in schema 4.
-    let p = common::load("h200");
+    let p = crate::common::load("h200");
     let mut r = p.recorded.clone().unwrap();
     r.schema = SCHEMA;
     for v in p.probe.variants().into_iter().filter(|v| !v.is_base()) {
@@ -365,11 +363,11 @@ fn bless_takes_a_context_spill_as_that_contexts_baseline() {
     }
     accprobe::bless::check(&p, &r, false).unwrap();
     // The real spill of the fixture's 32-warp, 48-value acc8: blessed as that context's.
-    let spilled = common::variant(&mut r, "chain13_acc8_effective8_w32_v48");
+    let spilled = crate::common::variant(&mut r, "chain13_acc8_effective8_w32_v48");
     spilled.resources.as_mut().unwrap().spill_store_bytes = 16;
     accprobe::bless::check(&p, &r, false).unwrap();
     // In the base context it is refused.
-    common::variant(&mut r, "chain13_acc8_effective8")
+    crate::common::variant(&mut r, "chain13_acc8_effective8")
         .resources
         .as_mut()
         .unwrap()
@@ -386,7 +384,7 @@ fn the_results_check_counts_a_contexts_own_warps() {
     let mut r = results(&p, |_| 1000);
     assert_eq!(r.check(), Ok(()));
     // A 16-warp context with the base block's 8 warps of samples is refused.
-    let v = common::variant(&mut r, "chain13_acc2_effective2_w16");
+    let v = crate::common::variant(&mut r, "chain13_acc2_effective2_w16");
     let fewer: Vec<Vec<u64>> = v.samples.iter().map(|s| s[..8].to_vec()).collect();
     *v = VariantResult::measured(v.variant(), fewer);
     let e = r.check().unwrap_err().join("\n");

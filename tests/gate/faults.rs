@@ -3,13 +3,11 @@
 //! and words its message must contain; a new fault is one row. What is not a fault is in
 //! `tests/verdicts.rs`.
 
-mod common;
-
+use crate::common::*;
 use accprobe::compile::ptxas;
 use accprobe::model::results::RunResults;
 use accprobe::verdict::cases::cases;
 use accprobe::verdict::evaluate;
-use common::*;
 use std::path::Path;
 
 struct Fault {

@@ -5,23 +5,14 @@
 //! `write_the_recorded_junit_files` writes the files under tests/data/junit/ that
 //! `ci/check_viewers.py` renders and checks.
 
-mod common;
-
+use crate::support::*;
 use accprobe::measure::target::{RecordedTarget, Target};
 use accprobe::model::gpu::GpuIdentity;
 use accprobe::model::results::{Contention, RunResults};
-use common::harness::*;
 use quick_junit::{NonSuccessKind, Report, TestCaseStatus};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
-
-/// The entry point of the child processes this binary's generator starts.
-#[test]
-#[ignore = "entry point of the child processes that the generator below starts"]
-fn child() {
-    common::harness::child_main();
-}
 
 /// The H200 run h200.yaml records (expectations/recorded/h200-2026-12-04-contexts-wave.json):
 /// every variant it measures, its contexts too.

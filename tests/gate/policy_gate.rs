@@ -3,8 +3,7 @@
 //! program that goes wrong in any way fails every policy case with a message naming what,
 //! where, and its stderr. Never a pass.
 
-mod common;
-
+use crate::common::{load, root};
 use accprobe::expectations::policy::Accumulation;
 use accprobe::expectations::policy_source::{
     Picks, PolicyCommand, PolicyContext, PolicySource, Program,
@@ -14,7 +13,6 @@ use accprobe::model::variant::{Context, Sink};
 use accprobe::policy_gate::{ask, ask_source, STDERR_LIMIT};
 use accprobe::verdict::cases::{cases, policy_contexts, Check};
 use accprobe::verdict::{judge_with, Outcome};
-use common::{load, root};
 use std::path::Path;
 use std::time::Duration;
 

@@ -9,8 +9,8 @@
 //! known deviations, needs no wider baseline, and replays green on every run it was
 //! drafted from.
 
-mod common;
-
+use crate::common::onboard::{ceilings, recorded, without_h200};
+use crate::common::root;
 use accprobe::catalog;
 use accprobe::expectations::profile::Profile;
 use accprobe::model::results::RunResults;
@@ -18,8 +18,6 @@ use accprobe::model::settings::Mode;
 use accprobe::onboard::{self, Draft, Measured};
 use accprobe::verdict::cases::cases;
 use accprobe::verdict::{evaluate, Outcome};
-use common::onboard::{ceilings, recorded, without_h200};
-use common::root;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -242,7 +240,7 @@ fn no_variant_needs_a_wider_baseline_and_one_that_moves_gets_one() {
     // One extra run where one 16-warp variant measured 2% slower (1.87% below the
     // baseline): exactly it is widened, to 1.25 times that, rounded up to 0.5%.
     let mut slow = extra_runs();
-    common::scale(&mut slow[4], "chain7_acc4_effective4_w16", 0.98);
+    crate::common::scale(&mut slow[4], "chain7_acc4_effective4_w16", 0.98);
     let d = onboard::draft_with(&study(&dir), &dir, None, &m, &slow).unwrap();
     let runs: Vec<&RunResults> = [&m.serial, &m.wave].into_iter().chain(&slow).collect();
     let far = moved(&d, &m.wave, &runs);
@@ -295,7 +293,7 @@ fn the_written_draft_loads_and_replays_green_on_every_run_it_was_drafted_from() 
     }
     // And the draft still sees: a context variant 1% slower in one run is red in its case.
     let mut slow = extra_runs().remove(7);
-    common::scale(&mut slow, "chain29_acc8_effective8_w32", 0.99);
+    crate::common::scale(&mut slow, "chain29_acc8_effective8_w32", 0.99);
     let red: Vec<String> = cases(&p)
         .iter()
         .filter(|c| evaluate(c, &p, &slow).is_fail())
@@ -341,7 +339,7 @@ fn extra_runs_from_another_mode_gpu_or_toolchain_are_refused() {
     assert!(e.contains("chain13_acc2_effective2_w32"), "{e}");
     // A variant that moved past any tolerance.
     let mut other = extra_runs().remove(0);
-    common::scale(&mut other, "chain13_acc2_effective2_w32", 0.1);
+    crate::common::scale(&mut other, "chain13_acc2_effective2_w32", 0.1);
     let e = refused(&[other]);
     assert!(
         e.contains("no tolerance below 100%") && e.contains("idle GPU"),
@@ -361,7 +359,7 @@ fn a_known_deviation_that_holds_in_one_extra_run_is_unsteady() {
         .filter(|v| v.chain == 13 && v.name.ends_with(&format!("_effective{}", v.accumulators)))
         .map(|v| v.mean_progress)
         .fold(0.0, f64::max);
-    common::variant(&mut runs[3], "chain13_acc2_effective2").mean_progress = top * 1.05;
+    crate::common::variant(&mut runs[3], "chain13_acc2_effective2").mean_progress = top * 1.05;
     let d = onboard::draft_with(&study(&dir), &dir, None, &measured(), &runs).unwrap();
     assert_eq!(
         d.unsteady,
@@ -381,8 +379,8 @@ fn a_policy_deviation_is_judged_on_the_blessed_progress_as_the_gate_judges_it() 
     // In one run acc2 at N=13 in 16 warps reaches the best K's mean while its median holds
     // its baseline: the gate judges the pick on the blessed figures, so it still fails
     // there, and so does the draft.
-    let best = common::variant(&mut runs[3], "chain13_acc8_effective8_w16").mean_progress;
-    common::variant(&mut runs[3], "chain13_acc2_effective2_w16").mean_progress = best;
+    let best = crate::common::variant(&mut runs[3], "chain13_acc8_effective8_w16").mean_progress;
+    crate::common::variant(&mut runs[3], "chain13_acc2_effective2_w16").mean_progress = best;
     let d = onboard::draft_with(&study(&dir), &dir, None, &measured(), &runs).unwrap();
     assert!(d.unsteady.is_empty(), "{:?}", d.unsteady);
     assert!(d.profile.known_deviations["policy::study::chain13_w16"]
