@@ -13,6 +13,7 @@ mod contention;
 mod contexts;
 mod expectations;
 mod faults;
+mod lock;
 mod onboard;
 mod onboard_contexts;
 mod policy_gate;

@@ -11,6 +11,7 @@ mod compile_only;
 mod driver;
 mod history_record;
 mod in_process;
+mod in_process_devices;
 mod junit;
 mod nextest;
 mod onboarding;

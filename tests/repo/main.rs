@@ -3,6 +3,7 @@
 
 mod architecture;
 mod docs;
+mod variables;
 
 use std::path::PathBuf;
 

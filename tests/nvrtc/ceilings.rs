@@ -5,7 +5,7 @@
 //! absent.
 
 use accprobe::compile;
-use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use libtest_mimic::{Completion, Failed, Trial};
 
 fn compile_for_every_architecture() -> Result<Completion, Failed> {
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
@@ -49,11 +49,10 @@ fn compile_for_every_architecture() -> Result<Completion, Failed> {
     Ok(Completion::Completed)
 }
 
-fn main() {
-    let args = Arguments::from_args();
-    let trials = vec![Trial::ignorable_test(
+/// The ceilings' one case.
+pub(crate) fn trial() -> Trial {
+    Trial::ignorable_test(
         "ceilings_kernels_compile_for_every_architecture",
         compile_for_every_architecture,
-    )];
-    libtest_mimic::run(&args, trials).exit();
+    )
 }
