@@ -1,4 +1,4 @@
-//! The runner on its own; tests/policy_gate.rs runs it through every way a policy program
+//! The runner on its own; tests/gate/policy_gate.rs runs it through every way a policy program
 //! goes wrong (a hang, an escaped grandchild, a flood of output, a closed stdin).
 
 use super::*;

@@ -1,4 +1,4 @@
-//! What the harness test files share (`tests/harness_*.rs`): a sandbox folder of committed
+//! What the harness test files share (`tests/harness/`): a sandbox folder of committed
 //! profiles, the recorded devices and fakes that stand in for GPUs, the JUnit readers, and
 //! the child processes: each test binary that starts them has a test `child` that calls
 //! `child_main`, and `child_command` re-executes the running binary with `--exact child`.

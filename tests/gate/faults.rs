@@ -1,7 +1,7 @@
 //! The fault table: each row injects one kind of fault into data recorded on the H200
 //! (results, ptxas log, SASS) or into the study's table, and names the case that must fail
 //! and words its message must contain; a new fault is one row. What is not a fault is in
-//! `tests/verdicts.rs`.
+//! `tests/gate/verdicts.rs`.
 
 use crate::common::*;
 use accprobe::compile::ptxas;

@@ -1,5 +1,5 @@
 //! Every verdict on committed data that is not an injected fault (those are the table of
-//! `tests/faults.rs`), on any machine: the committed runs are green with their known
+//! `tests/gate/faults.rs`), on any machine: the committed runs are green with their known
 //! deviations, a deviation that holds again fails, the SASS shape checks, the policy gate,
 //! per-variant tolerances and failure kinds.
 

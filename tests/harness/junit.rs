@@ -214,7 +214,7 @@ fn the_shared_measurement_is_a_case_of_its_own() {
 
 /// Writes tests/data/junit/{red,busy,no-device,interrupted}.xml from the in-process
 /// harness with recorded devices (and, for the interrupted run, a child process sent
-/// SIGTERM while its device measures). `cargo test --test harness_junit -- --ignored
+/// SIGTERM while its device measures). `cargo test --test harness -- --ignored
 /// write_the_recorded_junit_files` writes them again; `ci/device/junit.sh` writes the same
 /// four on the H200.
 #[test]

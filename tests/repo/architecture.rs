@@ -1,6 +1,8 @@
 //! The code map ARCHITECTURE.md draws, held by the code itself: no import from a lower stage
 //! to a higher one, and no circle among the modules of `src/` or `xtask/src/` (a module is
-//! a file; a module's own tests, `#[cfg(test)] mod`, are left out).
+//! a file; a module's own tests, `#[cfg(test)] mod`, are left out); and the shape of
+//! `tests/`: no file over 600 lines, none allowing dead code, every test binary named in
+//! ARCHITECTURE.md's Tests section.
 
 use crate::root;
 use std::collections::{BTreeMap, BTreeSet};
@@ -357,4 +359,84 @@ fn stage_imports_run_one_way() {
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// Every `.rs` file under `tests/` (fixtures under `tests/data/` left out), by path
+/// relative to the repository root.
+fn test_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                if !path.ends_with("tests/data") {
+                    walk(&path, out);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&root().join("tests"), &mut out);
+    out.sort();
+    out
+}
+
+/// The test binaries of `tests/`: a file at its top, or a folder with a `main.rs`.
+fn test_binaries() -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(root().join("tests"))
+        .unwrap()
+        .filter_map(|e| {
+            let path = e.unwrap().path();
+            let name = path.file_stem()?.to_str()?.to_string();
+            let binary = if path.is_dir() {
+                path.join("main.rs").is_file()
+            } else {
+                path.extension().is_some_and(|e| e == "rs")
+            };
+            binary.then_some(name)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn no_test_file_is_over_600_lines_or_allows_dead_code() {
+    // Built from pieces so that this file does not hold what it looks for.
+    let allow = ["allow(", "dead_code)"].concat();
+    let mut problems = Vec::new();
+    for file in test_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let name = file.strip_prefix(root()).unwrap().display().to_string();
+        let lines = text.lines().count();
+        if lines > 600 {
+            problems.push(format!("{name}: {lines} lines, more than 600"));
+        }
+        if text.contains(&allow) {
+            problems.push(format!("{name}: {allow}"));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn the_tests_section_names_every_test_binary() {
+    let architecture = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let at = architecture.find("\n## Tests\n").expect("a Tests section");
+    let section = &architecture[at + 1..];
+    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+    let binaries = test_binaries();
+    assert!(
+        binaries.len() >= 6,
+        "only {binaries:?}: the walk finds no binaries"
+    );
+    let missing: Vec<_> = binaries
+        .iter()
+        .filter(|b| !section.contains(&format!("| `{b}` |")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md's Tests section has no row for the test binaries {missing:?}"
+    );
 }

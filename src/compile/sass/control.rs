@@ -24,7 +24,7 @@
 //! (github.com/cloudcores/CuAssembler, `CuAsm/`), and turingas' grammar writes for sm_70
 //! and sm_75. Ada (sm_89) and Hopper (sm_90) are not in those sources; their words read
 //! consistently with the layout (bits 126-127 always 0, the reuse bits exactly the `.reuse`
-//! marks: `tests/nvrtc.rs` and the tests below on NVRTC output), so they are decoded with
+//! marks: `tests/nvrtc/` and the tests below on NVRTC output), so they are decoded with
 //! it. Nothing published describes Blackwell (sm_100, sm_120): its control fields are not
 //! decoded, and the case says so rather than guess.
 
