@@ -419,14 +419,23 @@ fn run(cli: &Cli) -> Done {
 /// What every command needs before it parses its arguments: the NVRTC selected, the
 /// interrupt handler, the trace, the device environment and the compile settings. An
 /// error here is a bad configuration: exit 2.
-fn start() -> Result<(), String> {
-    accprobe::compile::process_nvrtc::select_for_process().map_err(|e| e.to_string())?;
+fn start() -> Result<(), StartError> {
+    accprobe::compile::process_nvrtc::select_for_process()?;
     // Before any thread: NVRTC's own signal handler must never end (or hang) the process.
     accprobe::interrupt::install("xtask", |name| warn!("xtask: interrupted by {name}"));
     accprobe::trace::start()?;
     accprobe::measure::device::prepare_process_environment();
-    accprobe::config::check().map_err(|e| e.to_string())?;
+    accprobe::config::check()?;
     Ok(())
+}
+
+/// Why a command could not start: the NVRTC it was given, or the environment's settings.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    #[error(transparent)]
+    Toolchain(#[from] accprobe::compile::toolchain::ToolchainError),
+    #[error(transparent)]
+    Config(#[from] accprobe::config::ConfigError),
 }
 
 /// The exit code of a command's outcome, its error printed: 1 for a failure, 2 for a GPU
