@@ -1,5 +1,5 @@
-//! The code map ARCHITECTURE.md draws, held by the code itself: no import from a lower stage
-//! to a higher one, and no circle among the modules of `src/` or `xtask/src/` (a module is
+//! The code map ARCHITECTURE.md draws, held by the code itself: no import up the layers of
+//! `src/lib.rs`, no import from a lower stage to a higher one, and no circle among the modules of `src/` or `xtask/src/` (a module is
 //! a file; a module's own tests, `#[cfg(test)] mod`, are left out); and the shape of
 //! `tests/`: no file over 600 lines, none allowing dead code, every test binary named in
 //! ARCHITECTURE.md's Tests section.
@@ -438,5 +438,116 @@ fn the_tests_section_names_every_test_binary() {
     assert!(
         missing.is_empty(),
         "ARCHITECTURE.md's Tests section has no row for the test binaries {missing:?}"
+    );
+}
+
+/// The layers of `src/lib.rs`, lowest first: each module imports only its own layer and
+/// those below it.
+const LAYERS: [(&str, &[&str]); 5] = [
+    (
+        "support",
+        &[
+            "child",
+            "config",
+            "digest",
+            "error",
+            "input",
+            "interrupt",
+            "output",
+            "sync",
+            "text",
+            "trace",
+        ],
+    ),
+    ("stage", &["expectations", "model", "report", "verdict"]),
+    ("GPU", &["compile", "measure", "ownership"]),
+    (
+        "service",
+        &[
+            "bless",
+            "catalog",
+            "compile_only",
+            "history",
+            "onboard",
+            "policy_gate",
+        ],
+    ),
+    ("front end", &["harness"]),
+];
+
+/// The imports that run up the layers, besides the documented exception: `config` reads
+/// ACCPROBE_MODE into `model`'s `Mode` (src/lib.rs, ARCHITECTURE.md).
+fn layer_violations(graph: &BTreeMap<ModulePath, BTreeSet<ModulePath>>) -> Vec<String> {
+    const EXCEPTIONS: [(&str, &str); 1] = [("config", "model")];
+    let layer = |m: &ModulePath| {
+        let top = m.first()?;
+        LAYERS
+            .iter()
+            .position(|(_, mods)| mods.contains(&top.as_str()))
+    };
+    let mut wrong = Vec::new();
+    for (from, targets) in graph {
+        for to in targets {
+            let (Some(a), Some(b)) = (layer(from), layer(to)) else {
+                continue;
+            };
+            if b > a && !EXCEPTIONS.contains(&(from[0].as_str(), to[0].as_str())) {
+                wrong.push(format!(
+                    "{} ({}) imports {} ({})",
+                    from.join("::"),
+                    LAYERS[a].0,
+                    to.join("::"),
+                    LAYERS[b].0
+                ));
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn no_module_imports_a_higher_layer() {
+    let modules = modules(&root().join("src"));
+    for (_, mods) in LAYERS {
+        for m in mods {
+            assert!(
+                modules.contains_key(&vec![m.to_string()]),
+                "src/lib.rs has no module {m}"
+            );
+        }
+    }
+    let tops: BTreeSet<&str> = LAYERS.iter().flat_map(|(_, m)| m.iter().copied()).collect();
+    for m in modules.keys().filter(|m| m.len() == 1) {
+        assert!(tops.contains(m[0].as_str()), "{} is in no layer", m[0]);
+    }
+    let wrong = layer_violations(&imports(&modules));
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn the_layer_check_finds_an_import_up_the_layers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::create_dir_all(d.join("verdict")).unwrap();
+    let files = [
+        (
+            "lib.rs",
+            "pub mod verdict;\npub mod compile;\npub mod config;\npub mod model;\n",
+        ),
+        ("verdict/mod.rs", "pub mod cases;\n"),
+        (
+            "verdict/cases.rs",
+            "use crate::{model::M, text::T};\nfn f() { crate::compile::run(); }\n",
+        ),
+        ("compile.rs", "use crate::model::M;\n"),
+        ("config.rs", "use crate::model::Mode;\n"),
+        ("model.rs", "pub struct M;\n"),
+    ];
+    for (f, text) in files {
+        std::fs::write(d.join(f), text).unwrap();
+    }
+    assert_eq!(
+        layer_violations(&imports(&modules(d))),
+        ["verdict::cases (stage) imports compile (GPU)"]
     );
 }
