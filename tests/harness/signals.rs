@@ -193,11 +193,23 @@ fn a_signal_ends_the_run_even_when_the_junit_file_cannot_be_written() {
 }
 
 /// A child run of the real entry point in `mode` (`held`: it does not end on its own before
-/// it is signalled; `main`: the run left to finish), started with the termination signals blocked from its first instruction, as
-/// the suite's `main` blocks them first. Without a GPU: the stub driver with no device
-/// where `cc` builds it, else no driver at all; `None` where neither can be had (a real
-/// driver and no C compiler).
+/// it is signalled; `main`: the run left to finish), started with the termination signals
+/// blocked from its first instruction, as the suite's `main` blocks them first, and with
+/// each of them at its default action: what the test is started under (a CI job's shell
+/// that ignores SIGQUIT in background jobs, `nohup`) is not what the sweep is about.
+/// Without a GPU: the stub driver with no device where `cc` builds it, else no driver at
+/// all; `None` where neither can be had (a real driver and no C compiler).
 fn held_child(sb: &Sandbox, mode: &str) -> Option<std::process::Command> {
+    held_child_ignoring(sb, mode, &[])
+}
+
+/// [`held_child`], with the signals of `ignored` ignored as the child starts, as `nohup`
+/// ignores SIGHUP.
+fn held_child_ignoring(
+    sb: &Sandbox,
+    mode: &str,
+    ignored: &'static [i32],
+) -> Option<std::process::Command> {
     let mut cmd = child_command(mode, &sb.dir, &["--skip", "compile::"]);
     match stub_driver(&sb.dir) {
         Some(lib) => with_stub(&mut cmd, &lib, "no_devices"),
@@ -207,9 +219,21 @@ fn held_child(sb: &Sandbox, mode: &str) -> Option<std::process::Command> {
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| match accprobe::interrupt::block_in_this_thread() {
-            0 => Ok(()),
-            e => Err(std::io::Error::from_raw_os_error(e)),
+        cmd.pre_exec(move || {
+            for &(signal, _) in &accprobe::interrupt::TERMINATING {
+                let action = if ignored.contains(&signal) {
+                    libc::SIG_IGN
+                } else {
+                    libc::SIG_DFL
+                };
+                if libc::signal(signal, action) == libc::SIG_ERR {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            match accprobe::interrupt::block_in_this_thread() {
+                0 => Ok(()),
+                e => Err(std::io::Error::from_raw_os_error(e)),
+            }
         });
     }
     cmd.stdout(std::process::Stdio::null())
@@ -386,4 +410,41 @@ fn a_termination_signal_at_any_moment_exits_non_zero_with_a_red_junit_file() {
             assert_eq!(unfinished, 0, "{context}");
         }
     }
+}
+
+/// Under `nohup` (SIGHUP ignored as the process starts) a SIGHUP does not end the run: it
+/// finishes as a run left alone does, green. SIGTERM is taken even when it starts ignored,
+/// since a CI's cancel must always end the run with its report (docs/harness.md).
+#[test]
+fn a_signal_ignored_as_the_run_starts_stays_ignored_except_sigint_and_sigterm() {
+    let sb = Sandbox::new("signal-ignored", &["documented"]);
+    std::fs::create_dir_all(sb.dir.join("out")).unwrap();
+    const IGNORED: &[i32] = &[libc::SIGHUP, libc::SIGTERM];
+    let (Some(mut cmd), Some(mut plain)) = (
+        held_child_ignoring(&sb, "main", IGNORED),
+        held_child(&sb, "main"),
+    ) else {
+        eprintln!("skipped: a real driver here and no C compiler for the stub");
+        return;
+    };
+    let reference = run_child(plain.stderr(std::process::Stdio::piped()));
+    assert_eq!(reference.code, Some(0), "{}", reference.stderr);
+    let planned = states(
+        &Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap(),
+    );
+    // Pending from the first instruction on, as in the sweep's 0 ms moments.
+    let zero = Some(std::time::Duration::ZERO);
+    let (code, stderr) = signal_child(&sb, &mut cmd, libc::SIGHUP, zero);
+    assert_eq!(code, Some(0), "SIGHUP under nohup: {stderr}");
+    let r =
+        Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap();
+    assert_eq!(
+        states(&r),
+        planned,
+        "SIGHUP under nohup: the run as left alone"
+    );
+    assert_eq!(r.failures, 0);
+    let (code, stderr) = signal_child(&sb, &mut cmd, libc::SIGTERM, zero);
+    let context = format!("SIGTERM ignored as the run starts: {stderr}");
+    assert_interrupted(code, &sb.paths().junit, libc::SIGTERM, &planned, &context);
 }
