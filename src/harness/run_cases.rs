@@ -46,6 +46,7 @@ pub fn records(session: &GpuSession, records: &[Record]) -> Vec<Record> {
                      all of them; each case's time is its own work, without its wait for this",
                     duration.as_secs_f64()
                 ),
+                failure: None,
                 duration,
                 kind: None,
                 started,
@@ -114,6 +115,7 @@ pub fn records(session: &GpuSession, records: &[Record]) -> Vec<Record> {
                 name: name(BUSY_CASE),
                 status: Status::Failed,
                 message: message.trim_end().to_string(),
+                failure: None,
                 duration: std::time::Duration::ZERO,
                 kind: Some(BUSY_KIND.into()),
                 started: first.case.started,

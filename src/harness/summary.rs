@@ -86,7 +86,7 @@ pub fn close(
         .iter()
         .find(|r| r.case.kind.as_deref() == Some(gpu::CONFIG_KIND))
     {
-        crate::say_err!("error: {}", r.case.message);
+        crate::say_err!("error: {}", r.case.text());
         return 2;
     }
     if busy {
@@ -175,7 +175,7 @@ fn summary(
                     run_cases::BUSY_CASE
                 ),
             ),
-            None => (5, format!("other ({})", r.case.message)),
+            None => (5, format!("other ({})", r.case.text())),
         };
         *by.entry(key).or_default() += 1;
     }
@@ -254,6 +254,7 @@ mod tests {
                 name: "probe::chain7_acc2_effective2".into(),
                 status: Status::Ignored,
                 message: "not judged: see gpu::busy".into(),
+                failure: None,
                 duration: std::time::Duration::ZERO,
                 kind: Some("gpu-busy".into()),
                 started: std::time::SystemTime::now(),

@@ -1,8 +1,9 @@
 //! The `probe::<variant>` cases: a variant ran, its output is valid, it does not spill,
 //! and its progress is within the tolerance of its blessed baseline.
 
+use super::failure::{Bound, Expected, Figure};
 use super::spills::spill_problem;
-use super::{pct, Outcome};
+use super::{pct, Failure, Outcome};
 use crate::expectations::profile::Profile;
 use crate::model::results::VariantResult;
 use crate::model::variant::Variant;
@@ -35,6 +36,8 @@ pub(super) fn variant(v: Variant, r: &VariantResult, profile: &Profile) -> Outco
         spill_problem(r)
     };
     let mut detail = format!("progress {:.1}", r.mean_progress);
+    // The figures of a progress beyond its baseline's tolerance: measured and expected.
+    let mut figures = None;
     if let Some(b) = &profile.baselines {
         match b.progress.get(&v.name()) {
             None => problems.push(format!(
@@ -56,6 +59,17 @@ pub(super) fn variant(v: Variant, r: &VariantResult, profile: &Profile) -> Outco
                     wider.map_or(String::new(), |w| format!(", wider for this variant: {}", w.reason))
                 );
                 if rel.abs() > tolerance {
+                    figures = Some((
+                        now,
+                        Expected {
+                            figure: Figure {
+                                value: base,
+                                unit: "progress".into(),
+                            },
+                            bound: Bound::Within,
+                            tolerance: Some(tolerance),
+                        },
+                    ));
                     let dir = if rel > 0.0 { "faster" } else { "slower" };
                     problems.push(format!(
                         "{line}: {dir} than its baseline beyond tolerance"
@@ -75,6 +89,11 @@ pub(super) fn variant(v: Variant, r: &VariantResult, profile: &Profile) -> Outco
     if problems.is_empty() {
         Outcome::Pass(detail)
     } else {
-        Outcome::Fail(format!("{v}: {}", problems.join("; ")))
+        let failure = Failure::new(format!("{v}: {}", problems.join("; "))).at(v.name());
+        match figures {
+            Some((now, expected)) => failure.figures(now, "progress", expected),
+            None => failure,
+        }
+        .into()
     }
 }

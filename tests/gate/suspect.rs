@@ -225,12 +225,19 @@ fn an_option_added_since_the_bless_is_named_in_the_suspect_and_the_message() {
     // The SASS changes with such an option: the compiler, with the options that changed.
     let x = r.variants.iter_mut().find(|x| x.variant() == v()).unwrap();
     x.sass.as_mut().unwrap().digest = "def4567890abcdef".repeat(4);
-    let m = fail(&p, &r, V);
+    let f = crate::common::failure_of(&p, &r, V);
+    let m = f.text();
     assert!(
         m.contains("first suspect: the compiler (SASS changed; options +--maxrregcount=16 ---std=c++17) — "),
         "{m}"
     );
-    let message = accprobe::report::junit::message(&m);
+    let suspect = f.suspect.as_ref().expect("a suspect");
+    assert_eq!(suspect.who, accprobe::verdict::suspect::Who::Compiler);
+    assert_eq!(
+        suspect.what,
+        "SASS changed; options +--maxrregcount=16 ---std=c++17"
+    );
+    let message = accprobe::report::junit::failure_message(&f);
     assert!(
         message.ends_with(
             "; first suspect: the compiler (SASS changed; options +--maxrregcount=16 ---std=c++17)"
@@ -345,11 +352,11 @@ fn with_program(body: &str) -> (tempfile::TempDir, Profile) {
 }
 
 /// The text of `case`'s failure, the policy asked once.
-fn policy_failure(p: &Profile, r: &RunResults, case: &str) -> String {
+fn policy_failure(p: &Profile, r: &RunResults, case: &str) -> accprobe::verdict::Failure {
     let picks = accprobe::policy_gate::ask(p, Some(r));
     let cases = accprobe::verdict::cases::cases(p);
     let v = accprobe::verdict::judge_with(crate::common::case(&cases, case), p, r, picks.as_ref());
-    crate::common::fail_text(v.outcome)
+    crate::common::failed(v.outcome)
 }
 
 #[test]
@@ -363,12 +370,17 @@ fn a_program_that_gives_no_pick_suspects_the_policy_and_the_message_keeps_the_ca
         ),
     ] {
         let (_dir, p) = with_program(body);
-        let m = policy_failure(&p, &r, "policy::study::chain7");
+        let f = policy_failure(&p, &r, "policy::study::chain7");
+        let m = f.text();
         assert!(
             m.contains("\nfirst suspect: the policy (it gave no pick)"),
             "{m}"
         );
-        let message = accprobe::report::junit::message(&m);
+        assert_eq!(
+            f.suspect.as_ref().map(|s| s.who),
+            Some(accprobe::verdict::suspect::Who::Policy)
+        );
+        let message = accprobe::report::junit::failure_message(&f);
         assert!(
             message.contains(cause)
                 && message.ends_with("first suspect: the policy (it gave no pick)"),

@@ -82,7 +82,7 @@ pub(super) fn invariants(inputs: &[Input]) -> String {
         .chain(inputs.iter().map(|i| markdown(&i.label)))
         .collect();
     // Each input's verdicts by case name, evaluated once.
-    let verdicts: Vec<std::collections::BTreeMap<String, &'static str>> = inputs
+    let verdicts: Vec<std::collections::BTreeMap<String, String>> = inputs
         .iter()
         .map(|i| {
             accprobe::verdict::cases::cases(&i.profile)
@@ -107,7 +107,7 @@ pub(super) fn invariants(inputs: &[Input]) -> String {
                 .chain(
                     verdicts
                         .iter()
-                        .map(|v| v.get(n).copied().unwrap_or("-").to_string()),
+                        .map(|v| v.get(n).cloned().unwrap_or_else(|| "-".into())),
                 )
                 .collect()
         })
@@ -117,10 +117,15 @@ pub(super) fn invariants(inputs: &[Input]) -> String {
     md
 }
 
-fn verdict_cell(o: &Outcome) -> &'static str {
+/// A verdict in a cell: a failure bold, with its measured figure against the expected
+/// one where the case judges one ([`accprobe::verdict::Failure::figures_text`]).
+fn verdict_cell(o: &Outcome) -> String {
     match o {
-        Outcome::Fail(_) => "**fails**",
-        o => crate::toolchains::class(o),
+        Outcome::Fail(f) => match f.figures_text() {
+            Some(figures) => format!("**fails**: {}", markdown(&figures)),
+            None => "**fails**".into(),
+        },
+        o => crate::toolchains::class(o).into(),
     }
 }
 
