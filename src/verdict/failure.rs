@@ -63,6 +63,20 @@ pub struct Expected {
     pub tolerance: Option<f64>,
 }
 
+impl Expected {
+    /// `value` `unit`, measured as `bound` says, with `tolerance` where there is one.
+    pub fn new(value: f64, unit: &str, bound: Bound, tolerance: Option<f64>) -> Expected {
+        Expected {
+            figure: Figure {
+                value,
+                unit: unit.into(),
+            },
+            bound,
+            tolerance,
+        }
+    }
+}
+
 /// How a measured figure must stand to the expected one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Bound {

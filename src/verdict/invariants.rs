@@ -2,7 +2,7 @@
 //! peaks at each chain length) and `invariant::gain_grows_*` (a gain that rises with the
 //! chain length). The no-spills invariant is in [`super::spills`].
 
-use super::failure::{Bound, Expected, Figure};
+use super::failure::{Bound, Expected};
 use super::{pct, Failure, Outcome};
 use crate::model::results::{RunResults, VariantResult};
 use crate::model::variant::Variant;
@@ -37,14 +37,12 @@ pub(super) fn peak(chain: u32, k: u32, tolerance: f64, found: &[&VariantResult])
             .figures(
                 best.mean_progress,
                 "progress",
-                Expected {
-                    figure: Figure {
-                        value: target.mean_progress,
-                        unit: "progress".into(),
-                    },
-                    bound: Bound::AtMost,
-                    tolerance: Some(tolerance),
-                },
+                Expected::new(
+                    target.mean_progress,
+                    "progress",
+                    Bound::AtMost,
+                    Some(tolerance),
+                ),
             )
             .into()
     } else {

@@ -20,7 +20,7 @@
 //! Where the results carry no ptxas register count (a recorded table), the policy's own
 //! `probe_context` stands for the base context, as it always has.
 
-use super::failure::{Bound, Expected, Figure};
+use super::failure::{Bound, Expected};
 use super::spills::spill_problem;
 use super::{Failure, Outcome};
 use crate::expectations::policy::Accumulation;
@@ -219,14 +219,12 @@ pub(super) fn pick(
         .figures(
             st.progress,
             "progress",
-            Expected {
-                figure: Figure {
-                    value: st.best_progress,
-                    unit: "progress".into(),
-                },
-                bound: Bound::AtLeast,
-                tolerance: Some(tolerance),
-            },
+            Expected::new(
+                st.best_progress,
+                "progress",
+                Bound::AtLeast,
+                Some(tolerance),
+            ),
         )
         .into()
     } else {
@@ -295,14 +293,7 @@ pub(super) fn against_blessed(
         .figures(
             now.progress,
             "progress",
-            Expected {
-                figure: Figure {
-                    value: before.progress,
-                    unit: "progress".into(),
-                },
-                bound: Bound::AtLeast,
-                tolerance: Some(tolerance),
-            },
+            Expected::new(before.progress, "progress", Bound::AtLeast, Some(tolerance)),
         )
         .into()
     } else if change > tolerance {

@@ -2,7 +2,7 @@
 //! physical ceiling) and `validity::<variant>::duration` (each launch takes budget / SM
 //! clock). Both read the launch settings from the results, never from the profile.
 
-use super::failure::{Bound, Expected, Figure};
+use super::failure::{Bound, Expected};
 use super::{pct, Failure, Outcome};
 use crate::expectations::profile::Profile;
 use crate::model::median::median;
@@ -79,14 +79,7 @@ pub(super) fn ceiling(
             .figures(
                 launch_mean,
                 "progress",
-                Expected {
-                    figure: Figure {
-                        value: shared,
-                        unit: "progress".into(),
-                    },
-                    bound: Bound::AtMost,
-                    tolerance: None,
-                },
+                Expected::new(shared, "progress", Bound::AtMost, None),
             )
             .into()
     } else {
@@ -145,14 +138,7 @@ pub(super) fn duration(r: &VariantResult, profile: &Profile, results: &RunResult
             .figures(
                 median,
                 "ms",
-                Expected {
-                    figure: Figure {
-                        value: expected,
-                        unit: "ms".into(),
-                    },
-                    bound: Bound::Within,
-                    tolerance: Some(val.duration_tolerance),
-                },
+                Expected::new(expected, "ms", Bound::Within, Some(val.duration_tolerance)),
             )
             .into()
     } else {
