@@ -58,6 +58,29 @@ fn a_slower_variant_with_the_same_code_and_toolchain_suspects_the_hardware() {
         "\nfirst suspect: the hardware, clocks or contention (same SASS and toolchain) — same SASS, same driver and NVRTC; {clock}"
     );
     assert!(m.contains(&expected), "{m}");
+    // The same failure as data: where, measured against expected, who is suspected.
+    let f = crate::common::failure_of(&p, &r, V);
+    assert_eq!(f.text(), m, "the text is the structure rendered");
+    assert_eq!(f.place.case, V);
+    assert_eq!(f.place.subject.as_deref(), Some(&V["probe::".len()..]));
+    let blessed = p.baselines.as_ref().unwrap().progress[&v().name()];
+    let (measured, expected) = (f.measured.unwrap(), f.expected.unwrap());
+    assert_eq!(measured.unit, "progress");
+    assert!(
+        (measured.value / blessed - 0.9).abs() < 1e-9,
+        "{} vs {blessed}",
+        measured.value
+    );
+    assert_eq!(expected.figure.value, blessed);
+    assert_eq!(expected.bound, accprobe::verdict::failure::Bound::Within);
+    assert_eq!(
+        expected.tolerance,
+        Some(p.baselines.as_ref().unwrap().tolerance_of(&v().name()))
+    );
+    let suspect = f.suspect.unwrap();
+    assert_eq!(suspect.who, accprobe::verdict::suspect::Who::Hardware);
+    assert_eq!(suspect.what, "same SASS and toolchain");
+    assert!(f.rebless.is_some() && f.measured_with.is_some());
     assert!(!m.contains("loop schedule not compared"), "{m}");
     // Baselines blessed before the schedule was decoded say the schedule was not compared.
     let mut q = p.clone();

@@ -162,3 +162,26 @@ pub(super) fn toolchain_view(inputs: &[Input]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::verdict_cell;
+    use accprobe::verdict::failure::{Bound, Expected};
+    use accprobe::verdict::{Failure, Outcome};
+
+    #[test]
+    fn a_failed_cell_shows_the_failures_figures_from_its_structure() {
+        let peak = Failure::new("acc2 is not the peak: chain 7: ...").figures(
+            151.25,
+            "progress",
+            Expected::new(144.5, "progress", Bound::AtMost, Some(0.02)),
+        );
+        assert_eq!(
+            verdict_cell(&peak.into()),
+            "**fails**: 151.2 progress, expected at most 144.5 ±2.00%"
+        );
+        let missing = Failure::new("no acc2 result at chain 7");
+        assert_eq!(verdict_cell(&missing.into()), "**fails**");
+        assert_eq!(verdict_cell(&Outcome::Pass("holds".into())), "holds");
+    }
+}
