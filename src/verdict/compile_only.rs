@@ -186,7 +186,7 @@ fn no_spills(m: &CompiledMatrix, variants: &[Variant], tool: &str) -> Outcome {
         }
     }
     if !missing.is_empty() {
-        return compiled_none(&tool, &missing.join(", "), &m.architecture).into();
+        return compiled_none(tool, &missing.join(", "), &m.architecture).into();
     }
     if !bad.is_empty() {
         return Failure::new(format!(

@@ -132,7 +132,7 @@ pub fn judge_with(
         Err((kind, mut e)) => {
             e.place.case = case.name.clone();
             return Verdict {
-                outcome: e.into(),
+                outcome: Outcome::Fail(e),
                 failure: Some(kind),
             };
         }

@@ -50,7 +50,7 @@ pub(super) fn disturbed(case: &Case, results: &RunResults) -> Option<String> {
 pub(super) fn results_for<'a>(
     case: &Case,
     results: &'a RunResults,
-) -> Result<Vec<&'a VariantResult>, (FailureKind, Failure)> {
+) -> Result<Vec<&'a VariantResult>, (FailureKind, Box<Failure>)> {
     let mut missing = Vec::new();
     let mut unusable = Vec::new();
     let mut found = Vec::new();
@@ -69,18 +69,20 @@ pub(super) fn results_for<'a>(
     if !missing.is_empty() {
         return Err((
             FailureKind::NoResult,
-            Failure::new(format!(
-                "no result for {} in the results (source: {})",
-                missing.join(", "),
-                results.source.shown()
-            ))
-            .at(missing.join(", ")),
+            Box::new(
+                Failure::new(format!(
+                    "no result for {} in the results (source: {})",
+                    missing.join(", "),
+                    results.source.shown()
+                ))
+                .at(missing.join(", ")),
+            ),
         ));
     }
     if !unusable.is_empty() {
         return Err((
             FailureKind::InvalidMeasurement,
-            Failure::new(unusable.join("; ")),
+            Box::new(Failure::new(unusable.join("; "))),
         ));
     }
     Ok(found)
