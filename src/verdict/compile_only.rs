@@ -90,14 +90,28 @@ pub fn cases(profile: &Profile) -> Vec<CompileCase> {
 /// deviations applied), unsupported by the toolchain (ignored with the reason: never a
 /// pass), or failed (fails).
 pub fn evaluate(case: &CompileCase, profile: &Profile, outcome: &ArchOutcome) -> Outcome {
-    match outcome {
+    let mut judged = match outcome {
         ArchOutcome::Unsupported(reason) => Outcome::Skipped(reason.clone()),
-        ArchOutcome::Failed(reason) => Failure::new(reason.clone())
-            .at(case.architecture.clone())
-            .into(),
+        ArchOutcome::Failed(reason) => compile_failed(reason, &case.architecture).into(),
         ArchOutcome::Compiled(m) => {
             with_known_deviations(&case.name, profile, evaluate_raw(case, profile, m))
         }
+    };
+    if let Outcome::Fail(f) = &mut judged {
+        f.place.case = case.name.clone();
+    }
+    judged
+}
+
+/// The failure of a case on `arch`, which the toolchain failed to compile for `reason`:
+/// its first line the verdict, the lines after it (a compiler's log) the detail. A
+/// compile that failed judged no measurement: no figures, no suspect.
+fn compile_failed(reason: &str, arch: &str) -> Failure {
+    let (verdict, log) = reason.split_once('\n').unwrap_or((reason, ""));
+    let failure = Failure::new(verdict).at(arch.to_string());
+    match log.trim_end() {
+        "" => failure,
+        log => failure.detail(log),
     }
 }
 
