@@ -3,8 +3,10 @@
 //! re-bless hint and the detail. Each output renders it: [`Failure::text`] is the whole
 //! text (the terminal, a JUnit body, the history's `message`), in the order its reader
 //! needs it (the verdict, its first suspect, what it was measured with, the re-bless
-//! hint, then the detail); `report::junit::message` makes the one-line JUnit message of
-//! [`Failure::verdict`] and the suspect's head.
+//! hint, then the detail); `report::junit::failure_message` makes the one-line JUnit
+//! message of [`Failure::verdict`] and the suspect's head; the Markdown report's grid
+//! shows [`Failure::figures_text`]. A failure that judged no measurement (a result
+//! missing, a compile that failed) leaves the figures and the suspect out.
 
 use super::suspect::Suspect;
 use crate::text::Shown;
@@ -15,8 +17,9 @@ use std::path::PathBuf;
 /// suspect, what the run was measured with and the re-bless hint.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Failure {
-    /// What does not hold, on one line: `chain7_acc2: median progress 9.8 vs baseline
-    /// 10.0: -2.00% (tolerance ±0.50%): slower than its baseline beyond tolerance`.
+    /// What does not hold, in a line (`chain7_acc2: median progress 9.8 vs baseline 10.0:
+    /// -2.00% (tolerance ±0.50%): slower than its baseline beyond tolerance`); a JUnit
+    /// message carries its first line, should a cause quoted in it hold more.
     pub verdict: String,
     /// Where it failed.
     pub place: Place,
@@ -46,7 +49,7 @@ pub struct Place {
     pub subject: Option<String>,
 }
 
-/// A measured figure and its unit (`progress`, `ms`, `ratio`).
+/// A measured figure and its unit (`progress`, `ms`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Figure {
     pub value: f64,

@@ -89,9 +89,9 @@ pub struct Verdict {
 /// measured difference, never the absence of a measurement. The one exception is a
 /// context variant the results predate (written before contexts existed): that case is
 /// skipped with the reason (`cases::unrecorded`). A timing case whose variants
-/// were measured while the GPU was not ours is an error, not a verdict. A failure that
-/// judged a measurement says its first suspect (see [`suspect`]), in the order of
-/// `red`.
+/// were measured while the GPU was not ours is an error, not a verdict. Every failure
+/// names its case, and one that judged a measurement its first suspect (see [`suspect`])
+/// and what the run was measured with (`red`).
 pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome {
     judge(case, profile, results).outcome
 }
