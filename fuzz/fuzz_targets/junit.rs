@@ -6,6 +6,7 @@
 //! anything else ignored), name, message (which may span lines).
 #![no_main]
 use accprobe::report::junit::{junit, CaseRecord, Status, SuiteInfo};
+use accprobe::verdict::Failure;
 use libfuzzer_sys::fuzz_target;
 use std::time::Duration;
 
@@ -28,11 +29,16 @@ fuzz_target!(|text: &str| {
                 "e" => Status::Error,
                 _ => Status::Ignored,
             };
+            let name = f.next().unwrap_or_default().to_string();
+            let text = f.next().unwrap_or_default().to_string();
+            // A failure renders from its structure: the fuzzed text as its verdict.
+            let failure = (status == Status::Failed).then(|| Box::new(Failure::new(text.clone())));
             CaseRecord {
                 suite: suite.clone(),
-                name: f.next().unwrap_or_default().to_string(),
+                name,
                 status,
-                message: f.next().unwrap_or_default().to_string(),
+                message: if failure.is_some() { String::new() } else { text },
+                failure,
                 duration: Duration::from_millis(i as u64),
                 kind: (i % 2 == 0).then(|| "regression".to_string()),
                 started: std::time::UNIX_EPOCH + Duration::from_secs(i as u64),

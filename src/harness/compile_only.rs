@@ -88,7 +88,7 @@ pub fn trials(
                         );
                     }
                     let outcome = s2.outcome(&case.toolchain, &case.architecture);
-                    junit::status(compile_only::evaluate(&case, &s2.profile, &outcome)).into()
+                    junit::Ended::from(compile_only::evaluate(&case, &s2.profile, &outcome)).into()
                 },
             );
             trials.push(match skip {

@@ -162,8 +162,8 @@ fn run_case(
         Ok((results, all)) => {
             let picks = asked.for_case(case, &s.profile, all.as_ref().unwrap_or(&results));
             let mut v = verdict::judge_with(case, &s.profile, &results, picks);
-            if let (Outcome::Fail(text), Some(hint)) = (&mut v.outcome, &s.onboarding) {
-                text.push_str(&format!("\n{hint}"));
+            if let (Outcome::Fail(failure), Some(hint)) = (&mut v.outcome, &s.onboarding) {
+                failure.detail.push(hint.clone());
             }
             match (v.outcome, ignored_for) {
                 (Outcome::Error(cause), _) => Ending::busy(cause),

@@ -264,6 +264,7 @@ impl Plan {
                         name: p.trial.name().to_string(),
                         status: Status::Ignored,
                         message: reason.clone(),
+                        failure: None,
                         duration: Duration::ZERO,
                         kind: Some(skip.kind().into()),
                         started: SystemTime::now(),

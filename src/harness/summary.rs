@@ -86,7 +86,7 @@ pub fn close(
         .iter()
         .find(|r| r.case.kind.as_deref() == Some(gpu::CONFIG_KIND))
     {
-        crate::say_err!("error: {}", r.case.message);
+        crate::say_err!("error: {}", r.case.text());
         return 2;
     }
     if busy {
@@ -148,36 +148,35 @@ fn summary(
         count(Status::Error),
         count(Status::Ignored)
     );
+    for (what, n) in ignored_by_reason(records) {
+        out.push_str(&format!("accprobe summary:   ignored: {what}: {n}\n"));
+    }
+    for hint in sessions.iter().filter_map(|s| s.onboarding.as_deref()) {
+        out.push_str(&format!("accprobe summary: {hint}\n"));
+    }
+    let tested = gpu_cases_judged(records, sessions);
+    out.push_str(&gpu_tested_line(records, sessions, tested, required));
+    (out, tested)
+}
+
+/// The ignored cases counted by reason, in the order the summary gives them (no GPU, no
+/// disassembler, no toolchain, ..., other); the pinned toolchains not installed one reason
+/// for all, however many profiles name them.
+fn ignored_by_reason(records: &[recorder::Record]) -> Vec<(String, usize)> {
     let mut by: BTreeMap<(u8, String), usize> = BTreeMap::new();
-    // Toolchains not installed: one line for all, however many profiles name them.
     let mut absent: BTreeSet<&str> = BTreeSet::new();
     let (mut absent_cases, mut standing) = (0, 0);
     for r in records.iter().filter(|r| r.case.status == Status::Ignored) {
-        let key = match &r.skip {
-            Some(Skip::ToolchainNotInstalled {
-                toolchain, cases, ..
-            }) => {
-                absent.insert(toolchain);
-                absent_cases += cases;
-                standing += 1;
-                continue;
-            }
-            Some(Skip::NoGpu(why)) => (0, format!("no GPU ({why})")),
-            Some(Skip::NoDisassembler(why)) => (1, format!("no SASS disassembler ({why})")),
-            Some(Skip::NoToolchain(why)) => (2, format!("no NVRTC toolchain ({why})")),
-            Some(Skip::KnownDeviation) => (2, "known deviation".to_string()),
-            Some(Skip::NotJudged(why)) => (3, format!("the results cannot judge it ({why})")),
-            Some(Skip::Interrupted(sig)) => (4, format!("not finished: interrupted by {sig}")),
-            Some(Skip::Busy(_)) => (
-                3,
-                format!(
-                    "not judged, the GPU was not ours (see {})",
-                    run_cases::BUSY_CASE
-                ),
-            ),
-            None => (5, format!("other ({})", r.case.message)),
-        };
-        *by.entry(key).or_default() += 1;
+        if let Some(Skip::ToolchainNotInstalled {
+            toolchain, cases, ..
+        }) = &r.skip
+        {
+            absent.insert(toolchain);
+            absent_cases += cases;
+            standing += 1;
+            continue;
+        }
+        *by.entry(ignored_reason(r)).or_default() += 1;
     }
     if standing > 0 {
         let list: Vec<&str> = absent.into_iter().collect();
@@ -188,18 +187,41 @@ fn summary(
         );
         by.insert((2, key), standing);
     }
-    for ((_, what), n) in by {
-        out.push_str(&format!("accprobe summary:   ignored: {what}: {n}\n"));
+    by.into_iter().map(|((_, what), n)| (what, n)).collect()
+}
+
+/// Why an ignored case was ignored, with its place in the summary's order.
+fn ignored_reason(r: &recorder::Record) -> (u8, String) {
+    match &r.skip {
+        Some(Skip::NoGpu(why)) => (0, format!("no GPU ({why})")),
+        Some(Skip::NoDisassembler(why)) => (1, format!("no SASS disassembler ({why})")),
+        Some(Skip::NoToolchain(why)) => (2, format!("no NVRTC toolchain ({why})")),
+        Some(Skip::KnownDeviation) => (2, "known deviation".to_string()),
+        Some(Skip::NotJudged(why)) => (3, format!("the results cannot judge it ({why})")),
+        Some(Skip::Interrupted(sig)) => (4, format!("not finished: interrupted by {sig}")),
+        Some(Skip::Busy(_)) => (
+            3,
+            format!(
+                "not judged, the GPU was not ours (see {})",
+                run_cases::BUSY_CASE
+            ),
+        ),
+        // ignored_by_reason counts these apart, as one reason for all.
+        Some(Skip::ToolchainNotInstalled { reason, .. }) => (2, reason.clone()),
+        None => (5, format!("other ({})", r.case.text())),
     }
-    for hint in sessions.iter().filter_map(|s| s.onboarding.as_deref()) {
-        out.push_str(&format!("accprobe summary: {hint}\n"));
-    }
+}
+
+/// How many cases of the suites of a usable GPU were judged on it: neither skipped for
+/// want of a GPU, a disassembler or time, nor kept from a verdict by a busy GPU, and not
+/// run-level.
+fn gpu_cases_judged(records: &[recorder::Record], sessions: &[Arc<GpuSession>]) -> usize {
     let gpu_suites: Vec<String> = sessions
         .iter()
         .filter(|s| s.target().is_ok())
         .map(|s| gpu::suite_name(s))
         .collect();
-    let tested = records
+    records
         .iter()
         .filter(|r| gpu_suites.contains(&r.case.suite))
         .filter(|r| {
@@ -211,7 +233,17 @@ fn summary(
             )
         })
         .filter(|r| !run_cases::is_run_level(&r.case.name))
-        .count();
+        .count()
+}
+
+/// The summary's last line: whether the GPU was tested (`tested` cases judged on it),
+/// and if not, why.
+fn gpu_tested_line(
+    records: &[recorder::Record],
+    sessions: &[Arc<GpuSession>],
+    tested: usize,
+    required: Option<&str>,
+) -> String {
     let devices: Vec<String> = sessions
         .iter()
         .filter(|s| s.target().is_ok())
@@ -223,7 +255,7 @@ fn summary(
     let busy = records
         .iter()
         .any(|r| matches!(r.skip, Some(Skip::Busy(_))));
-    out.push_str(&match (tested, required, reason) {
+    match (tested, required, reason) {
         (0, None, _) if busy => format!(
             "accprobe summary: GPU NOT TESTED: the GPU was not ours while it was measured (see {})\n",
             run_cases::BUSY_CASE
@@ -237,8 +269,7 @@ fn summary(
             "accprobe summary: GPU tested: {n} cases judged on {}\n",
             devices.join(", ")
         ),
-    });
-    (out, tested)
+    }
 }
 
 #[cfg(test)]
@@ -254,6 +285,7 @@ mod tests {
                 name: "probe::chain7_acc2_effective2".into(),
                 status: Status::Ignored,
                 message: "not judged: see gpu::busy".into(),
+                failure: None,
                 duration: std::time::Duration::ZERO,
                 kind: Some("gpu-busy".into()),
                 started: std::time::SystemTime::now(),

@@ -98,27 +98,27 @@ pub fn trial<R: Into<Ending>>(
                 Ended {
                     status,
                     message,
+                    failure,
                     kind,
                 },
             skip,
             waited,
         } = ending;
-        recorder.push(
-            CaseRecord {
-                suite,
-                name,
-                status: status.clone(),
-                message: message.clone(),
-                duration: start.elapsed().saturating_sub(waited),
-                kind: kind.map(str::to_string),
-                // Its own work began once the wait was over.
-                started: started + waited,
-            },
-            skip,
-        );
+        let case = CaseRecord {
+            suite,
+            name,
+            status: status.clone(),
+            message,
+            failure,
+            duration: start.elapsed().saturating_sub(waited),
+            kind: kind.map(str::to_string),
+            // Its own work began once the wait was over.
+            started: started + waited,
+        };
         // What libtest prints comes from files (a profile's reason, a results file's
         // GPU name): through the one sanitiser, never a raw control character.
-        let printed = clean(&message).into_owned();
+        let printed = clean(&case.text()).into_owned();
+        recorder.push(case, skip);
         match status {
             Status::Passed => Ok(Completion::Completed),
             Status::Ignored => Ok(Completion::ignored_with(printed)),

@@ -194,14 +194,14 @@ fn case_row(run_id: &str, seq: usize, c: &CaseRecord) -> CaseRow {
         }
         .into(),
         kind: c.kind.clone(),
-        // The head a JUnit message carries (crate::report::junit::message reads it so).
+        // The head a JUnit message carries (crate::report::junit::failure_message).
         suspect: c
-            .message
-            .lines()
-            .skip(1)
-            .find_map(crate::verdict::suspect::head)
-            .map(|h| h.trim_end().to_string()),
-        message: c.message.clone(),
+            .failure
+            .as_ref()
+            .and_then(|f| f.suspect.as_ref())
+            .map(|s| s.head()),
+        // The whole text, as the JUnit body has it.
+        message: c.text(),
     }
 }
 

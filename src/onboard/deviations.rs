@@ -39,7 +39,7 @@ pub fn find(profile: &Profile, results: &RunResults) -> Result<Vec<Deviation>, S
             continue;
         }
         match evaluate(&case, profile, results) {
-            Outcome::Fail(text) => {
+            Outcome::Fail(failure) => {
                 let what = match case.check {
                     Check::Peak {
                         chain,
@@ -57,7 +57,7 @@ pub fn find(profile: &Profile, results: &RunResults) -> Result<Vec<Deviation>, S
                         }),
                     _ => None,
                 }
-                .unwrap_or_else(|| format!("on the {gpu}: {text}"));
+                .unwrap_or_else(|| format!("on the {gpu}: {}", failure.text()));
                 out.push(Deviation {
                     case: case.name,
                     reason: format!("{what}, {when}"),

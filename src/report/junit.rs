@@ -10,10 +10,11 @@
 //!   id, as cargo-nextest writes it, then the suite (device and profile, or the replayed
 //!   profile), because GitLab folds every suite of a job into one list and keeps only
 //!   classname and name.
-//! - A failure or skip has a one-line `message` attribute, the verdict and its first
-//!   suspect within 200 characters ([`message`]: the GitHub job summary shows no more),
-//!   and the whole text as the element's body, where readers keep the newlines
-//!   (attributes fold them);
+//! - A failure or skip has a one-line `message` attribute, a verdict's failure its
+//!   verdict and the head of its first suspect within 200 characters
+//!   ([`failure_message`]: the GitHub job summary shows no more), any other text its first
+//!   line; and the whole text as the element's body ([`Failure::text`] for a verdict's
+//!   failure), where readers keep the newlines (attributes fold them);
 //!   a failure has a `type` that says what kind of failure it is (`regression`,
 //!   `no-result`, `known-deviation-gone`, ...: [`crate::verdict::FailureKind`]), a skip the
 //!   kind of reason (`no-gpu`, `known-deviation`, `cannot-judge`).
@@ -28,7 +29,7 @@
 //!   carries the verdict and the suspect whichever a viewer does.
 
 use crate::text::{clean, for_viewers, line};
-use crate::verdict::{suspect, Outcome, Verdict};
+use crate::verdict::{Failure, Outcome, Verdict};
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 use std::time::{Duration, SystemTime};
 
@@ -50,8 +51,12 @@ pub struct CaseRecord {
     pub suite: String,
     pub name: String,
     pub status: Status,
-    /// The failure message, the reason it was ignored, or what a pass measured.
+    /// The text of a case that is no verdict's failure: the reason it was ignored, what a
+    /// pass measured, why the run failed it; empty when `failure` holds the failure.
     pub message: String,
+    /// The failure, when a verdict failed the case: each output renders it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Box<Failure>>,
     pub duration: Duration,
     /// What kind of failure or skip (JUnit's `type`), when known.
     pub kind: Option<String>,
@@ -59,11 +64,23 @@ pub struct CaseRecord {
     pub started: SystemTime,
 }
 
-/// How a case's body ended: its status, its text, and the kind of failure or skip.
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl CaseRecord {
+    /// The whole text of the case: its failure's ([`Failure::text`]) or its message.
+    pub fn text(&self) -> String {
+        self.failure
+            .as_ref()
+            .map_or_else(|| self.message.clone(), |f| f.text())
+    }
+}
+
+/// How a case's body ended: its status, its text or its verdict's failure, and the kind
+/// of failure or skip.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Ended {
     pub status: Status,
+    /// As [`CaseRecord::message`]: empty when `failure` holds the failure.
     pub message: String,
+    pub failure: Option<Box<Failure>>,
     pub kind: Option<&'static str>,
 }
 
@@ -72,6 +89,7 @@ impl From<(Status, String)> for Ended {
         Ended {
             status,
             message,
+            failure: None,
             kind: None,
         }
     }
@@ -82,6 +100,7 @@ impl Ended {
         Ended {
             status,
             message: message.into(),
+            failure: None,
             kind: Some(kind),
         }
     }
@@ -109,17 +128,25 @@ pub fn classname(suite: &str) -> String {
 /// The most characters of a `message` attribute: what the GitHub job-summary view shows.
 pub const MESSAGE_CHARS: usize = 200;
 
-/// What goes in a `message` attribute: the first line (the verdict) and, when the text
-/// names one, the head of its first suspect, on one line, within [`MESSAGE_CHARS`]. The
+/// What goes in the `message` attribute of a verdict's failure: its verdict and the head
+/// of its first suspect ([`message`]).
+pub fn failure_message(f: &Failure) -> String {
+    viewed_message(f, |t| t.to_string())
+}
+
+/// [`failure_message`], each part through `view` before it is fitted.
+fn viewed_message(f: &Failure, view: impl Fn(&str) -> String) -> String {
+    let head = f.suspect.as_ref().map(|s| view(&s.head()));
+    message(&view(&f.verdict), head.as_deref())
+}
+
+/// What goes in a `message` attribute: the first line of `verdict` and, when there is
+/// one, the head of its first suspect, on one line, within [`MESSAGE_CHARS`]. The
 /// suspect's head is kept whole; what does not fit is cut at a word, never inside one,
 /// and marked `…`. The body holds the whole text.
-pub fn message(text: &str) -> String {
-    let verdict = line(text.lines().next().unwrap_or("").trim_end());
-    let suspect = text
-        .lines()
-        .skip(1)
-        .find_map(suspect::head)
-        .map(|h| line(h.trim_end()));
+pub fn message(verdict: &str, suspect: Option<&str>) -> String {
+    let verdict = line(verdict.lines().next().unwrap_or("").trim_end());
+    let suspect = suspect.map(|h| line(h.trim_end()));
     let Some(suspect) = suspect else {
         return fit(&verdict, MESSAGE_CHARS);
     };
@@ -160,8 +187,12 @@ pub fn fit(text: &str, max: usize) -> String {
 /// The status element of a case that did not pass: a one-line message, the whole text as
 /// the body, and a type.
 fn not_passed(mut st: TestCaseStatus, c: &CaseRecord, default_kind: &str) -> TestCaseStatus {
-    let text = for_viewers(&c.message);
-    st.set_message(message(&text));
+    let text = c.text();
+    let text = for_viewers(&text);
+    st.set_message(match &c.failure {
+        Some(f) => viewed_message(f, |t| for_viewers(t).into_owned()),
+        None => message(&text, None),
+    });
     st.set_type(line(c.kind.as_deref().unwrap_or(default_kind)));
     if !text.is_empty() {
         st.set_description(clean(&text));
@@ -241,17 +272,31 @@ pub fn junit(suites: &[SuiteInfo], cases: &[CaseRecord]) -> String {
     report.to_string().expect("JUnit serialises")
 }
 
-/// A verdict in JUnit's terms: the status and the text that goes with it.
-pub fn status(outcome: Outcome) -> (Status, String) {
+/// A verdict in JUnit's terms: the status, and the text or the failure that goes with it.
+pub fn status(outcome: Outcome) -> (Status, String, Option<Box<Failure>>) {
     match outcome {
-        Outcome::Pass(d) => (Status::Passed, d),
-        Outcome::Fail(m) => (Status::Failed, m),
-        Outcome::Skipped(reason) => (Status::Ignored, reason),
-        Outcome::Error(cause) => (Status::Error, cause),
+        Outcome::Pass(d) => (Status::Passed, d, None),
+        Outcome::Fail(f) => (Status::Failed, String::new(), Some(f)),
+        Outcome::Skipped(reason) => (Status::Ignored, reason, None),
+        Outcome::Error(cause) => (Status::Error, cause, None),
         Outcome::KnownDeviation { reason, detail } => (
             Status::Ignored,
             format!("known deviation: {reason} (measured now: {detail})"),
+            None,
         ),
+    }
+}
+
+impl From<Outcome> for Ended {
+    /// An outcome with no kind of failure or skip.
+    fn from(outcome: Outcome) -> Ended {
+        let (status, message, failure) = status(outcome);
+        Ended {
+            status,
+            message,
+            failure,
+            kind: None,
+        }
     }
 }
 
@@ -265,10 +310,11 @@ pub fn ended(verdict: Verdict) -> Ended {
         (Outcome::Error(_), _) => Some("gpu-busy"),
         (Outcome::Pass(_), _) => None,
     };
-    let (status, message) = status(verdict.outcome);
+    let (status, message, failure) = status(verdict.outcome);
     Ended {
         status,
         message,
+        failure,
         kind,
     }
 }
@@ -284,6 +330,7 @@ mod tests {
             name: name.into(),
             status,
             message: message.into(),
+            failure: None,
             duration: Duration::from_millis(5),
             kind: kind.map(str::to_string),
             started: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
@@ -373,17 +420,25 @@ mod tests {
 
     #[test]
     fn the_message_is_the_verdict_and_its_suspect_whole_within_200_characters() {
-        let suspect = "first suspect: the compiler (SASS changed; options +--maxrregcount=16) — \
-                       SASS digest of chain7_acc2_effective2 changed 0123456789ab.. → def4567890ab..";
-        let short = format!("chain7_acc2_effective2: -1.75% vs baseline (±0.50%)\n{suspect}\nmore");
+        let suspect = crate::verdict::suspect::Suspect {
+            who: crate::verdict::suspect::Who::Compiler,
+            what: "SASS changed; options +--maxrregcount=16".into(),
+            detail: "SASS digest of chain7_acc2_effective2 changed 0123456789ab.. → def4567890ab.."
+                .into(),
+        };
+        let mut short =
+            Failure::new("chain7_acc2_effective2: -1.75% vs baseline (±0.50%)").detail("more");
+        short.suspect = Some(suspect.clone());
         assert_eq!(
-            message(&short),
+            failure_message(&short),
             "chain7_acc2_effective2: -1.75% vs baseline (±0.50%); first suspect: the compiler \
              (SASS changed; options +--maxrregcount=16)"
         );
         let words = "slower than its baseline beyond tolerance ".repeat(8);
-        let long = format!("chain7_acc2_effective2: {words}\nmeasured on x\n{suspect}");
-        let m = message(&long);
+        let verdict = format!("chain7_acc2_effective2: {words}");
+        let mut long = Failure::new(verdict.clone());
+        long.suspect = Some(suspect);
+        let m = failure_message(&long);
         assert!(
             m.chars().count() <= MESSAGE_CHARS,
             "{} chars: {m}",
@@ -395,16 +450,58 @@ mod tests {
             ),
             "the suspect's head whole, the verdict cut: {m}"
         );
-        let verdict = m.split('…').next().unwrap();
-        assert!(long.starts_with(verdict), "{m}");
-        let next = long[verdict.len()..].chars().next().unwrap();
+        let kept = m.split('…').next().unwrap();
+        assert!(verdict.starts_with(kept), "{m}");
+        let next = verdict[kept.len()..].chars().next().unwrap();
         assert!(next.is_whitespace(), "cut at a word, not inside one: {m}");
         // Without a suspect, the verdict alone, cut at a word.
         let alone = format!("v: {words}");
-        let m = message(&alone);
+        let m = message(&alone, None);
         let kept = m.strip_suffix('…').unwrap();
         assert!(m.chars().count() <= MESSAGE_CHARS, "{m}");
         assert!(alone[kept.len()..].starts_with(' '), "{m}");
+    }
+
+    #[test]
+    fn a_verdicts_failure_is_rendered_from_its_structure_in_message_and_body() {
+        let mut f = Failure::new("chain7_acc2: slower -> than its baseline").detail("diff line");
+        f.suspect = Some(crate::verdict::suspect::Suspect {
+            who: crate::verdict::suspect::Who::Hardware,
+            what: "same SASS and toolchain".into(),
+            detail: "clocks".into(),
+        });
+        let mut c = rec("r", Status::Failed, "", Some("regression"));
+        c.failure = Some(Box::new(f));
+        let xml = junit(
+            &[SuiteInfo {
+                name: "gpu".into(),
+                ..Default::default()
+            }],
+            &[c],
+        );
+        let report = Report::deserialize_from_str(&xml).unwrap();
+        let TestCaseStatus::NonSuccess {
+            message,
+            description,
+            ..
+        } = &report.test_suites[0].test_cases[0].status
+        else {
+            panic!("{xml}")
+        };
+        assert_eq!(
+            message.as_ref().map(|m| m.as_str()),
+            Some(
+                "chain7_acc2: slower → than its baseline; first suspect: the hardware, clocks \
+                 or contention (same SASS and toolchain)"
+            )
+        );
+        assert_eq!(
+            description.as_ref().map(|d| d.as_str()),
+            Some(
+                "chain7_acc2: slower → than its baseline\nfirst suspect: the hardware, clocks or \
+                 contention (same SASS and toolchain) — clocks\ndiff line"
+            )
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! is held to its own blessed schedule. One case per architecture and toolchain, so that a
 //! toolchain known to schedule differently is one known deviation, not one per variant.
 
-use super::{shape, with_known_deviations, Outcome};
+use super::{shape, with_known_deviations, Failure, Outcome};
 use crate::expectations::baselines::{CompileBaselines, COMPILE_DIGEST_CHARS};
 use crate::expectations::profile::Profile;
 use crate::model::compiled::{ArchOutcome, CompiledMatrix};
@@ -90,13 +90,35 @@ pub fn cases(profile: &Profile) -> Vec<CompileCase> {
 /// deviations applied), unsupported by the toolchain (ignored with the reason: never a
 /// pass), or failed (fails).
 pub fn evaluate(case: &CompileCase, profile: &Profile, outcome: &ArchOutcome) -> Outcome {
-    match outcome {
+    let mut judged = match outcome {
         ArchOutcome::Unsupported(reason) => Outcome::Skipped(reason.clone()),
-        ArchOutcome::Failed(reason) => Outcome::Fail(reason.clone()),
+        ArchOutcome::Failed(reason) => compile_failed(reason, &case.architecture).into(),
         ArchOutcome::Compiled(m) => {
             with_known_deviations(&case.name, profile, evaluate_raw(case, profile, m))
         }
+    };
+    if let Outcome::Fail(f) = &mut judged {
+        f.place.case = case.name.clone();
     }
+    judged
+}
+
+/// The failure of a case on `arch`, which the toolchain failed to compile for `reason`:
+/// its first line the verdict, the lines after it (a compiler's log) the detail. A
+/// compile that failed judged no measurement: no figures, no suspect.
+fn compile_failed(reason: &str, arch: &str) -> Failure {
+    let (verdict, log) = reason.split_once('\n').unwrap_or((reason, ""));
+    let failure = Failure::new(verdict).at(arch.to_string());
+    match log.trim_end() {
+        "" => failure,
+        log => failure.detail(log),
+    }
+}
+
+/// The failure of a case whose variants `what` the toolchain `tool` did not compile for
+/// `arch`.
+fn compiled_none(tool: &str, what: &str, arch: &str) -> Failure {
+    Failure::new(format!("{tool} compiled no {what} for {arch}")).at(arch.to_string())
 }
 
 fn sass_reason(m: &CompiledMatrix) -> String {
@@ -118,12 +140,13 @@ fn evaluate_raw(case: &CompileCase, profile: &Profile, m: &CompiledMatrix) -> Ou
         CompileCheck::NoSpills => no_spills(m, &variants, &tool),
         CompileCheck::Schedule => schedule(case, profile, m, &variants),
         CompileCheck::Shape(v) => match m.variants.get(&v.name()) {
-            None => Outcome::Fail(format!("{tool} compiled no {v} for {}", m.architecture)),
+            None => compiled_none(&tool, &v.name(), &m.architecture).into(),
             Some(c) => match &c.sass {
                 None => Outcome::Skipped(sass_reason(m)),
                 Some(s) => match shape(v, s) {
-                    Outcome::Fail(f) => {
-                        Outcome::Fail(format!("{} with {tool}: {f}", m.architecture))
+                    Outcome::Fail(mut f) => {
+                        f.verdict = format!("{} with {tool}: {}", m.architecture, f.verdict);
+                        Outcome::Fail(f)
                     }
                     Outcome::Pass(p) => {
                         Outcome::Pass(format!("{} with {tool}: {p}", m.architecture))
@@ -177,18 +200,16 @@ fn no_spills(m: &CompiledMatrix, variants: &[Variant], tool: &str) -> Outcome {
         }
     }
     if !missing.is_empty() {
-        return Outcome::Fail(format!(
-            "{tool} compiled no {} for {}",
-            missing.join(", "),
-            m.architecture
-        ));
+        return compiled_none(tool, &missing.join(", "), &m.architecture).into();
     }
     if !bad.is_empty() {
-        return Outcome::Fail(format!(
+        return Failure::new(format!(
             "spills on {} with {tool} (expected none): {}",
             m.architecture,
             bad.join("; ")
-        ));
+        ))
+        .at(m.architecture.clone())
+        .into();
     }
     let sass = match &m.sass_unavailable {
         None => "and no LDL/STL in the SASS".to_string(),
@@ -220,7 +241,7 @@ fn unchanged(
         );
     };
     let Some(c) = m.variants.get(&v.name()) else {
-        return Outcome::Fail(format!("{tool} compiled no {v} for {}", m.architecture));
+        return compiled_none(tool, &v.name(), &m.architecture).into();
     };
     let Some(s) = &c.sass else {
         return Outcome::Skipped(sass_reason(m));
@@ -228,7 +249,7 @@ fn unchanged(
     let now = &s.digest[..COMPILE_DIGEST_CHARS.min(s.digest.len())];
     let bless = bless_command(profile);
     let Some(then) = b.digest(&case.architecture, &case.toolchain, &v.name()) else {
-        return Outcome::Fail(format!(
+        return Failure::new(format!(
             "no compile-only baseline for {v} on {} with NVRTC {} in {}{}: bless one with {bless}",
             case.architecture,
             case.toolchain,
@@ -238,19 +259,33 @@ fn unchanged(
             } else {
                 ", which does not exist"
             }
-        ));
+        ))
+        .at(v.name())
+        .into();
     };
     if then == now {
         return Outcome::Pass(format!("{} with {tool}: SASS digest {now}", m.architecture));
     }
     let why = why_digests_differ(b, case, m, tool);
-    Outcome::Fail(format!(
-        "{v} on {} with {tool}: the SASS changed (digest {then} -> {now}){}\nloop body now:\n  {}\nIf the change is expected, re-bless {} with {bless}",
+    Failure::new(format!(
+        "{v} on {} with {tool}: the SASS changed (digest {then} -> {now}){}",
         m.architecture,
-        if why.is_empty() { String::new() } else { format!(" ({})", why.join("; ")) },
-        joined(&s.loop_body, "\n  "),
+        if why.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", why.join("; "))
+        },
+    ))
+    .at(v.name())
+    .detail(format!(
+        "loop body now:\n  {}",
+        joined(&s.loop_body, "\n  ")
+    ))
+    .detail(format!(
+        "If the change is expected, re-bless {} with {bless}",
         b.file.shown()
     ))
+    .into()
 }
 
 /// What else differs from the baselines' origin: the disassembler, the toolchain's build.
@@ -315,19 +350,25 @@ fn schedule(
             names.push(format!("and {} more", differ.len() - names.len()));
         }
         let (lines, stall) = loop_now(s);
-        return Outcome::Fail(format!(
+        return Failure::new(format!(
             "{arch} with {tool}: {} of {} loops are scheduled otherwise than {against} \
              (the reference: the toolchain compile_only.toolchains lists last): {}; {same_text} of \
-             them have the whole function's SASS text digest of the reference too\n\
-             {first}'s loop now (control fields, scoreboards renumbered by first use):\n{lines}{stall}\n\
-             If the schedule is expected, re-bless {} with {bless}; if this toolchain is known to \
-             schedule otherwise, record `{}` as a known deviation with the measured reason",
+             them have the whole function's SASS text digest of the reference too",
             differ.len(),
             variants.len(),
             names.join(", "),
+        ))
+        .at(arch.clone())
+        .detail(format!(
+            "{first}'s loop now (control fields, scoreboards renumbered by first use):\n{lines}{stall}"
+        ))
+        .detail(format!(
+            "If the schedule is expected, re-bless {} with {bless}; if this toolchain is known to \
+             schedule otherwise, record `{}` as a known deviation with the measured reason",
             b.file.shown(),
             case.name
-        ));
+        ))
+        .into();
     }
     if !unblessed.is_empty() {
         return Outcome::Skipped(format!(
@@ -364,7 +405,7 @@ fn schedules_against<'m>(
     let mut unblessed = Vec::new();
     for v in variants {
         let Some(c) = m.variants.get(&v.name()) else {
-            return Err(Outcome::Fail(format!("{tool} compiled no {v} for {arch}")));
+            return Err(compiled_none(tool, &v.name(), arch).into());
         };
         let Some(s) = &c.sass else {
             return Err(Outcome::Skipped(sass_reason(m)));

@@ -1,7 +1,7 @@
 //! The `baselines::environment` case: results and baselines come from the same GPU,
 //! driver and NVRTC.
 
-use super::Outcome;
+use super::{Failure, Outcome};
 use crate::expectations::profile::Profile;
 use crate::model::gpu::fingerprint_of;
 use crate::model::results::RunResults;
@@ -13,10 +13,11 @@ pub(super) fn matches_baselines(profile: &Profile, results: &RunResults) -> Outc
         return Outcome::Skipped("the profile has no baselines".into());
     };
     let Some(o) = &b.origin else {
-        return Outcome::Fail(format!(
+        return Failure::new(format!(
             "no baselines blessed yet in {} (bless with `cargo xtask bless`)",
             b.file.shown()
-        ));
+        ))
+        .into();
     };
     let Some(e) = &results.environment else {
         return Outcome::Skipped(format!(
@@ -31,11 +32,13 @@ pub(super) fn matches_baselines(profile: &Profile, results: &RunResults) -> Outc
     if same {
         Outcome::Pass(format!("results and baselines both from {now}"))
     } else {
-        Outcome::Fail(format!(
+        Failure::new(format!(
             "results from {now}, but the baselines in {} were measured on {then} ({}): another GPU or toolchain \
              is a change to review; re-bless for it",
             b.file.shown(),
             o.date
         ))
+        .at(now)
+        .into()
     }
 }

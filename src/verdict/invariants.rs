@@ -2,14 +2,17 @@
 //! peaks at each chain length) and `invariant::gain_grows_*` (a gain that rises with the
 //! chain length). The no-spills invariant is in [`super::spills`].
 
-use super::{pct, Outcome};
+use super::failure::{Bound, Expected};
+use super::{pct, Failure, Outcome};
 use crate::model::results::{RunResults, VariantResult};
 use crate::model::variant::Variant;
 
 /// At `chain`, no other accumulator count beats acc`k` by more than `tolerance`.
 pub(super) fn peak(chain: u32, k: u32, tolerance: f64, found: &[&VariantResult]) -> Outcome {
     let Some(target) = found.iter().find(|r| r.accumulators == k) else {
-        return Outcome::Fail(format!("no acc{k} result at chain {chain}"));
+        return Failure::new(format!("no acc{k} result at chain {chain}"))
+            .at(format!("chain {chain}"))
+            .into();
     };
     let best = found
         .iter()
@@ -29,7 +32,19 @@ pub(super) fn peak(chain: u32, k: u32, tolerance: f64, found: &[&VariantResult])
         pct(tolerance)
     );
     if best.mean_progress > limit || !target.mean_progress.is_finite() {
-        Outcome::Fail(format!("acc{k} is not the peak: {text}"))
+        Failure::new(format!("acc{k} is not the peak: {text}"))
+            .at(format!("chain {chain}"))
+            .figures(
+                best.mean_progress,
+                "progress",
+                Expected::new(
+                    target.mean_progress,
+                    "progress",
+                    Bound::AtMost,
+                    Some(tolerance),
+                ),
+            )
+            .into()
     } else {
         Outcome::Pass(text)
     }
@@ -52,7 +67,9 @@ pub(super) fn gain_grows(
             results.get(Variant::new(n, k)),
             results.get(Variant::new(n, over)),
         ) else {
-            return Outcome::Fail(format!("chain {n}: acc{k} or acc{over} missing"));
+            return Failure::new(format!("chain {n}: acc{k} or acc{over} missing"))
+                .at(format!("chain {n}"))
+                .into();
         };
         gains.push((n, a.mean_progress / b.mean_progress));
     }
@@ -79,9 +96,11 @@ pub(super) fn gain_grows(
     if bad.is_empty() {
         Outcome::Pass(text)
     } else {
-        Outcome::Fail(format!(
+        Failure::new(format!(
             "acc{k}/acc{over} gain does not grow with chain length at {}: {text}",
             bad.join(", ")
         ))
+        .at(format!("acc{k}/acc{over}"))
+        .into()
     }
 }

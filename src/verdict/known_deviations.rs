@@ -1,6 +1,6 @@
 //! A profile's known deviations, applied strictly to a case's raw outcome.
 
-use super::{FailureKind, Outcome};
+use super::{Failure, FailureKind, Outcome};
 use crate::expectations::profile::Profile;
 use crate::text::Shown;
 
@@ -19,15 +19,13 @@ pub(super) fn apply(
     kind_of_failure: impl FnOnce() -> FailureKind,
 ) -> (Outcome, Option<FailureKind>) {
     let deviation = profile.known_deviations.get(name);
-    if let (Some(d), Outcome::Fail(detail), Some(why)) = (deviation, &raw, &another) {
-        return (
-            Outcome::Fail(format!(
-                "{detail}\nnot the known deviation: {why}; the profile {} records it as: {}",
-                profile.file.shown(),
-                d.reason.shown()
-            )),
-            Some(kind_of_failure()),
-        );
+    if let (Some(d), Outcome::Fail(failed), Some(why)) = (deviation, &raw, &another) {
+        let failed = (**failed).clone().detail(format!(
+            "not the known deviation: {why}; the profile {} records it as: {}",
+            profile.file.shown(),
+            d.reason.shown()
+        ));
+        return (failed.into(), Some(kind_of_failure()));
     }
     if let (Some(d), Outcome::Pass(detail)) = (deviation, &raw) {
         if d.unsteady {
@@ -42,18 +40,22 @@ pub(super) fn apply(
     }
     // The reason is the profile's text: shown on one line, whatever the file holds.
     match (deviation.map(|d| d.reason.shown()), raw) {
-        (None, Outcome::Fail(text)) => (Outcome::Fail(text), Some(kind_of_failure())),
+        (None, Outcome::Fail(failed)) => (Outcome::Fail(failed), Some(kind_of_failure())),
         (None, raw) => (raw, None),
-        (Some(reason), Outcome::Fail(detail)) => (
-            Outcome::KnownDeviation { reason, detail },
+        (Some(reason), Outcome::Fail(failed)) => (
+            Outcome::KnownDeviation {
+                reason,
+                detail: failed.own_text(),
+            },
             None,
         ),
         (Some(reason), Outcome::Pass(detail)) => (
-            Outcome::Fail(format!(
+            Failure::new(format!(
                 "known deviation no longer present: {name} now holds ({detail}); the profile {} says it should not: {reason}. \
                  If this is the new normal, remove it from known_deviations.",
                 profile.file.shown()
-            )),
+            ))
+            .into(),
             Some(FailureKind::KnownDeviationGone),
         ),
         (Some(_), other) => (other, None),

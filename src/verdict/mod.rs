@@ -6,8 +6,9 @@
 pub mod cases;
 pub mod compile_only;
 mod environment;
-mod failure;
+pub mod failure;
 mod invariants;
+mod kind;
 mod known_deviations;
 mod policy;
 mod probe;
@@ -26,7 +27,8 @@ use crate::text::Shown;
 use cases::{Case, Check};
 use std::path::PathBuf;
 
-pub use failure::FailureKind;
+pub use failure::Failure;
+pub use kind::FailureKind;
 pub(crate) use known_deviations::with_known_deviations;
 pub use policy::{at_place, judged_standing, main_at_chain, standing, Basis, Standing, Unjudged};
 pub(crate) use sass::shape;
@@ -36,8 +38,9 @@ pub(crate) use sass::shape;
 pub enum Outcome {
     /// Holds; the text says what was measured.
     Pass(String),
-    /// Does not hold; the text gives measured vs expected with the tolerance.
-    Fail(String),
+    /// Does not hold; the failure says what was measured against what was expected, where,
+    /// its first suspect and why ([`Failure`]).
+    Fail(Box<Failure>),
     /// Does not hold, and the profile records that as a known deviation of this GPU.
     KnownDeviation { reason: String, detail: String },
     /// Cannot be judged from these results (no SASS, no launch timings); the reason says why.
@@ -48,7 +51,21 @@ pub enum Outcome {
     Error(String),
 }
 
+impl From<Failure> for Outcome {
+    fn from(failure: Failure) -> Outcome {
+        Outcome::Fail(Box::new(failure))
+    }
+}
+
 impl Outcome {
+    /// The failure, when the outcome is one.
+    pub fn failure(&self) -> Option<&Failure> {
+        match self {
+            Outcome::Fail(f) => Some(f),
+            _ => None,
+        }
+    }
+
     pub fn is_fail(&self) -> bool {
         matches!(self, Outcome::Fail(_))
     }
@@ -72,9 +89,9 @@ pub struct Verdict {
 /// measured difference, never the absence of a measurement. The one exception is a
 /// context variant the results predate (written before contexts existed): that case is
 /// skipped with the reason (`cases::unrecorded`). A timing case whose variants
-/// were measured while the GPU was not ours is an error, not a verdict. A failure that
-/// judged a measurement says its first suspect (see [`suspect`]), in the order of
-/// `red`.
+/// were measured while the GPU was not ours is an error, not a verdict. Every failure
+/// names its case, and one that judged a measurement its first suspect (see [`suspect`])
+/// and what the run was measured with (`red`).
 pub fn evaluate(case: &Case, profile: &Profile, results: &RunResults) -> Outcome {
     judge(case, profile, results).outcome
 }
@@ -112,21 +129,22 @@ pub fn judge_with(
     }
     let found = match usable::results_for(case, results) {
         Ok(found) => found,
-        Err((kind, e)) => {
+        Err((kind, mut e)) => {
+            e.place.case = case.name.clone();
             return Verdict {
                 outcome: Outcome::Fail(e),
                 failure: Some(kind),
-            }
+            };
         }
     };
     let raw = evaluate_raw(case, profile, results, &found, picks);
     let another = policy_place(&case.check)
         .and_then(|(place, own)| policy::not_the_deviation(place, own, picks, profile, &found));
     let (outcome, failure) = known_deviations::apply(&case.name, profile, raw, another, || {
-        failure::kind_of(&case.check, profile, &found)
+        kind::kind_of(&case.check, profile, &found)
     });
     let outcome = match outcome {
-        Outcome::Fail(m) => Outcome::Fail(red::text(case, profile, results, &m, picks)),
+        Outcome::Fail(f) => red::complete(case, profile, results, *f, picks).into(),
         other => other,
     };
     Verdict { outcome, failure }

@@ -20,8 +20,9 @@
 //! Where the results carry no ptxas register count (a recorded table), the policy's own
 //! `probe_context` stands for the base context, as it always has.
 
+use super::failure::{Bound, Expected};
 use super::spills::spill_problem;
-use super::Outcome;
+use super::{Failure, Outcome};
 use crate::expectations::policy::Accumulation;
 use crate::expectations::policy_source::{Picks, PolicySource};
 use crate::expectations::profile::Profile;
@@ -182,17 +183,23 @@ pub(super) fn pick(
     let where_ = place.describe();
     let a = match &profile.policy_gate {
         Some(g) => accumulation_on(&g.source, place, profile, results),
-        None => return Outcome::Fail("the profile gates no policy".into()),
+        None => return Failure::new("the profile gates no policy").into(),
     };
     let (st, basis) = match judged_standing(k, found, profile) {
         Ok(judged) => judged,
-        Err(Unjudged::NoResults) => return Outcome::Fail(format!("no results at {where_}")),
+        Err(Unjudged::NoResults) => {
+            return Failure::new(format!("no results at {where_}"))
+                .at(place.name())
+                .into()
+        }
         Err(Unjudged::NotMeasured) => {
-            return Outcome::Fail(format!(
+            return Failure::new(format!(
                 "policy {name} picks acc{k} at {where_}, which the profile does not measure (add {k} to {}; {})",
                 place.accumulators_key(),
                 told(&a)
             ))
+            .at(place.name())
+            .into()
         }
     };
     let text = format!(
@@ -205,9 +212,21 @@ pub(super) fn pick(
         told(&a)
     );
     if st.ratio() < 1.0 - tolerance {
-        Outcome::Fail(format!(
+        Failure::new(format!(
             "{text}: the policy's pick is clearly below the best K on this GPU"
         ))
+        .at(place.name())
+        .figures(
+            st.progress,
+            "progress",
+            Expected::new(
+                st.best_progress,
+                "progress",
+                Bound::AtLeast,
+                Some(tolerance),
+            ),
+        )
+        .into()
     } else {
         Outcome::Pass(text)
     }
@@ -235,9 +254,11 @@ pub(super) fn against_blessed(
         .as_ref()
         .and_then(|b| b.policy_picks.get(context))
     else {
-        return Outcome::Fail(format!(
+        return Failure::new(format!(
             "no blessed pick of policy {name} for {context}: bless one (cargo xtask bless)"
-        ));
+        ))
+        .at(context)
+        .into();
     };
     let was = blessed.accumulators;
     if k == was {
@@ -248,10 +269,12 @@ pub(super) fn against_blessed(
     let (now, before) = match (standing(k, found), standing(was, found)) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(_), _) | (_, Err(_)) => {
-            return Outcome::Fail(format!(
+            return Failure::new(format!(
                 "policy {name} picks acc{k} for {context} where acc{was} was blessed, and {} of these results does not hold both",
                 place.describe()
             ))
+            .at(context)
+            .into()
         }
     };
     let change = now.progress / before.progress - 1.0;
@@ -263,9 +286,16 @@ pub(super) fn against_blessed(
         tolerance * 100.0
     );
     if change < -tolerance {
-        Outcome::Fail(format!(
+        Failure::new(format!(
             "{text}: the new pick is worse than the blessed one"
         ))
+        .at(context)
+        .figures(
+            now.progress,
+            "progress",
+            Expected::new(before.progress, "progress", Bound::AtLeast, Some(tolerance)),
+        )
+        .into()
     } else if change > tolerance {
         Outcome::Pass(format!(
             "{text}: the new pick is better; bless it (cargo xtask bless) to make it the baseline"
@@ -328,12 +358,16 @@ fn asked<'a>(
         .map_or("the policy", |h| h.source.name());
     match picks.map(|p| p.of(context)) {
         Some(Ok(k)) => Ok((name, k)),
-        Some(Err(e)) => Err(Outcome::Fail(format!(
-            "policy {name} gave no pick for {context}: {e}"
-        ))),
-        None => Err(Outcome::Fail(format!(
-            "policy {name} was not asked: {NOT_ASKED}"
-        ))),
+        Some(Err(e)) => Err(
+            Failure::new(format!("policy {name} gave no pick for {context}: {e}"))
+                .at(context)
+                .into(),
+        ),
+        None => Err(
+            Failure::new(format!("policy {name} was not asked: {NOT_ASKED}"))
+                .at(context)
+                .into(),
+        ),
     }
 }
 

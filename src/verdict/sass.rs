@@ -5,7 +5,7 @@
 use super::sass_diff::{self, Scheduled};
 use crate::text::{joined, Shown};
 
-use super::Outcome;
+use super::{Failure, Outcome};
 use crate::expectations::profile::Profile;
 use crate::model::results::{
     short_digest, single_dependent_chain, without_side_chains, RunResults, SassSummary,
@@ -18,10 +18,11 @@ use crate::model::variant::Variant;
 /// skipped with the reason.
 pub(super) fn without_sass(results: &RunResults) -> Outcome {
     if let Some(why) = &results.sass_unreadable {
-        return Outcome::Fail(format!(
+        return Failure::new(format!(
             "the SASS of this run could not be read: {}",
             why.shown()
-        ));
+        ))
+        .into();
     }
     Outcome::Skipped(results.sass_unavailable.as_deref().map_or_else(
         || {
@@ -75,11 +76,11 @@ pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
     if problems.is_empty() {
         Outcome::Pass(detail)
     } else {
-        Outcome::Fail(format!(
-            "{v}: {}\n({detail})\nloop body:\n  {}",
-            problems.join("; "),
-            joined(&s.loop_body, "\n  ")
-        ))
+        Failure::new(format!("{v}: {}", problems.join("; ")))
+            .at(v.name())
+            .detail(format!("({detail})"))
+            .detail(format!("loop body:\n  {}", joined(&s.loop_body, "\n  ")))
+            .into()
     }
 }
 
@@ -161,26 +162,37 @@ pub(super) fn unchanged(
         return without_sass(results);
     };
     let Some(base) = b.sass.get(&v.name()) else {
-        return Outcome::Fail(format!(
+        return Failure::new(format!(
             "no SASS baseline for {v} in {} (bless one with `cargo xtask bless --profile {} --from RESULTS`)",
             b.file.shown(),
             profile.name
-        ));
+        ))
+        .at(v.name())
+        .into();
     };
     if base.digest == s.digest {
         return Outcome::Pass(format!("SASS digest {}", s.short_digest()));
     }
-    let change = if base.loop_body == s.loop_body {
-        "the loop body is the same, the change is outside it\n".to_string()
+    let (change, diff) = if base.loop_body == s.loop_body {
+        (
+            "the loop body is the same, the change is outside it".to_string(),
+            None,
+        )
     } else {
-        sass_diff::text_change(&base.loop_body, &s.loop_body)
+        let c = sass_diff::text_change(&base.loop_body, &s.loop_body);
+        (c.what, Some(c.diff))
     };
-    Outcome::Fail(format!(
-        "{v}: the SASS changed (digest {} -> {}); {change}If the change is expected, re-bless {}",
+    let failure = Failure::new(format!(
+        "{v}: the SASS changed (digest {} -> {}); {change}",
         short_digest(&base.digest),
         s.short_digest(),
-        b.file.shown()
     ))
+    .at(v.name());
+    match diff {
+        Some(diff) => failure.detail(diff.trim_end_matches('\n')),
+        None => failure,
+    }
+    .into()
 }
 
 /// `v`'s loop schedule (its instructions and their control fields) is the blessed one; on
@@ -245,14 +257,18 @@ pub(super) fn schedule(
         "the loop's instructions changed (sass::VARIANT::unchanged shows the text diff)"
     }
     .replace("VARIANT", &v.name());
-    Outcome::Fail(format!(
-        "{v}: the loop schedule changed ({} -> {}): {what}\n{}{}\nIf the change is expected, re-bless {}",
+    Failure::new(format!(
+        "{v}: the loop schedule changed ({} -> {}): {what}",
         short_digest(then),
         short_digest(now),
-        sass_diff::side_by_side(blessed, measured),
-        cycles_per_iteration(v, r, profile, results),
-        b.file.shown()
     ))
+    .at(v.name())
+    .detail(format!(
+        "{}{}",
+        sass_diff::side_by_side(blessed, measured),
+        cycles_per_iteration(v, r, profile, results)
+    ))
+    .into()
 }
 
 /// `; measured X cycles per iteration (blessed Y)`: the clock budget over the progress, the

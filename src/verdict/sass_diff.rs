@@ -179,19 +179,38 @@ pub fn unified(old: &[String], new: &[String], from: &str, to: &str) -> String {
 /// What a changed loop text is, for the digest case: `opcodes unchanged; registers
 /// renamed` with the raw diff where the register-normalised loops are equal, else the raw
 /// diff and the register-normalised one beside it.
-pub fn text_change(blessed: &[String], measured: &[String]) -> String {
+pub fn text_change(blessed: &[String], measured: &[String]) -> TextChange {
     let raw = unified(blessed, measured, "blessed loop", "measured loop");
     let (a, b) = (
         registers_normalised(blessed),
         registers_normalised(measured),
     );
     if a == b {
-        format!("the loop body changed: opcodes unchanged; registers renamed\n{raw}")
+        TextChange {
+            what: "the loop body changed: opcodes unchanged; registers renamed".into(),
+            diff: raw,
+        }
     } else {
-        format!(
-            "the loop body changed\n{raw}with registers normalised (R#n: the n-th register the loop names):\n{}",
-            unified(&a, &b, "blessed loop", "measured loop")
-        )
+        TextChange {
+            what: "the loop body changed".into(),
+            diff: format!(
+                "{raw}with registers normalised (R#n: the n-th register the loop names):\n{}",
+                unified(&a, &b, "blessed loop", "measured loop")
+            ),
+        }
+    }
+}
+
+/// How a loop body's text changed: in a few words, and the diff.
+pub struct TextChange {
+    pub what: String,
+    pub diff: String,
+}
+
+impl std::fmt::Display for TextChange {
+    /// The words, then the diff on the lines after them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}\n{}", self.what, self.diff)
     }
 }
 
@@ -224,14 +243,16 @@ mod tests {
             ])
         );
         assert_eq!(registers_normalised(&a), registers_normalised(&b));
-        assert!(text_change(&a, &b).contains("opcodes unchanged; registers renamed"));
+        assert!(text_change(&a, &b)
+            .to_string()
+            .contains("opcodes unchanged; registers renamed"));
         // A changed opcode is not a renaming: both diffs are shown.
         let c = lines(&[
             "FMUL R12, R12, R7.reuse, UR4",
             "@!P1 BRA -2",
             "IADD3 R3, R3, 0x1, RZ",
         ]);
-        let m = text_change(&a, &c);
+        let m = text_change(&a, &c).to_string();
         assert!(!m.contains("registers renamed"), "{m}");
         assert!(m.contains("+FMUL R#0, R#0, R#1.reuse, UR#0"), "{m}");
         assert!(m.contains("-FFMA R10, R10, R9.reuse, UR8"), "{m}");
@@ -259,14 +280,20 @@ mod tests {
             body: &b,
             control: &control,
         };
-        for m in [side, text_change(&a, &b), schedule_changes(same, same, 4)] {
+        for m in [
+            side,
+            text_change(&a, &b).to_string(),
+            schedule_changes(same, same, 4),
+        ] {
             assert!(
                 !m.lines()
                     .any(|l| l.starts_with("first suspect") || l.starts_with("forged")),
                 "{m}"
             );
         }
-        assert!(text_change(&a, &b).contains("UR8\\nfirst suspect: forged"));
+        assert!(text_change(&a, &b)
+            .to_string()
+            .contains("UR8\\nfirst suspect: forged"));
     }
 
     #[test]

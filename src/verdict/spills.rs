@@ -3,7 +3,7 @@
 //! `probe::` cases and the failure kinds share.
 
 use super::sass::without_sass;
-use super::Outcome;
+use super::{Failure, Outcome};
 use crate::model::results::{RunResults, VariantResult};
 use crate::text::joined;
 
@@ -96,17 +96,20 @@ pub(super) fn no_spills(
         }
     }
     if !bad.is_empty() {
-        return Outcome::Fail(format!(
+        return Failure::new(format!(
             "spills by the {} (expected none): {}",
             src.id(),
             bad.join("; ")
-        ));
+        ))
+        .into();
     }
     if absent.len() == found.len() && src == SpillSource::Sass {
         return without_sass(results);
     }
     if !absent.is_empty() {
-        return Outcome::Fail(format!("no {} for {}", src.id(), absent.join(", ")));
+        return Failure::new(format!("no {} for {}", src.id(), absent.join(", ")))
+            .at(absent.join(", "))
+            .into();
     }
     Outcome::Pass(format!(
         "no spills by the {} in {} variants",

@@ -7,9 +7,10 @@
 //! first. A policy case's suspect is the policy (`policy_suspect`) unless the measured
 //! progress moved.
 //!
-//! The line has two parts: the head, `first suspect: <who> (<what changed, short>)`, which
-//! a JUnit message carries whole beside the verdict (see [`head`]), and after [`DETAIL`]
-//! the detail the body carries (digests, versions, clocks, contention).
+//! A suspect is data ([`Suspect`]): who, what changed in a few words, and the detail. Its
+//! line has two parts: the head, `first suspect: <who> (<what changed, short>)`, which a
+//! JUnit message carries whole beside the verdict ([`Suspect::head`]), and after
+//! [`DETAIL`] the detail the body carries (digests, versions, clocks, contention).
 
 use super::sass_diff::{schedule_changes, Scheduled};
 use crate::expectations::baselines::Baselines;
@@ -41,7 +42,67 @@ pub const PREFIX: &str = "first suspect: ";
 /// What parts a suspect line's head from its detail.
 pub const DETAIL: &str = " — ";
 
-/// The head of a suspect line (`first suspect: the compiler (SASS changed)`): the line up
+/// The first suspect of a red case.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Suspect {
+    pub who: Who,
+    /// What changed, in a few words (`SASS changed`, `GPU H100 → H200`).
+    pub what: String,
+    /// The detail: digests, versions, clocks, contention.
+    pub detail: String,
+}
+
+/// Whom a red case suspects first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Who {
+    /// The SASS of a variant the case needs differs from the blessed one.
+    Compiler,
+    /// The kernels were compiled with other NVRTC options than the blessed ones.
+    CompileOptions,
+    /// The same instructions, with another schedule (control fields) in the loop.
+    Schedule,
+    /// The GPU, driver or NVRTC differ from those of the baselines.
+    Toolchain,
+    /// None of these changed (or they were not compared).
+    Hardware,
+    /// The policy of a policy case.
+    Policy,
+}
+
+impl Who {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Who::Compiler => "the compiler",
+            Who::CompileOptions => "the compile options",
+            Who::Schedule => "the compiler's schedule",
+            Who::Toolchain => "the toolchain or the GPU",
+            Who::Hardware => "the hardware, clocks or contention",
+            Who::Policy => "the policy",
+        }
+    }
+}
+
+impl Suspect {
+    fn new(who: Who, what: impl Into<String>, detail: impl Into<String>) -> Suspect {
+        Suspect {
+            who,
+            what: what.into(),
+            detail: detail.into(),
+        }
+    }
+
+    /// The head: `first suspect: the compiler (SASS changed)`.
+    pub fn head(&self) -> String {
+        format!("{PREFIX}{} ({})", self.who.as_str(), self.what)
+    }
+
+    /// The whole line: the head, then the detail.
+    pub fn line(&self) -> String {
+        format!("{}{DETAIL}{}", self.head(), self.detail)
+    }
+}
+
+/// The head of a suspect line read back from a rendered text (a JUnit body): the line up
 /// to its detail; `None` when `line` is no suspect line.
 pub fn head(line: &str) -> Option<&str> {
     line.starts_with(PREFIX)
@@ -66,9 +127,13 @@ pub fn option_changes(blessed: &[String], now: Option<&[String]>) -> Vec<String>
     added.chain(removed).collect()
 }
 
-/// The line that names the first suspect for a failure of a case that needs `needs`;
-/// `None` when the profile has no baselines to compare with.
-pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults) -> Option<String> {
+/// The first suspect for a failure of a case that needs `needs`; `None` when the profile
+/// has no baselines to compare with.
+pub fn first_suspect(
+    needs: &[Variant],
+    profile: &Profile,
+    results: &RunResults,
+) -> Option<Suspect> {
     let b = profile.baselines.as_ref()?;
     let compared = SassComparison::of(needs, b, results);
     let toolchain = toolchain_changes(b, results);
@@ -101,31 +166,33 @@ pub fn first_suspect(needs: &[Variant], profile: &Profile, results: &RunResults)
     if let Some((name, then, now)) = compared.changed.first() {
         let more = more(compared.changed.len(), needs);
         let also = also(&toolchain);
-        return Some(format!(
-            "{PREFIX}the compiler (SASS changed{options_text}){DETAIL}SASS digest of {name} \
-             changed {then} → {now}{more}{also}"
+        return Some(Suspect::new(
+            Who::Compiler,
+            format!("SASS changed{options_text}"),
+            format!("SASS digest of {name} changed {then} → {now}{more}{also}"),
         ));
     }
     if !options.is_empty() {
-        return Some(format!(
-            "{PREFIX}the compile options ({}){DETAIL}the kernels were compiled with other \
-             NVRTC options than the blessed ones; {sass}; {toolchain_text}",
-            options.join(" ")
+        return Some(Suspect::new(
+            Who::CompileOptions,
+            options.join(" "),
+            format!(
+                "the kernels were compiled with other NVRTC options than the blessed ones; \
+                 {sass}; {toolchain_text}"
+            ),
         ));
     }
     if let Some((name, what)) = compared.rescheduled.first() {
         let more = more(compared.rescheduled.len(), needs);
         let also = also(&toolchain);
-        return Some(format!(
-            "{PREFIX}the compiler's schedule (same instructions, different schedule){DETAIL}{name}: \
-             {what}{more}{also}"
+        return Some(Suspect::new(
+            Who::Schedule,
+            "same instructions, different schedule",
+            format!("{name}: {what}{more}{also}"),
         ));
     }
     if let Some(d) = toolchain.as_ref().filter(|d| !d.is_empty()) {
-        return Some(format!(
-            "{PREFIX}the toolchain or the GPU ({}){DETAIL}{sass}",
-            d.join(", ")
-        ));
+        return Some(Suspect::new(Who::Toolchain, d.join(", "), sass));
     }
     Some(nothing_changed(
         results,
@@ -237,7 +304,7 @@ fn nothing_changed(
     compared: &SassComparison,
     toolchain_compared: bool,
     toolchain_text: &str,
-) -> String {
+) -> Suspect {
     let clock = results
         .environment
         .as_ref()
@@ -255,19 +322,23 @@ fn nothing_changed(
             true => "same SASS and toolchain",
             false => "same SASS; toolchain not compared",
         };
-        format!(
-            "{PREFIX}the hardware, clocks or contention ({same}){DETAIL}same SASS{schedule}, \
-             {toolchain_text}{clock}"
+        Suspect::new(
+            Who::Hardware,
+            same,
+            format!("same SASS{schedule}, {toolchain_text}{clock}"),
         )
     } else {
         let why = results.sass_unavailable.as_deref().map_or_else(
             || "the results or the baselines carry no SASS for it".into(),
             |why| why.shown(),
         );
-        format!(
-            "{PREFIX}the hardware, clocks or contention (SASS not compared){DETAIL}\
-             {toolchain_text}{clock}; the SASS was not compared ({why}), so a compiler change \
-             is not ruled out"
+        Suspect::new(
+            Who::Hardware,
+            "SASS not compared",
+            format!(
+                "{toolchain_text}{clock}; the SASS was not compared ({why}), so a compiler \
+                 change is not ruled out"
+            ),
         )
     }
 }
@@ -283,19 +354,26 @@ pub(super) fn policy_suspect(
     needs: &[Variant],
     profile: &Profile,
     results: &RunResults,
-) -> Option<String> {
+) -> Option<Suspect> {
     let k = match picks.map(|p| p.of(context)) {
         Some(Ok(k)) => k,
         Some(Err(_)) | None => {
-            return Some(format!(
-                "{PREFIX}the policy (it gave no pick){DETAIL}the policy was asked and gave no \
-                 pick for {context}: its error is the verdict; the measurement is not in question"
+            return Some(Suspect::new(
+                Who::Policy,
+                "it gave no pick",
+                format!(
+                    "the policy was asked and gave no pick for {context}: its error is the \
+                     verdict; the measurement is not in question"
+                ),
             ))
         }
     };
     let b = profile.baselines.as_ref()?;
     if let Some(moved) = progress_moved(needs, b, results) {
-        return first_suspect(needs, profile, results).map(|line| format!("{line}; {moved}"));
+        return first_suspect(needs, profile, results).map(|mut s| {
+            s.detail = format!("{}; {moved}", s.detail);
+            s
+        });
     }
     let what = match profile.policy_gate.as_ref().map(|g| &g.source) {
         Some(PolicySource::Command(_)) => "the program's answers",
@@ -303,12 +381,15 @@ pub(super) fn policy_suspect(
     };
     let same = "the progress of every variant it needs is within its baseline's tolerance";
     Some(match b.policy_picks.get(context).map(|p| p.accumulators) {
-        Some(was) if was != k => format!(
-            "{PREFIX}the policy (its pick changed since the bless: acc{was} → acc{k}){DETAIL}\
-             {what} changed since the bless; {same}"
+        Some(was) if was != k => Suspect::new(
+            Who::Policy,
+            format!("its pick changed since the bless: acc{was} → acc{k}"),
+            format!("{what} changed since the bless; {same}"),
         ),
-        _ => format!(
-            "{PREFIX}the policy (its pick acc{k} with the progress as blessed){DETAIL}{same}"
+        _ => Suspect::new(
+            Who::Policy,
+            format!("its pick acc{k} with the progress as blessed"),
+            same,
         ),
     })
 }

@@ -3,7 +3,7 @@
 //! no progress fails whatever the profile expects.
 
 use super::cases::{Case, Check};
-use super::FailureKind;
+use super::{Failure, FailureKind};
 use crate::model::results::{RunResults, VariantResult};
 use crate::text::Shown;
 
@@ -50,7 +50,7 @@ pub(super) fn disturbed(case: &Case, results: &RunResults) -> Option<String> {
 pub(super) fn results_for<'a>(
     case: &Case,
     results: &'a RunResults,
-) -> Result<Vec<&'a VariantResult>, (FailureKind, String)> {
+) -> Result<Vec<&'a VariantResult>, (FailureKind, Box<Failure>)> {
     let mut missing = Vec::new();
     let mut unusable = Vec::new();
     let mut found = Vec::new();
@@ -69,15 +69,21 @@ pub(super) fn results_for<'a>(
     if !missing.is_empty() {
         return Err((
             FailureKind::NoResult,
-            format!(
-                "no result for {} in the results (source: {})",
-                missing.join(", "),
-                results.source.shown()
+            Box::new(
+                Failure::new(format!(
+                    "no result for {} in the results (source: {})",
+                    missing.join(", "),
+                    results.source.shown()
+                ))
+                .at(missing.join(", ")),
             ),
         ));
     }
     if !unusable.is_empty() {
-        return Err((FailureKind::InvalidMeasurement, unusable.join("; ")));
+        return Err((
+            FailureKind::InvalidMeasurement,
+            Box::new(Failure::new(unusable.join("; "))),
+        ));
     }
     Ok(found)
 }

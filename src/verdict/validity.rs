@@ -2,7 +2,8 @@
 //! physical ceiling) and `validity::<variant>::duration` (each launch takes budget / SM
 //! clock). Both read the launch settings from the results, never from the profile.
 
-use super::{pct, Outcome};
+use super::failure::{Bound, Expected};
+use super::{pct, Failure, Outcome};
 use crate::expectations::profile::Profile;
 use crate::model::median::median;
 use crate::model::results::{RunResults, VariantResult};
@@ -73,7 +74,14 @@ pub(super) fn ceiling(
         val.ffma_latency_cycles
     );
     if launch_mean > shared || best > single {
-        Outcome::Fail(format!("{v}: {text}: progress above the physical ceiling means the chain was optimised away or the clock misread"))
+        Failure::new(format!("{v}: {text}: progress above the physical ceiling means the chain was optimised away or the clock misread"))
+            .at(v.name())
+            .figures(
+                launch_mean,
+                "progress",
+                Expected::new(shared, "progress", Bound::AtMost, None),
+            )
+            .into()
     } else {
         Outcome::Pass(text)
     }
@@ -125,7 +133,14 @@ pub(super) fn duration(r: &VariantResult, profile: &Profile, results: &RunResult
         pct(worst / expected - 1.0)
     );
     if rel.abs() > val.duration_tolerance || r.launch_ms.iter().any(|x| !x.is_finite()) {
-        Outcome::Fail(format!("{}: {text}", r.name))
+        Failure::new(format!("{}: {text}", r.name))
+            .at(r.name.clone())
+            .figures(
+                median,
+                "ms",
+                Expected::new(expected, "ms", Bound::Within, Some(val.duration_tolerance)),
+            )
+            .into()
     } else {
         Outcome::Pass(text)
     }

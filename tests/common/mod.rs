@@ -11,7 +11,7 @@ use accprobe::expectations::profile::Profile;
 use accprobe::model::results::{RunResults, VariantResult};
 use accprobe::model::variant::Variant;
 use accprobe::verdict::cases::{cases, Case};
-use accprobe::verdict::{evaluate, Outcome};
+use accprobe::verdict::{evaluate, Failure, Outcome};
 use std::path::{Path, PathBuf};
 
 pub fn root() -> PathBuf {
@@ -45,17 +45,28 @@ pub fn outcome(p: &Profile, r: &RunResults, name: &str) -> Outcome {
     evaluate(case(&cases(p), name), p, r)
 }
 
+/// The whole text of a failure, or a panic saying what `o` concluded instead.
 pub fn fail_text(o: Outcome) -> String {
+    failed(o).text()
+}
+
+/// The failure `o` is, or a panic saying what it concluded instead.
+pub fn failed(o: Outcome) -> Failure {
     match o {
-        Outcome::Fail(m) => m,
+        Outcome::Fail(f) => *f,
         other => panic!("expected a failure, got {other:?}"),
     }
 }
 
-/// The failure message of `case`, or a panic saying what it concluded instead.
+/// The whole text of `case`'s failure, or a panic saying what it concluded instead.
 pub fn failure(p: &Profile, r: &RunResults, case: &str) -> String {
+    failure_of(p, r, case).text()
+}
+
+/// `case`'s failure, or a panic saying what it concluded instead.
+pub fn failure_of(p: &Profile, r: &RunResults, case: &str) -> Failure {
     match outcome(p, r, case) {
-        Outcome::Fail(m) => m,
+        Outcome::Fail(f) => *f,
         other => panic!("{case} did not fail: {other:?}"),
     }
 }

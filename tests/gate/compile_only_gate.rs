@@ -162,6 +162,23 @@ fn an_unsupported_architecture_is_ignored_and_a_failed_one_fails() {
         &ArchOutcome::Failed("NVRTC could not compile".into()),
     ));
     assert!(m.contains("could not compile"), "{m}");
+    // A compile that failed judged no measurement: the verdict, where, and the compiler's
+    // log as the detail; no figures, no suspect, no environment.
+    let f = crate::common::failed(evaluate(
+        &c,
+        &p,
+        &ArchOutcome::Failed("sm_100: NVRTC could not compile\nline 1: error\nline 2".into()),
+    ));
+    assert_eq!(f.verdict, "sm_100: NVRTC could not compile");
+    assert_eq!(f.detail, ["line 1: error\nline 2"]);
+    assert_eq!(f.place.case, c.name);
+    assert_eq!(f.place.subject.as_deref(), Some("sm_100"));
+    assert!(f.measured.is_none() && f.expected.is_none() && f.suspect.is_none());
+    assert!(f.measured_with.is_none());
+    assert_eq!(
+        f.text(),
+        "sm_100: NVRTC could not compile\nline 1: error\nline 2"
+    );
 }
 
 #[test]

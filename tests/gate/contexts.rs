@@ -104,7 +104,7 @@ fn pass_text(o: Outcome) -> String {
 
 fn fail_text(o: Outcome) -> String {
     match o {
-        Outcome::Fail(m) => m,
+        Outcome::Fail(f) => f.text(),
         other => panic!("expected a failure, got {other:?}"),
     }
 }

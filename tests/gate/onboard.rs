@@ -137,7 +137,8 @@ fn a_written_draft_loads_is_chosen_for_the_gpu_and_replays_green() {
     let mut deviations = 0;
     for case in cases(&p) {
         match evaluate(&case, &p, &r) {
-            Outcome::Fail(t) | Outcome::Error(t) => panic!("{}: {t}", case.name),
+            Outcome::Fail(t) => panic!("{}: {t}", case.name),
+            Outcome::Error(t) => panic!("{}: {t}", case.name),
             Outcome::KnownDeviation { .. } => deviations += 1,
             _ => {}
         }

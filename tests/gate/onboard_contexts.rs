@@ -79,7 +79,8 @@ fn replay(p: &Profile, r: &RunResults, what: &str) -> Vec<String> {
     let mut deviating = Vec::new();
     for case in cases(p) {
         match evaluate(&case, p, r) {
-            Outcome::Fail(t) | Outcome::Error(t) => panic!("{what}: {}: {t}", case.name),
+            Outcome::Fail(t) => panic!("{what}: {}: {t}", case.name),
+            Outcome::Error(t) => panic!("{what}: {}: {t}", case.name),
             Outcome::KnownDeviation { .. } => deviating.push(case.name),
             _ => {}
         }

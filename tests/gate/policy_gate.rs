@@ -179,9 +179,10 @@ fn fails_with(p: &Profile, expect: &[&str]) -> String {
     assert_eq!(outcomes.len(), policy_contexts(p, None).len());
     let mut last = String::new();
     for (name, o) in outcomes {
-        let Outcome::Fail(m) = o else {
+        let Outcome::Fail(f) = o else {
             panic!("{name} did not fail: {o:?}");
         };
+        let m = f.text();
         for e in expect {
             assert!(m.contains(e), "{name}: {e:?} not in {m}");
         }
@@ -496,12 +497,13 @@ fn a_program_that_crashes_or_hangs_fails_the_known_deviations_too() {
             .iter()
             .find(|(n, _)| n == "policy::study::chain13")
             .expect("policy::study::chain13");
-        let Outcome::Fail(m) = o else {
+        let Outcome::Fail(f) = o else {
             panic!("{body}: {o:?}");
         };
+        let m = f.text();
         assert!(
             m.starts_with("policy study gave no pick for chain13: policy program study")
-                && m.lines().next().unwrap().contains(cause)
+                && f.verdict.contains(cause)
                 && m.contains("not the known deviation")
                 && m.contains("the study's policy picks acc2 at N=13"),
             "{m}"

@@ -46,9 +46,10 @@ fn a_known_deviation_does_not_hide_a_worse_pick() {
     let p = changed(&[("default_accumulators: 2", "default_accumulators: 3")]);
     let r = p.recorded.clone().unwrap();
     let v = judge(case(&cases(&p), "policy::study::chain13"), &p, &r);
-    let Outcome::Fail(m) = &v.outcome else {
+    let Outcome::Fail(f) = &v.outcome else {
         panic!("{:?}", v.outcome);
     };
+    let m = f.text();
     assert!(
         m.starts_with("policy study picks acc3 at chain 13")
             && m.contains(
@@ -59,13 +60,29 @@ fn a_known_deviation_does_not_hide_a_worse_pick() {
     );
     assert_eq!(v.failure, Some(FailureKind::Policy));
     let v = judge(case(&cases(&p), "policy::study::picks::chain13"), &p, &r);
-    let Outcome::Fail(m) = &v.outcome else {
+    let Outcome::Fail(f) = &v.outcome else {
         panic!("{:?}", v.outcome);
     };
+    let m = f.text();
     assert!(
         m.contains(
             "picks acc3 for chain13 where acc2 was blessed: acc3 140844.0 against acc2 144926.1 (-2.82%, tolerance 2.00%)"
         ) && m.contains("worse than the blessed one"),
+        "{m}"
+    );
+    assert_eq!(f.place.case, "policy::study::picks::chain13");
+    assert_eq!(f.place.subject.as_deref(), Some("chain13"));
+    let (measured, expected) = (f.measured.as_ref().unwrap(), f.expected.as_ref().unwrap());
+    assert_eq!(
+        (format!("{:.1}", measured.value), measured.unit.as_str()),
+        ("140844.0".to_string(), "progress")
+    );
+    assert_eq!(format!("{:.1}", expected.figure.value), "144926.1");
+    assert_eq!(expected.bound, accprobe::verdict::failure::Bound::AtLeast);
+    assert_eq!(expected.tolerance, Some(0.02));
+    assert_eq!(
+        f.suspect.as_ref().map(|s| s.who),
+        Some(accprobe::verdict::suspect::Who::Policy),
         "{m}"
     );
     assert_eq!(v.failure, Some(FailureKind::Policy));
@@ -81,9 +98,10 @@ fn a_known_deviation_does_not_excuse_a_pick_that_was_not_measured() {
     ]);
     let r = p.recorded.clone().unwrap();
     let v = judge(case(&cases(&p), "policy::study::chain13"), &p, &r);
-    let Outcome::Fail(m) = &v.outcome else {
+    let Outcome::Fail(f) = &v.outcome else {
         panic!("{:?}", v.outcome);
     };
+    let m = f.text();
     assert!(
         m.starts_with("policy study picks acc6 at chain 13, which the profile does not measure")
             && m.contains("not the known deviation")
@@ -117,7 +135,7 @@ fn a_context_without_a_blessed_pick_fails_asking_for_one() {
     let r = p.recorded.clone().unwrap();
     let v = judge(case(&cases(&p), "policy::study::picks::chain29"), &p, &r);
     assert!(
-        matches!(&v.outcome, Outcome::Fail(m) if m.contains("no blessed pick of policy study for chain29")),
+        matches!(&v.outcome, Outcome::Fail(f) if f.verdict.starts_with("no blessed pick of policy study for chain29")),
         "{v:?}"
     );
     assert_eq!(v.failure, Some(FailureKind::NoBaseline));

@@ -58,6 +58,29 @@ fn a_slower_variant_with_the_same_code_and_toolchain_suspects_the_hardware() {
         "\nfirst suspect: the hardware, clocks or contention (same SASS and toolchain) — same SASS, same driver and NVRTC; {clock}"
     );
     assert!(m.contains(&expected), "{m}");
+    // The same failure as data: where, measured against expected, who is suspected.
+    let f = crate::common::failure_of(&p, &r, V);
+    assert_eq!(f.text(), m, "the text is the structure rendered");
+    assert_eq!(f.place.case, V);
+    assert_eq!(f.place.subject.as_deref(), Some(&V["probe::".len()..]));
+    let blessed = p.baselines.as_ref().unwrap().progress[&v().name()];
+    let (measured, expected) = (f.measured.unwrap(), f.expected.unwrap());
+    assert_eq!(measured.unit, "progress");
+    assert!(
+        (measured.value / blessed - 0.9).abs() < 1e-9,
+        "{} vs {blessed}",
+        measured.value
+    );
+    assert_eq!(expected.figure.value, blessed);
+    assert_eq!(expected.bound, accprobe::verdict::failure::Bound::Within);
+    assert_eq!(
+        expected.tolerance,
+        Some(p.baselines.as_ref().unwrap().tolerance_of(&v().name()))
+    );
+    let suspect = f.suspect.unwrap();
+    assert_eq!(suspect.who, accprobe::verdict::suspect::Who::Hardware);
+    assert_eq!(suspect.what, "same SASS and toolchain");
+    assert!(f.rebless.is_some() && f.measured_with.is_some());
     assert!(!m.contains("loop schedule not compared"), "{m}");
     // Baselines blessed before the schedule was decoded say the schedule was not compared.
     let mut q = p.clone();
@@ -225,12 +248,19 @@ fn an_option_added_since_the_bless_is_named_in_the_suspect_and_the_message() {
     // The SASS changes with such an option: the compiler, with the options that changed.
     let x = r.variants.iter_mut().find(|x| x.variant() == v()).unwrap();
     x.sass.as_mut().unwrap().digest = "def4567890abcdef".repeat(4);
-    let m = fail(&p, &r, V);
+    let f = crate::common::failure_of(&p, &r, V);
+    let m = f.text();
     assert!(
         m.contains("first suspect: the compiler (SASS changed; options +--maxrregcount=16 ---std=c++17) — "),
         "{m}"
     );
-    let message = accprobe::report::junit::message(&m);
+    let suspect = f.suspect.as_ref().expect("a suspect");
+    assert_eq!(suspect.who, accprobe::verdict::suspect::Who::Compiler);
+    assert_eq!(
+        suspect.what,
+        "SASS changed; options +--maxrregcount=16 ---std=c++17"
+    );
+    let message = accprobe::report::junit::failure_message(&f);
     assert!(
         message.ends_with(
             "; first suspect: the compiler (SASS changed; options +--maxrregcount=16 ---std=c++17)"
@@ -345,11 +375,11 @@ fn with_program(body: &str) -> (tempfile::TempDir, Profile) {
 }
 
 /// The text of `case`'s failure, the policy asked once.
-fn policy_failure(p: &Profile, r: &RunResults, case: &str) -> String {
+fn policy_failure(p: &Profile, r: &RunResults, case: &str) -> accprobe::verdict::Failure {
     let picks = accprobe::policy_gate::ask(p, Some(r));
     let cases = accprobe::verdict::cases::cases(p);
     let v = accprobe::verdict::judge_with(crate::common::case(&cases, case), p, r, picks.as_ref());
-    crate::common::fail_text(v.outcome)
+    crate::common::failed(v.outcome)
 }
 
 #[test]
@@ -363,12 +393,17 @@ fn a_program_that_gives_no_pick_suspects_the_policy_and_the_message_keeps_the_ca
         ),
     ] {
         let (_dir, p) = with_program(body);
-        let m = policy_failure(&p, &r, "policy::study::chain7");
+        let f = policy_failure(&p, &r, "policy::study::chain7");
+        let m = f.text();
         assert!(
             m.contains("\nfirst suspect: the policy (it gave no pick)"),
             "{m}"
         );
-        let message = accprobe::report::junit::message(&m);
+        assert_eq!(
+            f.suspect.as_ref().map(|s| s.who),
+            Some(accprobe::verdict::suspect::Who::Policy)
+        );
+        let message = accprobe::report::junit::failure_message(&f);
         assert!(
             message.contains(cause)
                 && message.ends_with("first suspect: the policy (it gave no pick)"),

@@ -55,7 +55,8 @@ fn h200_profile_is_green_on_its_recorded_run_with_twelve_known_deviations() {
             Outcome::Pass(_) => {}
             Outcome::KnownDeviation { .. } => deviations.push(c.name.clone()),
             Outcome::Skipped(reason) => panic!("{}: skipped: {reason}", c.name),
-            Outcome::Fail(m) | Outcome::Error(m) => panic!("{}: {m}", c.name),
+            Outcome::Fail(m) => panic!("{}: {m}", c.name),
+            Outcome::Error(m) => panic!("{}: {m}", c.name),
         }
     }
     // acc2 is not the peak at N = 7, 13, 29; the study's policy loses more than 2% at N = 13

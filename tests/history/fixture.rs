@@ -6,6 +6,8 @@ use accprobe::config::HistoryStore;
 use accprobe::history::{self, About, Origin, RunRecord, Store};
 use accprobe::model::results::RunResults;
 use accprobe::report::junit::{CaseRecord, Status};
+use accprobe::verdict::suspect::{Suspect, Who};
+use accprobe::verdict::Failure;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -268,12 +270,25 @@ pub fn record(seed: u64) -> RunRecord {
         .map(|i| CaseRecord {
             suite: "GPU 0: NVIDIA H200 / profile h200".into(),
             name: format!("probe::case{i}"),
-            status: if i % 10 == 9 { Status::Failed } else { Status::Passed },
+            status: if i % 10 == 9 {
+                Status::Failed
+            } else {
+                Status::Passed
+            },
             message: if i % 10 == 9 {
-                "progress -1.2% (tolerance ±0.50%)\nfirst suspect: the compiler (SASS changed) — digest a..b".into()
+                String::new()
             } else {
                 format!("measured {i}")
             },
+            failure: (i % 10 == 9).then(|| {
+                let mut f = Failure::new("progress -1.2% (tolerance ±0.50%)");
+                f.suspect = Some(Suspect {
+                    who: Who::Compiler,
+                    what: "SASS changed".into(),
+                    detail: "digest a..b".into(),
+                });
+                Box::new(f)
+            }),
             duration: Duration::from_millis(3),
             kind: (i % 10 == 9).then(|| "regression".to_string()),
             started: at,

@@ -24,7 +24,7 @@ pub fn run(dir: &Path, results: &Path, profile: Option<&str>) -> crate::Done {
             Outcome::Pass(d) => ("ok     ", d),
             Outcome::Fail(m) => {
                 failed += 1;
-                ("FAILED ", m)
+                ("FAILED ", m.text())
             }
             Outcome::Skipped(reason) => ("skipped", reason),
             Outcome::Error(cause) => {

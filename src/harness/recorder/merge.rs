@@ -76,6 +76,7 @@ pub(super) fn merge(dir: &Path, junit_path: &Path, part: &ProcessPart) -> std::i
                 refused.len(),
                 refused.join("; ")
             ),
+            failure: None,
             duration: std::time::Duration::ZERO,
             kind: Some("records".into()),
             started: SystemTime::now(),

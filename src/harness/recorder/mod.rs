@@ -260,6 +260,7 @@ impl Recorder {
                             name,
                             status: Status::Ignored,
                             message: reason.clone(),
+                            failure: None,
                             duration: std::time::Duration::ZERO,
                             kind: Some("interrupted".into()),
                             started: std::time::SystemTime::now(),
@@ -283,6 +284,7 @@ impl Recorder {
                     name: INTERRUPTED_CASE.into(),
                     status: Status::Failed,
                     message,
+                    failure: None,
                     duration: std::time::Duration::ZERO,
                     kind: Some("interrupted".into()),
                     started: std::time::SystemTime::now(),
@@ -377,6 +379,7 @@ fn unfinished(finished: usize) -> Record {
                  ({finished} cases finished so far), which its final write replaces; a run \
                  that is over left it when it was killed or ended before that write"
             ),
+            failure: None,
             duration: std::time::Duration::ZERO,
             kind: Some("unfinished".into()),
             started: SystemTime::now(),

@@ -13,6 +13,7 @@ fn case(suite: &str, name: &str, status: Status) -> CaseRecord {
         name: name.into(),
         status,
         message: String::new(),
+        failure: None,
         duration: std::time::Duration::ZERO,
         kind: None,
         started: std::time::SystemTime::now(),

@@ -82,7 +82,7 @@ pub(super) fn invariants(inputs: &[Input]) -> String {
         .chain(inputs.iter().map(|i| markdown(&i.label)))
         .collect();
     // Each input's verdicts by case name, evaluated once.
-    let verdicts: Vec<std::collections::BTreeMap<String, &'static str>> = inputs
+    let verdicts: Vec<std::collections::BTreeMap<String, String>> = inputs
         .iter()
         .map(|i| {
             accprobe::verdict::cases::cases(&i.profile)
@@ -107,7 +107,7 @@ pub(super) fn invariants(inputs: &[Input]) -> String {
                 .chain(
                     verdicts
                         .iter()
-                        .map(|v| v.get(n).copied().unwrap_or("-").to_string()),
+                        .map(|v| v.get(n).cloned().unwrap_or_else(|| "-".into())),
                 )
                 .collect()
         })
@@ -117,10 +117,15 @@ pub(super) fn invariants(inputs: &[Input]) -> String {
     md
 }
 
-fn verdict_cell(o: &Outcome) -> &'static str {
+/// A verdict in a cell: a failure bold, with its measured figure against the expected
+/// one where the case judges one ([`accprobe::verdict::Failure::figures_text`]).
+fn verdict_cell(o: &Outcome) -> String {
     match o {
-        Outcome::Fail(_) => "**fails**",
-        o => crate::toolchains::class(o),
+        Outcome::Fail(f) => match f.figures_text() {
+            Some(figures) => format!("**fails**: {}", markdown(&figures)),
+            None => "**fails**".into(),
+        },
+        o => crate::toolchains::class(o).into(),
     }
 }
 
@@ -156,4 +161,27 @@ pub(super) fn toolchain_view(inputs: &[Input]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::verdict_cell;
+    use accprobe::verdict::failure::{Bound, Expected};
+    use accprobe::verdict::{Failure, Outcome};
+
+    #[test]
+    fn a_failed_cell_shows_the_failures_figures_from_its_structure() {
+        let peak = Failure::new("acc2 is not the peak: chain 7: ...").figures(
+            151.25,
+            "progress",
+            Expected::new(144.5, "progress", Bound::AtMost, Some(0.02)),
+        );
+        assert_eq!(
+            verdict_cell(&peak.into()),
+            "**fails**: 151.2 progress, expected at most 144.5 ±2.00%"
+        );
+        let missing = Failure::new("no acc2 result at chain 7");
+        assert_eq!(verdict_cell(&missing.into()), "**fails**");
+        assert_eq!(verdict_cell(&Outcome::Pass("holds".into())), "holds");
+    }
 }

@@ -105,7 +105,11 @@ fn summarise(p: &Profile, s: &CompileOnlySession, archs: &[String], installed: &
                     Outcome::Fail(m) => {
                         fail += 1;
                         if fail <= 3 {
-                            warn!("FAIL {}: {}", c.name, m.lines().next().unwrap_or(""));
+                            warn!(
+                                "FAIL {}: {}",
+                                c.name,
+                                m.verdict.lines().next().unwrap_or("")
+                            );
                         }
                     }
                     _ => skip += 1,
