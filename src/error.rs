@@ -1,5 +1,6 @@
 //! Errors that name where the bad input is: file, line and column when the format has them.
 
+use crate::config::ConfigError;
 use crate::text::Shown;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -69,6 +70,13 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// A setting's error where a file's is expected: its text, with no file.
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Self {
+        Error::msg(e.to_string())
+    }
+}
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -140,9 +148,10 @@ pub enum GpuError {
     /// The device exists but a context or its attributes cannot be had.
     #[error("{0}")]
     Device(String),
-    /// `ACCPROBE_DEVICES`/`ACCPROBE_DEVICE` is malformed or names no visible device.
-    #[error("{0}")]
-    Config(String),
+    /// A setting is wrong: `ACCPROBE_DEVICES`/`ACCPROBE_DEVICE` is malformed or names no
+    /// visible device, a lock directory the user named cannot be used.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     #[error("could not compile or load the probe: {0}")]
     Compile(String),
     #[error("CUDA error while {what}: {message}")]
@@ -239,5 +248,33 @@ mod tests {
             got,
             vec![Ok(10), Ok(20), Err("item 2 refused".to_string()), Ok(40)]
         );
+    }
+
+    #[test]
+    fn a_config_error_keeps_its_type_through_a_gpu_error_and_a_published_record() {
+        let refused = crate::config::LockDirRefused {
+            dir: "/x".into(),
+            why: "it is a file".into(),
+        };
+        let e = GpuError::from(ConfigError::from(refused.clone()));
+        assert_eq!(e.kind(), GpuErrorKind::Config);
+        assert!(
+            matches!(&e, GpuError::Config(ConfigError::LockDir(r)) if *r == refused),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            refused.to_string(),
+            "the message is the cause's"
+        );
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(serde_json::from_str::<GpuError>(&json).unwrap(), e);
+        let malformed = GpuError::from(ConfigError::Malformed {
+            variable: "ACCPROBE_DEVICES".into(),
+            value: "x".into(),
+            expected: "a list".into(),
+        });
+        let json = serde_json::to_string(&malformed).unwrap();
+        assert_eq!(serde_json::from_str::<GpuError>(&json).unwrap(), malformed);
     }
 }
