@@ -251,16 +251,16 @@ pub fn policy_picks(
     };
     let mut out = BTreeMap::new();
     for c in verdict::cases::policy_contexts(profile, Some(results)) {
-        let refuse = |why: String| {
+        let refuse = |why: &dyn std::fmt::Display| {
             Error::msg(format!(
                 "refusing to bless: policy {} in context {}: {why}",
                 picks.policy, c.name
             ))
         };
-        let k = picks.of(&c.name).map_err(refuse)?;
+        let k = picks.of(&c.name).map_err(|e| refuse(&e))?;
         let found = verdict::at_place(results, c.accumulation.chain, c.sink, c.context);
         let st = verdict::standing(k, &found)
-            .map_err(|_| refuse(format!("its pick acc{k} is not in the results")))?;
+            .map_err(|_| refuse(&format!("its pick acc{k} is not in the results")))?;
         out.insert(
             c.name,
             PickBaseline {
