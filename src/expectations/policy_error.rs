@@ -17,8 +17,15 @@ use std::time::Duration;
 pub enum PolicyError {
     #[error("policy {policy} was not asked about context {context}")]
     NotAsked { policy: String, context: String },
+    /// Boxed: it is large, and every `Result` of a pick carries it.
     #[error(transparent)]
-    Program(#[from] ProgramFailed),
+    Program(Box<ProgramFailed>),
+}
+
+impl From<ProgramFailed> for PolicyError {
+    fn from(e: ProgramFailed) -> Self {
+        PolicyError::Program(Box::new(e))
+    }
 }
 
 /// A policy program that gave no answer the gate can use: what went wrong first, then the
