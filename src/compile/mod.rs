@@ -24,6 +24,7 @@ pub mod sass;
 pub mod source;
 pub mod toolchain;
 pub mod worker;
+mod worker_error;
 
 pub use cache::{
     cache_key, compile_cached, fingerprint, prune_cache, sha256_hex_of, CacheUse, CACHE_UNUSED_DAYS,
