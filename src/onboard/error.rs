@@ -92,7 +92,10 @@ pub enum OnboardError {
     /// The results were measured under another profile name than the draft's.
     #[error("the results were measured under profile {measured:?}, not {name:?}: onboarding measures under the name it drafts")]
     OtherProfile { measured: String, name: String },
-    /// The draft's text that does not load as a profile, or results bless refuses.
+    /// The draft's text that does not load as a profile.
     #[error(transparent)]
-    Refused(#[from] crate::error::Error),
+    Profile(#[from] crate::error::Error),
+    /// Results bless refuses.
+    #[error(transparent)]
+    Refused(#[from] crate::bless::BlessError),
 }

@@ -300,7 +300,10 @@ fn a_refused_draft_says_what_was_wrong_as_data() {
         .output_problems
         .push("repeat 0: 1 of 256 output elements never written".into());
     let e = onboard::draft(&s, &dir, None, &m).unwrap_err();
-    assert!(matches!(e, OnboardError::Refused(_)), "{e:?}");
+    assert!(
+        matches!(&e, OnboardError::Refused(accprobe::bless::BlessError::Invalid { reasons }) if reasons.iter().any(|r| r.contains("never written"))),
+        "{e:?}"
+    );
 }
 
 #[test]
