@@ -10,10 +10,9 @@
 //! The functions read the environment at each call (a test may set a variable in process);
 //! they are cheap, and each front end reads a setting where it needs it.
 
-mod error;
 mod history;
 
-pub use error::{ConfigError, LockDirRefused, OrdinalListError, DEFAULT_LOCK_DIR};
+pub use crate::error::{ConfigError, LockDirRefused, OrdinalListError};
 pub use history::{history, history_store, redacted, HistoryStore};
 
 use crate::model::settings::Mode;

@@ -4,7 +4,6 @@
 //! say it and a caller can tell one failure from another; the `policy_gate` service, which
 //! runs the program, builds them.
 
-use crate::child::RunError;
 use crate::expectations::policy::MAX_POLICY_ACCUMULATORS;
 use crate::text::{excerpt, Shown};
 use std::fmt;
@@ -48,13 +47,14 @@ pub struct ProgramFailed {
 /// What went wrong with a policy program.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ProgramFault {
-    /// It could not be started or supervised.
+    /// It could not be started or supervised: the runner's error (`child::RunError`).
     #[error("{0}")]
-    Run(#[source] Arc<RunError>),
+    Run(#[source] Arc<dyn std::error::Error + Send + Sync>),
     #[error("gave no answer within its time limit of {} s and was killed, with every process it started", .limit.as_secs())]
     TimedOut { limit: Duration },
-    #[error("{}", crate::child::ended_how(*.0))]
-    Ended(ExitStatus),
+    /// It ended unsuccessfully: its status, and how it ended in words (`child::ended_how`).
+    #[error("{how}")]
+    Ended { status: ExitStatus, how: String },
     #[error("wrote more than {limit} bytes on stdout: expected one K per line, {lines} lines")]
     TooMuchOutput { limit: usize, lines: usize },
     #[error("gave a bad answer: {0}")]
@@ -69,7 +69,7 @@ impl PartialEq for ProgramFault {
         match (self, other) {
             (Run(a), Run(b)) => a.to_string() == b.to_string(),
             (TimedOut { limit: a }, TimedOut { limit: b }) => a == b,
-            (Ended(a), Ended(b)) => a == b,
+            (Ended { status: a, .. }, Ended { status: b, .. }) => a == b,
             (TooMuchOutput { limit, lines }, TooMuchOutput { limit: l, lines: n }) => {
                 (limit, lines) == (l, n)
             }

@@ -395,10 +395,11 @@ mod tests {
         assert!(parse_ordinal_list("0,x").is_err());
         assert_eq!(
             parse_ordinals("1,3", 2),
-            Err(GpuError::Config(ConfigError::NoSuchDevice {
+            Err(ConfigError::NoSuchDevice {
                 ordinal: 3,
                 count: 2
-            })),
+            }
+            .into()),
             "the ordinal out of range and the count, as numbers"
         );
     }

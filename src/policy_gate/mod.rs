@@ -128,7 +128,8 @@ fn ask_program(
         Some(s) => s,
     };
     if !status.success() {
-        return Err(fail(ProgramFault::Ended(status)).into());
+        let how = crate::child::ended_how(status);
+        return Err(fail(ProgramFault::Ended { status, how }).into());
     }
     if ran.stdout.cut {
         return Err(fail(ProgramFault::TooMuchOutput {

@@ -485,7 +485,7 @@ mod tests {
         let e = compare(&p, &r, &file, &source("false", &p, &root()).unwrap()).unwrap_err();
         assert!(e.to_string().contains("exited with status 1"), "{e}");
         assert!(
-            matches!(&e, PolicyError::Program(f) if matches!(f.fault, accprobe::expectations::policy_error::ProgramFault::Ended(s) if s.code() == Some(1))),
+            matches!(&e, PolicyError::Program(f) if matches!(f.fault, accprobe::expectations::policy_error::ProgramFault::Ended { status, .. } if status.code() == Some(1))),
             "{e:?}"
         );
     }

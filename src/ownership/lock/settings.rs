@@ -6,7 +6,7 @@ use std::time::Duration;
 /// A lock directory the user named that cannot be used; a [`crate::config::ConfigError`].
 pub use crate::config::LockDirRefused;
 /// Shared by every user and process of the host, unlike `$XDG_RUNTIME_DIR` or `$TMPDIR`.
-pub use crate::config::DEFAULT_LOCK_DIR as DEFAULT_DIR;
+pub const DEFAULT_DIR: &str = "/tmp/accprobe-locks";
 /// The directory of the lock files (default [`DEFAULT_DIR`]) and how long, in seconds, to
 /// wait for a GPU another process measures on (default [`DEFAULT_TIMEOUT`]; `0` gives up
 /// at once).
@@ -50,8 +50,10 @@ impl LockSettings {
     /// (`why`); `None` for the default one, which is measured without instead.
     pub fn refusal(&self, why: &str) -> Option<LockDirRefused> {
         self.named.then(|| LockDirRefused {
+            variable: LOCK_DIR_ENV.into(),
             dir: self.dir.clone(),
             why: why.to_string(),
+            default: DEFAULT_DIR.into(),
         })
     }
 }
