@@ -85,6 +85,35 @@ pub struct Selection {
     pub unmatched: Option<GpuIdentity>,
 }
 
+/// Why no profile was chosen.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SelectError {
+    /// The profile file `forced` names does not load.
+    #[error(transparent)]
+    Load(#[from] Error),
+    /// `forced` is neither a profile's name nor a file.
+    #[error("{PROFILE_ENV}={forced:?} names no profile (known: {known:?}) and no file")]
+    UnknownForced { forced: String, known: Vec<String> },
+    /// Several profiles match `gpu` at one level (its name when `by_name`, else its
+    /// compute capability): each by name and file.
+    #[error(
+        "GPU {:?} (compute capability {}) matches {} profiles by {}: {}; narrow their `match` sections so that one applies, or choose one with {PROFILE_ENV}",
+        .gpu.name,
+        .gpu.compute_capability,
+        .profiles.len(),
+        if *.by_name { format!("GPU name {:?}", .gpu.name) } else { format!("compute capability {}", .gpu.compute_capability.shown()) },
+        .profiles.iter().map(|(n, f)| format!("{n:?} ({})", f.shown())).collect::<Vec<_>>().join(" and ")
+    )]
+    Ambiguous {
+        gpu: GpuIdentity,
+        by_name: bool,
+        profiles: Vec<(String, PathBuf)>,
+    },
+    /// None matches and the documented profile is not among them.
+    #[error("no profile matches and the fallback profile {DOCUMENTED:?} is missing")]
+    NoFallback,
+}
+
 /// Chooses the profile: the one `forced` names (a profile name or a YAML path), else the
 /// one whose GPU names match, else the one whose compute capability matches, else the
 /// documented one. Two profiles matching at the same level is an error naming both.
@@ -92,7 +121,7 @@ pub fn select(
     profiles: &[Profile],
     gpu: Option<&GpuIdentity>,
     forced: Option<&str>,
-) -> Result<Selection> {
+) -> Result<Selection, SelectError> {
     if let Some(f) = forced.filter(|f| !f.is_empty()) {
         return forced_profile(profiles, f);
     }
@@ -104,11 +133,7 @@ pub fn select(
     let doc = profiles
         .iter()
         .find(|p| p.name == DOCUMENTED)
-        .ok_or_else(|| {
-            Error::msg(format!(
-                "no profile matches and the fallback profile {DOCUMENTED:?} is missing"
-            ))
-        })?;
+        .ok_or(SelectError::NoFallback)?;
     let why = match gpu {
         Some(g) => format!("no profile matches GPU {:?} (compute capability {}): the documented profile applies, and its invariants are the study's, not this GPU's", g.name, g.compute_capability.shown()),
         None => "no GPU: the documented profile names the cases".to_string(),
@@ -121,7 +146,7 @@ pub fn select(
 }
 
 /// The profile `forced` names: a profile's name, or a profile file.
-fn forced_profile(profiles: &[Profile], f: &str) -> Result<Selection> {
+fn forced_profile(profiles: &[Profile], f: &str) -> Result<Selection, SelectError> {
     if let Some(p) = profiles.iter().find(|p| p.name == f) {
         return Ok(Selection {
             profile: p.clone(),
@@ -138,35 +163,34 @@ fn forced_profile(profiles: &[Profile], f: &str) -> Result<Selection> {
             unmatched: None,
         });
     }
-    let names: Vec<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
-    Err(Error::msg(format!(
-        "{PROFILE_ENV}={f:?} names no profile (known: {names:?}) and no file"
-    )))
+    Err(SelectError::UnknownForced {
+        forced: f.to_string(),
+        known: profiles.iter().map(|p| p.name.clone()).collect(),
+    })
 }
 
 /// The one profile whose GPU names (else compute capability) match `g`; `None` when none
 /// does, an error when several do.
-fn matching(profiles: &[Profile], g: &GpuIdentity) -> Result<Option<Selection>> {
+fn matching(profiles: &[Profile], g: &GpuIdentity) -> Result<Option<Selection>, SelectError> {
     let by_name: Vec<&Profile> = profiles.iter().filter(|p| p.matches.by_name(g)).collect();
     let by_capability: Vec<&Profile> = profiles
         .iter()
         .filter(|p| p.matches.by_capability(g))
         .collect();
-    let (found, how) = if by_name.is_empty() {
-        (
-            by_capability,
-            format!("compute capability {}", g.compute_capability.shown()),
-        )
-    } else {
-        (by_name, format!("GPU name {:?}", g.name))
-    };
+    let named = !by_name.is_empty();
+    let found = if named { by_name } else { by_capability };
     match found.as_slice() {
         [] => Ok(None),
         [p] => {
-            let why = if how.starts_with("GPU name") {
-                format!("profile {:?} matches {how}", p.name)
+            let why = if named {
+                format!("profile {:?} matches GPU name {:?}", p.name, g.name)
             } else {
-                format!("profile {:?} matches {how} of {:?}", p.name, g.name)
+                format!(
+                    "profile {:?} matches compute capability {} of {:?}",
+                    p.name,
+                    g.compute_capability.shown(),
+                    g.name
+                )
             };
             Ok(Some(Selection {
                 profile: (*p).clone(),
@@ -177,17 +201,14 @@ fn matching(profiles: &[Profile], g: &GpuIdentity) -> Result<Option<Selection>> 
         several => {
             // Ambiguous: no profile is chosen, not even the documented fallback. Which
             // one applies is for the profiles to say, not for the file names' order.
-            let list: Vec<String> = several
-                .iter()
-                .map(|p| format!("{:?} ({})", p.name, p.file.shown()))
-                .collect();
-            Err(Error::msg(format!(
-                "GPU {:?} (compute capability {}) matches {} profiles by {how}: {}; narrow their `match` sections so that one applies, or choose one with {PROFILE_ENV}",
-                g.name,
-                g.compute_capability,
-                several.len(),
-                list.join(" and ")
-            )))
+            Err(SelectError::Ambiguous {
+                gpu: g.clone(),
+                by_name: named,
+                profiles: several
+                    .iter()
+                    .map(|p| (p.name.clone(), p.file.clone()))
+                    .collect(),
+            })
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::compile::toolchain::{self, ToolchainError};
 use crate::compile::worker;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::expectations::baselines::{self, CompileOrigin, Digests, COMPILE_DIGEST_CHARS};
 use crate::expectations::compile_only::CompileOnly;
 use crate::expectations::profile::Profile;
@@ -185,25 +185,55 @@ pub struct CompileBlessing {
     pub before: Option<String>,
 }
 
+/// Why compile-only baselines cannot be blessed from a session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompileBlessError {
+    #[error("profile {profile:?} has no compile_only section")]
+    NoSection { profile: String },
+    #[error("profile {profile:?} ({}) names no compile_only.baselines file to bless into", .file.shown())]
+    NoBaselinesFile { profile: String, file: PathBuf },
+    #[error("no toolchain compiled anything: install them with ci/toolchains.sh")]
+    NothingCompiled,
+    /// The matrices were disassembled by these different tools.
+    #[error("the matrices were disassembled by different tools ({}): digests would not compare", .tools.join(", "))]
+    Disassemblers { tools: Vec<String> },
+    /// Architecture `arch` with toolchain `toolchain` failed to compile (`why`).
+    #[error("{arch} with NVRTC {toolchain} failed; nothing blessed: {why}")]
+    Failed {
+        arch: String,
+        toolchain: String,
+        why: String,
+    },
+    /// Architecture `arch` with toolchain `toolchain` compiled, but has no SASS (`why`).
+    #[error("{arch} with NVRTC {toolchain}: no SASS to bless: {why}")]
+    NoSass {
+        arch: String,
+        toolchain: String,
+        why: String,
+    },
+}
+
 /// The compile-only baselines of `session`'s profile from what it compiled (compiling
 /// every toolchain first). Refuses when nothing compiled, when a matrix has no SASS, or
 /// when the disassemblers differ between toolchains.
 pub fn prepare_compile_bless(
     session: &CompileOnlySession,
     command: &str,
-) -> Result<CompileBlessing> {
+) -> Result<CompileBlessing, CompileBlessError> {
     let p = &session.profile;
     let c = p
         .compile_only
         .as_ref()
-        .ok_or_else(|| Error::msg(format!("profile {:?} has no compile_only section", p.name)))?;
-    let b = c.baselines.as_ref().ok_or_else(|| {
-        Error::msg(format!(
-            "profile {:?} ({}) names no compile_only.baselines file to bless into",
-            p.name,
-            p.file.shown()
-        ))
-    })?;
+        .ok_or_else(|| CompileBlessError::NoSection {
+            profile: p.name.clone(),
+        })?;
+    let b = c
+        .baselines
+        .as_ref()
+        .ok_or_else(|| CompileBlessError::NoBaselinesFile {
+            profile: p.name.clone(),
+            file: p.file.clone(),
+        })?;
     let Blessed {
         digests,
         schedules,
@@ -212,15 +242,12 @@ pub fn prepare_compile_bless(
         mut diff,
     } = Blessed::of(session, c)?;
     if toolchains.is_empty() {
-        return Err(Error::msg(
-            "no toolchain compiled anything: install them with ci/toolchains.sh",
-        ));
+        return Err(CompileBlessError::NothingCompiled);
     }
     if disassemblers.len() > 1 {
-        return Err(Error::msg(format!(
-            "the matrices were disassembled by different tools ({}): digests would not compare",
-            disassemblers.join(", ")
-        )));
+        return Err(CompileBlessError::Disassemblers {
+            tools: disassemblers,
+        });
     }
     let origin = CompileOrigin {
         date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
@@ -254,7 +281,7 @@ struct Blessed {
 impl Blessed {
     /// Every (toolchain, architecture) of `c` that `session` compiled; refused where one
     /// failed or has no SASS.
-    fn of(session: &CompileOnlySession, c: &CompileOnly) -> Result<Blessed> {
+    fn of(session: &CompileOnlySession, c: &CompileOnly) -> Result<Blessed, CompileBlessError> {
         let mut out = Blessed {
             digests: BTreeMap::new(),
             schedules: BTreeMap::new(),
@@ -269,10 +296,12 @@ impl Blessed {
                     ArchOutcome::Unsupported(r) => out
                         .diff
                         .push(format!("  {arch} with NVRTC {tc}: not blessed: {r}")),
-                    ArchOutcome::Failed(r) => {
-                        return Err(Error::msg(format!(
-                            "{arch} with NVRTC {tc} failed; nothing blessed: {r}"
-                        )))
+                    ArchOutcome::Failed(why) => {
+                        return Err(CompileBlessError::Failed {
+                            arch: arch.clone(),
+                            toolchain: tc.clone(),
+                            why,
+                        })
                     }
                 }
             }
@@ -281,11 +310,13 @@ impl Blessed {
     }
 
     /// The digests of the matrix `m`, compiled for `arch` by toolchain `tc`.
-    fn add(&mut self, tc: &str, arch: &str, m: &CompiledMatrix) -> Result<()> {
-        if let Some(r) = &m.sass_unavailable {
-            return Err(Error::msg(format!(
-                "{arch} with NVRTC {tc}: no SASS to bless: {r}"
-            )));
+    fn add(&mut self, tc: &str, arch: &str, m: &CompiledMatrix) -> Result<(), CompileBlessError> {
+        if let Some(why) = &m.sass_unavailable {
+            return Err(CompileBlessError::NoSass {
+                arch: arch.to_string(),
+                toolchain: tc.to_string(),
+                why: why.clone(),
+            });
         }
         self.toolchains
             .insert(tc.to_string(), m.toolchain.describe());

@@ -1,6 +1,9 @@
-//! Errors that name where the bad input is: file, line and column when the format has them.
+//! Errors that name where the bad input is: file, line and column when the format has them;
+//! a setting that cannot be used (`config` reads the settings and returns these); and why the
+//! GPU side could not deliver a result.
 
 use crate::text::Shown;
+use std::borrow::Cow;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -70,6 +73,13 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// A setting's error where a file's is expected: its text, with no file.
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Self {
+        Error::msg(e.to_string())
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// `work(index, item)` for each of `items`, each on a scoped thread of its own, results in
@@ -122,6 +132,77 @@ impl fmt::Display for LineError {
 
 impl std::error::Error for LineError {}
 
+/// A setting that cannot be used. The variable and what it takes are `Cow` so that a
+/// [`crate::error::GpuError`] carrying one can be read back from a published measurement.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+pub enum ConfigError {
+    /// A value that does not parse: the variable, the value as given and what it takes.
+    #[error("{variable}={value:?}: expected {expected}")]
+    Malformed {
+        variable: Cow<'static, str>,
+        value: String,
+        expected: Cow<'static, str>,
+    },
+    /// A value that is not UTF-8 (shown lossily) where text is expected.
+    #[error("{variable}={value:?}: not valid UTF-8 (expected {expected})")]
+    NotUtf8 {
+        variable: Cow<'static, str>,
+        value: String,
+        expected: Cow<'static, str>,
+    },
+    /// A device list whose syntax is wrong.
+    #[error(transparent)]
+    Ordinals(#[from] OrdinalListError),
+    /// A device list that names a device the driver does not see.
+    #[error("device {ordinal} is not an ordinal below {count} (visible devices: {count})")]
+    NoSuchDevice { ordinal: usize, count: usize },
+    /// A lock directory the user named that cannot be used.
+    #[error(transparent)]
+    LockDir(#[from] LockDirRefused),
+}
+
+impl ConfigError {
+    /// The variable the error names, where it names one (a device list checked by
+    /// itself does not).
+    pub fn variable(&self) -> Option<&str> {
+        match self {
+            ConfigError::Malformed { variable, .. } | ConfigError::NotUtf8 { variable, .. } => {
+                Some(variable)
+            }
+            ConfigError::LockDir(r) => Some(&r.variable),
+            ConfigError::Ordinals(_) | ConfigError::NoSuchDevice { .. } => None,
+        }
+    }
+}
+
+/// Why a device list (`0,2`) is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+pub enum OrdinalListError {
+    /// `part`, one of the comma-separated items, is not a whole number.
+    #[error("{part:?} is not a device ordinal (expected a list such as 0 or 0,2)")]
+    NotAnOrdinal { part: String },
+    /// The list (`text` as given) has no item.
+    #[error("{text:?} names no device")]
+    Empty { text: String },
+}
+
+/// A lock directory the user named (with `variable`, `ACCPROBE_LOCK_DIR`) that cannot be
+/// used: a configuration error, never a run without the lock.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[error(
+    "{variable}={:?} cannot be used: {why} (name a shared, writable directory, or unset it for {default})",
+    dir.display().to_string()
+)]
+pub struct LockDirRefused {
+    pub variable: Cow<'static, str>,
+    /// The directory named.
+    pub dir: PathBuf,
+    /// Why it cannot be used.
+    pub why: String,
+    /// The directory used when the variable is unset.
+    pub default: Cow<'static, str>,
+}
+
 /// Why the GPU side could not deliver a result. Its [`GpuError::kind`] decides what the
 /// front ends do: an unavailable GPU ignores GPU cases (or fails the run where a GPU is
 /// required), a configuration error stops with exit code 2, a broken GPU fails its cases.
@@ -140,9 +221,11 @@ pub enum GpuError {
     /// The device exists but a context or its attributes cannot be had.
     #[error("{0}")]
     Device(String),
-    /// `ACCPROBE_DEVICES`/`ACCPROBE_DEVICE` is malformed or names no visible device.
-    #[error("{0}")]
-    Config(String),
+    /// A setting is wrong: `ACCPROBE_DEVICES`/`ACCPROBE_DEVICE` is malformed or names no
+    /// visible device, a lock directory the user named cannot be used.
+    /// Boxed: most errors are not this one, and every measurement's `Result` carries it.
+    #[error(transparent)]
+    Config(Box<ConfigError>),
     #[error("could not compile or load the probe: {0}")]
     Compile(String),
     #[error("CUDA error while {what}: {message}")]
@@ -158,6 +241,12 @@ pub enum GpuError {
     /// limit. The text starts with `GPU busy:`.
     #[error("{0}")]
     Busy(String),
+}
+
+impl From<ConfigError> for GpuError {
+    fn from(e: ConfigError) -> Self {
+        GpuError::Config(Box::new(e))
+    }
 }
 
 /// What a [`GpuError`] means for a run.
@@ -239,5 +328,35 @@ mod tests {
             got,
             vec![Ok(10), Ok(20), Err("item 2 refused".to_string()), Ok(40)]
         );
+    }
+
+    #[test]
+    fn a_config_error_keeps_its_type_through_a_gpu_error_and_a_published_record() {
+        let refused = LockDirRefused {
+            variable: "ACCPROBE_LOCK_DIR".into(),
+            dir: "/x".into(),
+            why: "it is a file".into(),
+            default: "/tmp/accprobe-locks".into(),
+        };
+        let e = GpuError::from(ConfigError::from(refused.clone()));
+        assert_eq!(e.kind(), GpuErrorKind::Config);
+        assert!(
+            matches!(&e, GpuError::Config(c) if matches!(&**c, ConfigError::LockDir(r) if *r == refused)),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            refused.to_string(),
+            "the message is the cause's"
+        );
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(serde_json::from_str::<GpuError>(&json).unwrap(), e);
+        let malformed = GpuError::from(ConfigError::Malformed {
+            variable: "ACCPROBE_DEVICES".into(),
+            value: "x".into(),
+            expected: "a list".into(),
+        });
+        let json = serde_json::to_string(&malformed).unwrap();
+        assert_eq!(serde_json::from_str::<GpuError>(&json).unwrap(), malformed);
     }
 }

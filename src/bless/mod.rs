@@ -6,7 +6,7 @@
 //! profile's folder, and under a lock on that folder that makes two blesses take turns:
 //! the second writes nothing over a change it did not see ([`write_generated`]).
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::expectations::baselines::{self, BaselineOrigin, Baselines, PickBaseline, SassBaseline};
 use crate::expectations::policy_source::PolicySource;
 use crate::expectations::profile::Profile;
@@ -20,6 +20,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 mod diff;
+mod error;
+
+pub use error::BlessError;
 
 /// What blessing would write, and how it differs from what is there.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,10 +56,12 @@ pub struct Blessing {
 /// Refused unless `allow_invalid`: runs that failed their validity checks (output
 /// problems, no samples, no register report, spills in the ptxas report or local-memory
 /// instructions in the SASS).
-pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Result<()> {
-    let env = results.environment.as_ref().ok_or_else(|| {
-        Error::msg("the results have no environment: only measured results can be blessed")
-    })?;
+pub fn check(
+    profile: &Profile,
+    results: &RunResults,
+    allow_invalid: bool,
+) -> std::result::Result<(), BlessError> {
+    let env = results.environment.as_ref().ok_or(BlessError::Unmeasured)?;
     let mut wrong = not_this_profile(profile, results, env);
     let mut invalid = Vec::new();
     // A run older than contexts blesses what it measured; the contexts' variants stay
@@ -82,17 +87,13 @@ pub fn check(profile: &Profile, results: &RunResults, allow_invalid: bool) -> Re
         }
     }
     if !wrong.is_empty() {
-        return Err(Error::msg(format!(
-            "refusing to bless: these results cannot be profile {:?}'s baselines (--allow-invalid does not change that):\n  {}",
-            profile.name,
-            wrong.join("\n  ")
-        )));
+        return Err(BlessError::NotThisProfile {
+            profile: profile.name.clone(),
+            reasons: wrong,
+        });
     }
     if !invalid.is_empty() && !allow_invalid {
-        return Err(Error::msg(format!(
-            "refusing to bless results that failed validity checks (pass --allow-invalid to bless them anyway):\n  {}",
-            invalid.join("\n  ")
-        )));
+        return Err(BlessError::Invalid { reasons: invalid });
     }
     Ok(())
 }
@@ -245,22 +246,23 @@ pub fn prepare(
 pub fn policy_picks(
     profile: &Profile,
     results: &RunResults,
-) -> Result<BTreeMap<String, PickBaseline>> {
+) -> std::result::Result<BTreeMap<String, PickBaseline>, BlessError> {
     let Some(picks) = crate::policy_gate::ask(profile, Some(results)) else {
         return Ok(BTreeMap::new());
     };
     let mut out = BTreeMap::new();
     for c in verdict::cases::policy_contexts(profile, Some(results)) {
-        let refuse = |why: String| {
-            Error::msg(format!(
-                "refusing to bless: policy {} in context {}: {why}",
-                picks.policy, c.name
-            ))
-        };
-        let k = picks.of(&c.name).map_err(refuse)?;
+        let k = picks.of(&c.name).map_err(|source| BlessError::NoPick {
+            policy: picks.policy.clone(),
+            context: c.name.clone(),
+            source,
+        })?;
         let found = verdict::at_place(results, c.accumulation.chain, c.sink, c.context);
-        let st = verdict::standing(k, &found)
-            .map_err(|_| refuse(format!("its pick acc{k} is not in the results")))?;
+        let st = verdict::standing(k, &found).map_err(|_| BlessError::PickNotMeasured {
+            policy: picks.policy.clone(),
+            context: c.name.clone(),
+            k,
+        })?;
         out.insert(
             c.name,
             PickBaseline {

@@ -3,11 +3,13 @@
 //! what it prints.
 
 use super::{sass, Sass};
-use crate::child::{ended_how, Job};
+use crate::child::{ended_how, Job, RunError};
 use crate::model::variant::Variant;
 use crate::text::Shown;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Environment variable naming the disassembler to run (a path to cuobjdump or nvdisasm),
@@ -68,7 +70,7 @@ pub fn disassemble(cubin: &[u8], variants: &[Variant]) -> (Option<String>, Sass)
             read @ Sass::Read { .. } => (Some(text), read),
             other => (None, other),
         },
-        Err(why) => (None, Sass::Failed(why)),
+        Err(why) => (None, Sass::Failed(why.to_string())),
     }
 }
 
@@ -94,47 +96,90 @@ fn disassemble_with(
     tool: &Path,
     cubin: &[u8],
     limit: Duration,
-) -> std::result::Result<String, String> {
+) -> std::result::Result<String, DisassembleError> {
+    let tool_path = || tool.to_path_buf();
     let file = tempfile::Builder::new()
         .prefix("accprobe-")
         .suffix(".cubin")
         .tempfile()
-        .map_err(|e| {
-            format!(
-                "cannot create a file for the CUBIN in {}: {e}",
-                std::env::temp_dir().shown()
-            )
+        .map_err(|source| DisassembleError::TempFile {
+            dir: std::env::temp_dir(),
+            source: Arc::new(source),
         })?;
-    std::fs::write(file.path(), cubin)
-        .map_err(|e| format!("cannot write {}: {e}", file.path().shown()))?;
+    std::fs::write(file.path(), cubin).map_err(|source| DisassembleError::Write {
+        file: file.path().to_path_buf(),
+        source: Arc::new(source),
+    })?;
     let ran = Job::new(tool, limit)
         .args(disassembler_flag(tool))
         .arg(file.path())
         .stdout_limit(LISTING_LIMIT)
         .run();
     drop(file);
-    let ran = ran.map_err(|e| format!("the disassembler {} {e}", tool.shown()))?;
+    let ran = ran.map_err(|source| DisassembleError::Run {
+        tool: tool_path(),
+        source: Arc::new(source),
+    })?;
     match ran.status {
-        None => Err(format!(
-            "the disassembler {} did not finish within {} s and was killed, with every process it started \
-             ({} sets the limit)",
-            tool.shown(),
-            limit.as_secs_f64(),
-            crate::config::DISASSEMBLER_TIMEOUT_ENV
-        )),
-        Some(s) if !s.success() => Err(format!(
-            "the disassembler {} failed ({}): {}",
-            tool.shown(),
-            ended_how(s),
-            String::from_utf8_lossy(&ran.stderr.bytes).trim_end()
-        )),
-        Some(_) if ran.stdout.cut => Err(format!(
-            "the disassembler {} printed more than {} MiB: no listing of one CUBIN is that long",
-            tool.shown(),
-            LISTING_LIMIT >> 20
-        )),
+        None => Err(DisassembleError::TimedOut {
+            tool: tool_path(),
+            limit,
+        }),
+        Some(status) if !status.success() => Err(DisassembleError::Failed {
+            tool: tool_path(),
+            status,
+            stderr: String::from_utf8_lossy(&ran.stderr.bytes)
+                .trim_end()
+                .to_string(),
+        }),
+        Some(_) if ran.stdout.cut => Err(DisassembleError::TooLong {
+            tool: tool_path(),
+            limit: LISTING_LIMIT,
+        }),
         Some(_) => Ok(String::from_utf8_lossy(&ran.stdout.bytes).into_owned()),
     }
+}
+
+/// Why a disassembler gave no listing of a CUBIN; [`Sass::Failed`] says it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum DisassembleError {
+    #[error("cannot create a file for the CUBIN in {}: {source}", .dir.shown())]
+    TempFile {
+        dir: PathBuf,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("cannot write {}: {source}", .file.shown())]
+    Write {
+        file: PathBuf,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// It could not be started or supervised.
+    #[error("the disassembler {} {source}", .tool.shown())]
+    Run {
+        tool: PathBuf,
+        #[source]
+        source: Arc<RunError>,
+    },
+    #[error(
+        "the disassembler {} did not finish within {} s and was killed, with every process it started \
+         ({} sets the limit)",
+        .tool.shown(),
+        .limit.as_secs_f64(),
+        crate::config::DISASSEMBLER_TIMEOUT_ENV
+    )]
+    TimedOut { tool: PathBuf, limit: Duration },
+    /// It ended unsuccessfully (`stderr`, what it wrote there).
+    #[error("the disassembler {} failed ({}): {stderr}", .tool.shown(), ended_how(*.status))]
+    Failed {
+        tool: PathBuf,
+        status: ExitStatus,
+        stderr: String,
+    },
+    /// It printed more than `limit` bytes.
+    #[error("the disassembler {} printed more than {} MiB: no listing of one CUBIN is that long", .tool.shown(), .limit >> 20)]
+    TooLong { tool: PathBuf, limit: usize },
 }
 
 /// How `tool` is asked for the SASS: `-ndf -hex` when its name says nvdisasm (`-hex` prints
@@ -213,15 +258,16 @@ mod tests {
         let tool = fake_tool(dir.path(), "cuobjdump", "sleep 0.5\nexec cat \"$2\"");
         let cubins = ["the CUBIN of device 0\n", "the CUBIN of device 1\n"];
         assert_eq!(cubins[0].len(), cubins[1].len());
-        let read: Vec<std::result::Result<String, String>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = cubins
-                .iter()
-                .map(|c| scope.spawn(|| disassemble_with(&tool, c.as_bytes(), LIMIT)))
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
+        let read: Vec<std::result::Result<String, DisassembleError>> =
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = cubins
+                    .iter()
+                    .map(|c| scope.spawn(|| disassemble_with(&tool, c.as_bytes(), LIMIT)))
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
         for (c, text) in cubins.iter().zip(read) {
-            assert_eq!(text.as_deref(), Ok(*c));
+            assert_eq!(text.unwrap(), *c);
         }
     }
 
@@ -257,8 +303,12 @@ mod tests {
         );
         let limit = Duration::from_secs(1);
         let e = disassemble_with(&tool, b"cubin", limit).unwrap_err();
+        assert!(
+            matches!(&e, DisassembleError::TimedOut { tool: t, limit: l } if *t == tool && *l == limit),
+            "{e:?}"
+        );
         assert_eq!(
-            e,
+            e.to_string(),
             format!(
                 "the disassembler {} did not finish within 1 s and was killed, with every process \
                  it started (ACCPROBE_DISASSEMBLER_TIMEOUT sets the limit)",
@@ -281,7 +331,11 @@ mod tests {
             "the disassembler {} failed (exited with status 3): not a CUBIN",
             tool.display()
         );
-        assert_eq!(e, want);
+        assert_eq!(e.to_string(), want);
+        assert!(
+            matches!(&e, DisassembleError::Failed { status, stderr, .. } if status.code() == Some(3) && stderr == "not a CUBIN"),
+            "{e:?}"
+        );
     }
 
     /// Set for [`disassembles_as_the_environment_says`]: where it writes what it got.

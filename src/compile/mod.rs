@@ -15,6 +15,7 @@
 
 pub mod cache;
 pub mod disassemble;
+mod error;
 pub mod libraries;
 pub mod nvrtc;
 pub mod parts;
@@ -24,6 +25,7 @@ pub mod sass;
 pub mod source;
 pub mod toolchain;
 pub mod worker;
+mod worker_error;
 
 pub use cache::{
     cache_key, compile_cached, fingerprint, prune_cache, sha256_hex_of, CacheUse, CACHE_UNUSED_DAYS,
@@ -31,6 +33,7 @@ pub use cache::{
 pub use disassemble::{
     disassemble, disassembler_unavailable, find_disassembler, read_sass, DISASSEMBLER_ENV,
 };
+pub use error::CompileError;
 pub use libraries::loaded_nvrtc;
 pub use nvrtc::{compile_source, disable_compute_cache, nvrtc_version, COMPUTE_CACHE_ENV};
 pub use parts::{default_parts, parts_for, PARTS_ENV};
@@ -38,7 +41,7 @@ pub use source::{
     extra_options, options, source, CEILINGS_SOURCE, EXTRA_OPTIONS_ENV, KERNEL_SOURCE,
 };
 
-use crate::error::{Error, Result};
+type Result<T, E = CompileError> = std::result::Result<T, E>;
 use crate::model::results::SassSummary;
 use crate::model::variant::Variant;
 use nvrtc::{compile_program, Reports};
@@ -176,7 +179,7 @@ pub fn compile_as(variants: &[Variant], options: &[String], n: usize) -> Result<
     // could each hold it, and the matrix would compile or not by the number of cores.
     let mut seen = std::collections::BTreeSet::new();
     if let Some(v) = variants.iter().find(|v| !seen.insert(v.name())) {
-        return Err(Error::msg(format!("the matrix lists {v} twice")));
+        return Err(CompileError::Twice { variant: *v });
     }
     let start = std::time::Instant::now();
     let groups = parts::deal(variants, n);
@@ -186,7 +189,11 @@ pub fn compile_as(variants: &[Variant], options: &[String], n: usize) -> Result<
         |k, group| {
             let (cubin, log, reports) = compile_program(group, options).map_err(|e| match of {
                 1 => e,
-                _ => Error::msg(format!("program {} of {of}: {e}", k + 1)),
+                _ => CompileError::Program {
+                    k: k + 1,
+                    of,
+                    source: Box::new(e),
+                },
             })?;
             let cubin_at = start.elapsed().as_secs_f64();
             let (text, sass) = disassemble(&cubin, group);
@@ -204,7 +211,7 @@ pub fn compile_as(variants: &[Variant], options: &[String], n: usize) -> Result<
                 cubin_at,
             ))
         },
-        |why| Err(Error::msg(format!("a compile thread panicked: {why}"))),
+        |why| Err(CompileError::Panicked(why)),
     );
     let built = built.into_iter().collect::<Result<Vec<_>>>()?;
     let nvrtc_seconds = built.iter().map(|(_, t)| *t).fold(0.0, f64::max);
@@ -278,5 +285,6 @@ mod tests {
         let v = Variant::new(7, 2);
         let e = compile_as(&[v, Variant::new(7, 1), v], &[], 2).unwrap_err();
         assert!(e.to_string().contains("twice"), "{e}");
+        assert_eq!(e, CompileError::Twice { variant: v });
     }
 }

@@ -4,12 +4,22 @@
 
 use super::ptxas::{self, PtxasReport};
 use super::source::source;
-use crate::error::{Error, Result};
+use super::CompileError;
 use crate::model::variant::Variant;
-use crate::text;
 use cudarc::nvrtc::{result as nvrtc, sys};
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
+
+type Result<T, E = CompileError> = std::result::Result<T, E>;
+
+/// A failed NVRTC call that is not a compile.
+fn call(call: &'static str) -> impl Fn(nvrtc::NvrtcError) -> CompileError {
+    move |error| CompileError::Call {
+        call,
+        error,
+        hint: "",
+    }
+}
 
 /// NVRTC (12.x and later) serves repeated compilations from the CUDA compute cache and
 /// then runs no ptxas, so the verbose report is empty; this variable turns the cache off.
@@ -28,7 +38,7 @@ pub fn nvrtc_version() -> Result<String> {
     let (mut major, mut minor) = (0, 0);
     unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
         .result()
-        .map_err(|e| Error::msg(format!("nvrtcVersion failed: {}", words(e))))?;
+        .map_err(call("nvrtcVersion"))?;
     Ok(format!("{major}.{minor}"))
 }
 
@@ -58,15 +68,16 @@ pub(super) fn compile_program(
         "the probe",
         options,
     )?;
-    let reports = ptxas::parse(&log)
-        .map_err(|e| Error::msg(format!("{e}; the log:\n{}", text::quoted(&log))))?;
-    if let Some(v) = variants.iter().find(|v| !reports.contains_key(&v.name())) {
-        return Err(Error::msg(format!(
-            "the ptxas report has no entry for {v} ({} entries, {} log lines): NVRTC skips ptxas, \
-             and its report, when the CUDA compute cache serves the CUBIN; {COMPUTE_CACHE_ENV}=1 prevents that",
-            reports.len(),
-            log.lines().count()
-        )));
+    let reports = match ptxas::parse(&log) {
+        Ok(r) => r,
+        Err(source) => return Err(CompileError::PtxasLog { source, log }),
+    };
+    if let Some(&variant) = variants.iter().find(|v| !reports.contains_key(&v.name())) {
+        return Err(CompileError::NoReport {
+            variant,
+            entries: reports.len(),
+            lines: log.lines().count(),
+        });
     }
     Ok((cubin, log, reports))
 }
@@ -78,35 +89,32 @@ pub fn compile_source(
     what: &str,
     options: &[String],
 ) -> Result<(Vec<u8>, String)> {
-    let src = CString::new(text)
-        .map_err(|_| Error::msg(format!("{what}'s source contains a NUL byte")))?;
-    let prog = nvrtc::create_program(&src, Some(name))
-        .map_err(|e| Error::msg(format!("nvrtcCreateProgram failed: {}", words(e))))?;
+    let src = CString::new(text).map_err(|_| CompileError::NulInSource {
+        what: what.to_string(),
+    })?;
+    let prog = nvrtc::create_program(&src, Some(name)).map_err(call("nvrtcCreateProgram"))?;
     let compiled = unsafe { nvrtc::compile_program(prog, options) };
     let log = log_of(prog);
     let out = compiled
-        .map_err(|e| {
-            Error::msg(format!(
-                "NVRTC could not compile {what}: {}, with the options {}; its log:\n{}",
-                words(e),
-                text::joined(options, " "),
-                text::quoted(&log)
-            ))
+        .map_err(|error| CompileError::Refused {
+            what: what.to_string(),
+            error,
+            options: options.to_vec(),
+            log: log.clone(),
         })
         .and_then(|()| {
             let mut size = 0usize;
             unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) }
                 .result()
-                .map_err(|e| {
-                    Error::msg(format!(
-                        "nvrtcGetCUBINSize failed: {} (is the architecture a real sm_XY?)",
-                        words(e)
-                    ))
+                .map_err(|error| CompileError::Call {
+                    call: "nvrtcGetCUBINSize",
+                    error,
+                    hint: " (is the architecture a real sm_XY?)",
                 })?;
             let mut cubin = vec![0u8; size];
             unsafe { sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()) }
                 .result()
-                .map_err(|e| Error::msg(format!("nvrtcGetCUBIN failed: {}", words(e))))?;
+                .map_err(call("nvrtcGetCUBIN"))?;
             Ok((cubin, log))
         });
     let _ = unsafe { nvrtc::destroy_program(prog) };
@@ -116,7 +124,7 @@ pub fn compile_source(
 /// An NVRTC result in the project's words, with NVRTC's own name for it (what its
 /// documentation and a search find): `the source did not compile (NVRTC_ERROR_COMPILATION)`.
 /// cudarc's text for it is its `Debug`, `NvrtcError(NVRTC_ERROR_COMPILATION)`.
-fn words(e: nvrtc::NvrtcError) -> String {
+pub(super) fn words(e: nvrtc::NvrtcError) -> String {
     use sys::nvrtcResult as R;
     let said = match e.0 {
         R::NVRTC_ERROR_OUT_OF_MEMORY => "NVRTC ran out of memory",

@@ -19,7 +19,7 @@ pub fn default_parts(n: usize) -> usize {
 
 /// [`default_parts`], unless [`PARTS_ENV`] says otherwise (empty is unset); a value that
 /// is not a whole number of 1 or more is an error naming the variable.
-pub fn parts_for(n: usize) -> Result<usize> {
+pub fn parts_for(n: usize) -> Result<usize, crate::config::ConfigError> {
     Ok(match crate::config::compile_parts()? {
         Some(p) => p.min(n.max(1)),
         None => default_parts(n),

@@ -11,15 +11,16 @@ use super::process_nvrtc::{ACTIVE_ENV, NVRTC_ENV};
 use super::toolchain::{
     arch_number, classify, disassembler_identity, library_path_first, nvrtc_files, Toolchain,
 };
+pub use super::worker_error::{LoadError, RequestError, WorkerError};
 use crate::compile::{self, Sass};
 use crate::model::compiled::{
     ArchOutcome, CompiledMatrix, CompiledVariant, PtxasFigures, ToolchainIdentity,
 };
 use crate::model::variant::Variant;
-use crate::text::Shown;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// Set by the parent for a compile worker: the request file.
 pub use crate::config::WORKER_ENV;
@@ -43,33 +44,13 @@ pub struct Request {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Report {
-    pub toolchain: Result<ToolchainIdentity, String>,
+    pub toolchain: Result<ToolchainIdentity, LoadError>,
     pub architectures: Vec<(String, ArchOutcome)>,
 }
 
 /// Whether this process's `main` called [`worker_main`], so that this executable, spawned
 /// again, becomes a worker (and not, say, a test binary running its tests again).
 static WORKER_CAPABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Why a compile worker could not give its report.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum WorkerError {
-    /// This executable does not serve as a compile worker.
-    #[error(
-        "this executable does not run compile workers (its main does not call compile::worker::worker_main): \
-         compile-only cases run in the suite (tests/probe.rs) and in `cargo xtask toolchains`"
-    )]
-    NotAWorker,
-    /// Starting, feeding or reading the worker failed, or the worker itself did.
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl From<String> for WorkerError {
-    fn from(message: String) -> WorkerError {
-        WorkerError::Failed(message)
-    }
-}
 
 /// Whether this executable can serve as a compile worker: why not, if it cannot.
 pub fn can_spawn_workers() -> Result<(), WorkerError> {
@@ -85,14 +66,22 @@ pub fn can_spawn_workers() -> Result<(), WorkerError> {
 pub fn worker_main() -> Option<ExitCode> {
     WORKER_CAPABLE.store(true, std::sync::atomic::Ordering::SeqCst);
     let file = crate::config::compile_worker()?;
-    let run = || -> Result<(), String> {
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| format!("cannot read the worker request {file:?}: {e}"))?;
-        let req: Request =
-            serde_json::from_str(&text).map_err(|e| format!("bad worker request {file:?}: {e}"))?;
+    let file = PathBuf::from(file);
+    let run = || -> Result<(), RequestError> {
+        let text = std::fs::read_to_string(&file).map_err(|source| RequestError::Read {
+            file: file.clone(),
+            source,
+        })?;
+        let req: Request = serde_json::from_str(&text).map_err(|source| RequestError::Parse {
+            file: file.clone(),
+            source,
+        })?;
         let report = work(&req);
-        let json = serde_json::to_string(&report).map_err(|e| e.to_string())?;
-        std::fs::write(&req.out, json).map_err(|e| format!("cannot write {}: {e}", req.out.shown()))
+        let json = serde_json::to_string(&report).map_err(RequestError::Encode)?;
+        std::fs::write(&req.out, json).map_err(|source| RequestError::Write {
+            file: req.out.clone(),
+            source,
+        })
     };
     Some(match run() {
         Ok(()) => ExitCode::SUCCESS,
@@ -104,38 +93,38 @@ pub fn worker_main() -> Option<ExitCode> {
 }
 
 /// Loads the toolchain's NVRTC in this process and checks it is the one its folder holds.
-fn load(t: &Toolchain) -> Result<ToolchainIdentity, String> {
+fn load(t: &Toolchain) -> Result<ToolchainIdentity, LoadError> {
     let lib = nvrtc_files(&t.lib_dir)
         .into_iter()
         .next()
-        .ok_or_else(|| format!("{} holds no libnvrtc.so*", t.lib_dir.shown()))?;
+        .ok_or_else(|| LoadError::NoLibrary {
+            dir: t.lib_dir.clone(),
+        })?;
     // Opened by path first, for a clear error when the file is not a loadable library or
     // not an NVRTC; kept open for the process.
-    let handle = unsafe { libloading::Library::new(&lib) }
-        .map_err(|e| format!("{} is not an NVRTC: it does not load: {e}", lib.shown()))?;
+    let handle = unsafe { libloading::Library::new(&lib) }.map_err(|e| LoadError::NotLoadable {
+        lib: lib.clone(),
+        why: e.to_string(),
+    })?;
     unsafe { handle.get::<unsafe extern "C" fn(*mut i32, *mut i32) -> i32>(b"nvrtcVersion\0") }
-        .map_err(|e| {
-            format!(
-                "{} is not an NVRTC: it has no nvrtcVersion: {e}",
-                lib.shown()
-            )
+        .map_err(|e| LoadError::NoVersion {
+            lib: lib.clone(),
+            why: e.to_string(),
         })?;
     std::mem::forget(handle);
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(format!(
-            "cudarc finds no libnvrtc with LD_LIBRARY_PATH={}",
-            std::env::var("LD_LIBRARY_PATH").unwrap_or_default()
-        ));
+        return Err(LoadError::NotFound {
+            ld_library_path: std::env::var("LD_LIBRARY_PATH").unwrap_or_default(),
+        });
     }
-    let nvrtc_version = compile::nvrtc_version().map_err(|e| e.to_string())?;
+    let nvrtc_version = compile::nvrtc_version().map_err(|e| LoadError::Version(e.to_string()))?;
     let want = t.lib_dir.canonicalize().unwrap_or(t.lib_dir.clone());
     let mapped = compile::loaded_nvrtc();
     if let Some(other) = mapped.iter().find(|p| p.parent() != Some(want.as_path())) {
-        return Err(format!(
-            "another NVRTC was loaded ({}) instead of the one in {}: check LD_LIBRARY_PATH",
-            other.shown(),
-            want.shown()
-        ));
+        return Err(LoadError::OtherLoaded {
+            loaded: other.clone(),
+            wanted: want,
+        });
     }
     let supported = supported_architectures()?;
     Ok(ToolchainIdentity {
@@ -148,16 +137,22 @@ fn load(t: &Toolchain) -> Result<ToolchainIdentity, String> {
 }
 
 /// `nvrtcGetSupportedArchs` of the loaded NVRTC.
-fn supported_architectures() -> Result<Vec<u32>, String> {
+fn supported_architectures() -> Result<Vec<u32>, LoadError> {
     use cudarc::nvrtc::sys;
+    let failed = |call: &'static str| {
+        move |e: cudarc::nvrtc::result::NvrtcError| LoadError::Call {
+            call: call.to_string(),
+            why: format!("{e:?}"),
+        }
+    };
     let mut n = 0;
     unsafe { sys::nvrtcGetNumSupportedArchs(&mut n) }
         .result()
-        .map_err(|e| format!("nvrtcGetNumSupportedArchs failed: {e:?}"))?;
+        .map_err(failed("nvrtcGetNumSupportedArchs"))?;
     let mut v = vec![0i32; n.max(0) as usize];
     unsafe { sys::nvrtcGetSupportedArchs(v.as_mut_ptr()) }
         .result()
-        .map_err(|e| format!("nvrtcGetSupportedArchs failed: {e:?}"))?;
+        .map_err(failed("nvrtcGetSupportedArchs"))?;
     Ok(v.into_iter().filter(|&a| a > 0).map(|a| a as u32).collect())
 }
 
@@ -263,18 +258,16 @@ pub fn spawn_worker(
     disassembler: Option<&Path>,
 ) -> Result<Report, WorkerError> {
     can_spawn_workers()?;
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let exe = std::env::current_exe().map_err(|e| WorkerError::NoExecutable(Arc::new(e)))?;
     // A folder of its own, made here (never one already there: a name made of the process
     // id and the toolchain could be a link to another folder, or another user's, whose
     // report the parent would then read).
     let folder = tempfile::Builder::new()
         .prefix("accprobe-worker-")
         .tempdir()
-        .map_err(|e| {
-            format!(
-                "cannot create a folder for the compile worker in {}: {e}",
-                std::env::temp_dir().shown()
-            )
+        .map_err(|e| WorkerError::Folder {
+            dir: std::env::temp_dir(),
+            source: Arc::new(e),
         })?;
     let tmp = folder.path();
     let req = Request {
@@ -286,11 +279,11 @@ pub fn spawn_worker(
         out: tmp.join("report.json"),
     };
     let req_file = tmp.join("request.json");
-    std::fs::write(
-        &req_file,
-        serde_json::to_string(&req).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| format!("cannot write {}: {e}", req_file.shown()))?;
+    let json = serde_json::to_string(&req).expect("a request is plain data");
+    std::fs::write(&req_file, json).map_err(|e| WorkerError::WriteRequest {
+        file: req_file.clone(),
+        source: Arc::new(e),
+    })?;
     let ran = crate::child::Job::new(&exe, WORKER_LIMIT)
         .env(WORKER_ENV, &req_file)
         .env("LD_LIBRARY_PATH", library_path_first(&t.lib_dir))
@@ -298,28 +291,32 @@ pub fn spawn_worker(
         .env_remove(NVRTC_ENV)
         .env_remove(ACTIVE_ENV)
         .run()
-        .map_err(|e| format!("the compile worker {} {e}", exe.shown()))?;
+        .map_err(|e| WorkerError::Run {
+            exe: exe.clone(),
+            source: Arc::new(e),
+        })?;
     let report = std::fs::read_to_string(&req.out);
     drop(folder);
-    let who = format!(
-        "the compile worker for NVRTC {} ({})",
-        t.key,
-        t.lib_dir.shown()
-    );
     let stderr = String::from_utf8_lossy(&ran.stderr.bytes)
         .trim()
         .to_string();
+    let (key, lib_dir) = (t.key.clone(), t.lib_dir.clone());
     match (ran.status, report) {
-        (None, _) => Err(WorkerError::Failed(format!(
-            "{who} did not finish within {} s and was killed, with every process it started: {stderr}",
-            WORKER_LIMIT.as_secs()
-        ))),
-        (Some(s), Ok(text)) if s.success() => serde_json::from_str(&text)
-            .map_err(|e| WorkerError::Failed(format!("unreadable compile worker report: {e}"))),
-        (Some(s), _) => Err(WorkerError::Failed(format!(
-            "{who} failed ({}): {stderr}",
-            crate::child::ended_how(s)
-        ))),
+        (None, _) => Err(WorkerError::TimedOut {
+            key,
+            lib_dir,
+            limit: WORKER_LIMIT,
+            stderr,
+        }),
+        (Some(s), Ok(text)) if s.success() => {
+            serde_json::from_str(&text).map_err(|e| WorkerError::BadReport(Arc::new(e)))
+        }
+        (Some(status), _) => Err(WorkerError::Failed {
+            key,
+            lib_dir,
+            status,
+            stderr,
+        }),
     }
 }
 

@@ -57,9 +57,9 @@ pub fn history() -> Result<Option<HistoryStore>, ConfigError> {
 /// The value `t` of [`HISTORY_ENV`], or the error naming it.
 fn parse(t: &str) -> Result<HistoryStore, ConfigError> {
     history_store(t.trim()).ok_or_else(|| ConfigError::Malformed {
-        variable: HISTORY_ENV,
+        variable: HISTORY_ENV.into(),
         value: redacted(t),
-        expected: super::takes(HISTORY_ENV),
+        expected: super::takes(HISTORY_ENV).into(),
     })
 }
 

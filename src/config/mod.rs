@@ -12,6 +12,7 @@
 
 mod history;
 
+pub use crate::error::{ConfigError, LockDirRefused, OrdinalListError};
 pub use history::{history, history_store, redacted, HistoryStore};
 
 use crate::model::settings::Mode;
@@ -272,53 +273,6 @@ pub fn variable(name: &str) -> Option<&'static Variable> {
     VARIABLES.iter().find(|v| v.name == name)
 }
 
-/// A value that does not parse: the variable, the value as given (lossily, when it is not
-/// UTF-8) and what the variable takes. A configuration error: the front ends exit 2.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{variable}={value:?}: expected {expected}")]
-    Malformed {
-        variable: &'static str,
-        value: String,
-        expected: &'static str,
-    },
-    #[error("{variable}={value:?}: not valid UTF-8 (expected {expected})")]
-    NotUtf8 {
-        variable: &'static str,
-        value: String,
-        expected: &'static str,
-    },
-}
-
-impl ConfigError {
-    /// The variable the error names.
-    pub fn variable(&self) -> &'static str {
-        match self {
-            ConfigError::Malformed { variable, .. } | ConfigError::NotUtf8 { variable, .. } => {
-                variable
-            }
-        }
-    }
-}
-
-impl From<ConfigError> for String {
-    fn from(e: ConfigError) -> String {
-        e.to_string()
-    }
-}
-
-impl From<ConfigError> for crate::error::GpuError {
-    fn from(e: ConfigError) -> Self {
-        crate::error::GpuError::Config(e.to_string())
-    }
-}
-
-impl From<ConfigError> for crate::error::Error {
-    fn from(e: ConfigError) -> Self {
-        crate::error::Error::msg(e.to_string())
-    }
-}
-
 fn takes(name: &'static str) -> &'static str {
     variable(name).map_or("a value", |v| v.takes)
 }
@@ -350,9 +304,9 @@ pub fn text(name: &'static str) -> Result<Option<String>, ConfigError> {
     match var_os(name) {
         None => Ok(None),
         Some(v) => v.into_string().map(Some).map_err(|v| ConfigError::NotUtf8 {
-            variable: name,
+            variable: name.into(),
             value: v.to_string_lossy().into_owned(),
-            expected: takes(name),
+            expected: takes(name).into(),
         }),
     }
 }
@@ -369,9 +323,9 @@ pub fn parsed<T>(
     match parse(t.trim()) {
         Some(x) => Ok(Some(x)),
         None => Err(ConfigError::Malformed {
-            variable: name,
+            variable: name.into(),
             value: t,
-            expected: takes(name),
+            expected: takes(name).into(),
         }),
     }
 }
@@ -386,18 +340,22 @@ fn seconds(t: &str) -> Option<f64> {
 }
 
 /// `0,2` -> [0, 2], none twice; the syntax only (the range needs the device count).
-pub fn ordinal_list(text: &str) -> Result<Vec<usize>, String> {
+pub fn ordinal_list(text: &str) -> Result<Vec<usize>, OrdinalListError> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let o = part.parse::<usize>().map_err(|_| {
-            format!("{part:?} is not a device ordinal (expected a list such as 0 or 0,2)")
-        })?;
+        let o = part
+            .parse::<usize>()
+            .map_err(|_| OrdinalListError::NotAnOrdinal {
+                part: part.to_string(),
+            })?;
         if !out.contains(&o) {
             out.push(o);
         }
     }
     if out.is_empty() {
-        return Err(format!("{text:?} names no device"));
+        return Err(OrdinalListError::Empty {
+            text: text.to_string(),
+        });
     }
     Ok(out)
 }

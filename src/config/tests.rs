@@ -41,7 +41,7 @@ fn only_whitespace_is_unset() {
 #[test]
 fn a_bad_value_is_an_error_naming_the_variable_the_value_and_what_it_takes() {
     let e = with(C, "abc", || parsed(C, retries)).unwrap_err();
-    assert_eq!(e.variable(), C);
+    assert_eq!(e.variable(), Some(C));
     assert_eq!(e.to_string(), format!("{C}=\"abc\": expected a value"));
     assert!(with(C, "maybe", || flag(C)).is_err());
     for bad in ["-1", "abc", "NaN", "inf"] {
@@ -71,7 +71,10 @@ fn bytes_that_are_not_utf8_are_an_error_never_unset() {
     let f = flag(D).unwrap_err();
     let raw = var_os(D);
     std::env::remove_var(D);
-    assert!(matches!(e, ConfigError::NotUtf8 { variable: D, .. }), "{e}");
+    assert!(
+        matches!(&e, ConfigError::NotUtf8 { variable, .. } if variable == D),
+        "{e}"
+    );
     assert!(e.to_string().contains("not valid UTF-8"), "{e}");
     assert_eq!(f, e);
     assert!(raw.is_some(), "a path may be any bytes");
@@ -148,7 +151,10 @@ fn the_table_names_each_variable_once_and_every_constant() {
 #[test]
 fn device_lists_are_parsed_for_their_syntax_only() {
     assert_eq!(ordinal_list(" 3 ,1,3"), Ok(vec![3, 1]));
-    assert!(ordinal_list(",").unwrap_err().contains("names no device"));
+    let e = ordinal_list(",").unwrap_err();
+    assert_eq!(e, OrdinalListError::Empty { text: ",".into() });
+    assert_eq!(e.to_string(), "\",\" names no device");
     let e = ordinal_list("0,x").unwrap_err();
-    assert!(e.contains("not a device ordinal"), "{e}");
+    assert_eq!(e, OrdinalListError::NotAnOrdinal { part: "x".into() });
+    assert!(e.to_string().contains("not a device ordinal"), "{e}");
 }

@@ -6,6 +6,7 @@
 pub mod baselines;
 pub mod compile_only;
 pub mod policy;
+pub mod policy_error;
 pub mod policy_source;
 pub mod profile;
 pub mod recorded;

@@ -5,6 +5,7 @@
 //! [`Picks`], plain data the verdict stage judges. Nothing here starts a process.
 
 use crate::expectations::policy::{Accumulation, Policy};
+use crate::expectations::policy_error::PolicyError;
 use crate::model::variant::{Context, Sink};
 use crate::text::Shown;
 use std::collections::BTreeMap;
@@ -115,19 +116,20 @@ impl PolicySource {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Picks {
     pub policy: String,
-    pub answers: Result<BTreeMap<String, u32>, String>,
+    pub answers: Result<BTreeMap<String, u32>, PolicyError>,
 }
 
 impl Picks {
     /// The K picked for `context`, or why there is none.
-    pub fn of(&self, context: &str) -> Result<u32, String> {
+    pub fn of(&self, context: &str) -> Result<u32, PolicyError> {
         match &self.answers {
-            Ok(k) => k.get(context).copied().ok_or_else(|| {
-                format!(
-                    "policy {} was not asked about context {context}",
-                    self.policy
-                )
-            }),
+            Ok(k) => k
+                .get(context)
+                .copied()
+                .ok_or_else(|| PolicyError::NotAsked {
+                    policy: self.policy.clone(),
+                    context: context.to_string(),
+                }),
             Err(e) => Err(e.clone()),
         }
     }

@@ -179,21 +179,19 @@ pub fn selection_from_env() -> Result<Option<Vec<usize>>, GpuError> {
     Ok(crate::config::devices()?)
 }
 
-use crate::config::ordinal_list as parse_ordinal_list;
+use crate::config::{ordinal_list as parse_ordinal_list, ConfigError};
 
 /// Each of `ordinals` must be below `count`, the number of visible devices.
 fn check_range(ordinals: &[usize], count: usize) -> Result<Vec<usize>, GpuError> {
     match ordinals.iter().find(|&&o| o >= count) {
-        Some(o) => Err(GpuError::Config(format!(
-            "device {o} is not an ordinal below {count} (visible devices: {count})"
-        ))),
+        Some(&ordinal) => Err(ConfigError::NoSuchDevice { ordinal, count }.into()),
         None => Ok(ordinals.to_vec()),
     }
 }
 
 /// `0,2` -> [0, 2], each below `count`, none twice.
 pub fn parse_ordinals(text: &str, count: usize) -> Result<Vec<usize>, GpuError> {
-    let ordinals = parse_ordinal_list(text).map_err(GpuError::Config)?;
+    let ordinals = parse_ordinal_list(text).map_err(ConfigError::from)?;
     check_range(&ordinals, count)
 }
 
@@ -258,7 +256,7 @@ fn open(found: Found) -> Result<Device, GpuError> {
         capability,
     } = found;
     let key = device_key(ordinal);
-    let registration = register_device(&key).map_err(|e| GpuError::Config(e.to_string()))?;
+    let registration = register_device(&key).map_err(ConfigError::from)?;
     let ctx = CudaContext::new(ordinal).map_err(|e| {
         GpuError::Device(format!(
             "cannot create a context on device {ordinal}: {}",
@@ -395,5 +393,14 @@ mod tests {
         );
         assert!(parse_ordinal_list(",").is_err());
         assert!(parse_ordinal_list("0,x").is_err());
+        assert_eq!(
+            parse_ordinals("1,3", 2),
+            Err(ConfigError::NoSuchDevice {
+                ordinal: 3,
+                count: 2
+            }
+            .into()),
+            "the ordinal out of range and the count, as numbers"
+        );
     }
 }

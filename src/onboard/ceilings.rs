@@ -12,20 +12,19 @@
 //! Both are rounded to the nearest whole number for the profile; the draft's comment keeps
 //! the measured figures.
 
+use super::OnboardError;
 use crate::expectations::profile::Validity;
 pub use crate::model::ceilings::Ceilings;
 
 /// The figures a profile's `validity:` holds, with `duration_tolerance`; `Err` says
 /// which figure cannot be a ceiling (not finite, or below one half, which would round
 /// to 0).
-pub fn validity(c: &Ceilings, duration_tolerance: f64) -> Result<Validity, String> {
-    let whole = |what: &str, x: f64| -> Result<u32, String> {
-        if x.is_finite() && (0.5..1e6).contains(&x) {
-            Ok(x.round() as u32)
+pub fn validity(c: &Ceilings, duration_tolerance: f64) -> Result<Validity, OnboardError> {
+    let whole = |figure: &'static str, value: f64| {
+        if value.is_finite() && (0.5..1e6).contains(&value) {
+            Ok(value.round() as u32)
         } else {
-            Err(format!(
-                "the ceilings measurement gave {what} = {x}: expected a finite figure of at least 0.5"
-            ))
+            Err(OnboardError::NotACeiling { figure, value })
         }
     };
     Ok(Validity {
@@ -130,7 +129,16 @@ mod tests {
             (-1.0, 4.0),
         ] {
             let e = validity(&ceilings(l, i), 0.05).unwrap_err();
-            assert!(e.contains("expected a finite figure"), "{e}");
+            assert!(e.to_string().contains("expected a finite figure"), "{e}");
+            let figure = if l == 4.0 {
+                "ffma_issue_per_cycle_per_sm"
+            } else {
+                "ffma_latency_cycles"
+            };
+            assert!(
+                matches!(e, OnboardError::NotACeiling { figure: f, .. } if f == figure),
+                "{e:?}"
+            );
         }
     }
 

@@ -2,6 +2,7 @@
 //! does not hold on the measurement, each with a reason that gives the measured numbers,
 //! the date, the driver and the NVRTC (the style of the hand-written profiles).
 
+use super::OnboardError;
 use crate::expectations::profile::Profile;
 use crate::model::results::{RunResults, VariantResult};
 use crate::report::thousands as figure;
@@ -23,7 +24,7 @@ pub struct Deviation {
 /// with output problems or spills, the rest of what a `probe::` case checks). `Err` when
 /// a case could not be judged because the measurement was disturbed: a deviation must
 /// come from an undisturbed measurement.
-pub fn find(profile: &Profile, results: &RunResults) -> Result<Vec<Deviation>, String> {
+pub fn find(profile: &Profile, results: &RunResults) -> Result<Vec<Deviation>, OnboardError> {
     let when = measured_when(results);
     let gpu = gpu_short_name(results);
     let mut out = Vec::new();
@@ -63,11 +64,12 @@ pub fn find(profile: &Profile, results: &RunResults) -> Result<Vec<Deviation>, S
                     reason: format!("{what}, {when}"),
                 });
             }
-            Outcome::Error(text) => {
-                return Err(format!(
-                    "{}: not judged, the measurement was disturbed ({text}): onboard again on an idle GPU",
-                    case.name
-                ))
+            Outcome::Error(why) => {
+                return Err(OnboardError::Disturbed {
+                    run: None,
+                    case: case.name,
+                    why,
+                })
             }
             _ => {}
         }

@@ -2,13 +2,15 @@
 //! steadiness measured into widths, its cases judged as the gate will judge them, and the
 //! draft read back and blessed.
 
+use super::OnboardError;
 use super::{
     ceilings, contexts, deviations, mode, render, steadiness, Deviation, Draft, Measured, Wide,
     AGREE_TOLERANCE, BASELINES_TOLERANCE, COMPILE_ARCHITECTURES, COMPILE_TOOLCHAINS,
 };
 use crate::bless;
 use crate::catalog;
-use crate::error::{Error, Result};
+
+type Result<T, E = OnboardError> = std::result::Result<T, E>;
 use crate::expectations::profile::{Profile, Validity};
 use crate::model::gpu::{Environment, GpuIdentity};
 use crate::model::results::RunResults;
@@ -32,10 +34,8 @@ pub fn draft_with(
     let (env, gpu) = one_gpu(m)?;
     let name = profile_name(name, &gpu)?;
     let duration_tolerance = study.validity.map_or(0.05, |v| v.duration_tolerance);
-    let validity = ceilings::validity(&m.ceilings, duration_tolerance).map_err(Error::msg)?;
-    let (mode, mode_why) = mode::compare(&m.serial, &m.wave, AGREE_TOLERANCE)
-        .map_err(Error::msg)?
-        .mode();
+    let validity = ceilings::validity(&m.ceilings, duration_tolerance)?;
+    let (mode, mode_why) = mode::compare(&m.serial, &m.wave, AGREE_TOLERANCE)?.mode();
     let (chosen, other) = match mode {
         Mode::Wave => (&m.wave, &m.serial),
         Mode::Serial => (&m.serial, &m.wave),
@@ -68,10 +68,10 @@ pub fn draft_with(
     let profile_text = text.render(&judged.deviations, &wider);
     let profile = text.read_back(&profile_text)?;
     if chosen.profile != name {
-        return Err(Error::msg(format!(
-            "the results were measured under profile {:?}, not {name:?}: onboarding measures under the name it drafts",
-            chosen.profile
-        )));
+        return Err(OnboardError::OtherProfile {
+            measured: chosen.profile.clone(),
+            name,
+        });
     }
     bless::check(&profile, chosen, false)?;
     let baselines = bless::prepare(
@@ -104,37 +104,35 @@ pub fn draft_with(
 /// The serial run's environment and the GPU, once the serial and wave runs and the
 /// ceilings are of one GPU and each run is of its mode.
 fn one_gpu(m: &Measured) -> Result<(&Environment, GpuIdentity)> {
-    fn measured<'r>(r: &'r RunResults, which: &str) -> Result<&'r Environment> {
-        r.environment.as_ref().ok_or_else(|| {
-            Error::msg(format!(
-                "the {which} results have no environment: onboarding needs a measurement"
-            ))
-        })
+    fn measured<'r>(r: &'r RunResults, which: &'static str) -> Result<&'r Environment> {
+        r.environment
+            .as_ref()
+            .ok_or(OnboardError::Unmeasured { which })
     }
     let env = measured(&m.serial, "serial")?;
     let wave_env = measured(&m.wave, "wave")?;
     let gpu = env.identity();
     if wave_env.identity() != gpu {
-        return Err(Error::msg(format!(
-            "the serial run measured {:?} (compute capability {}), the wave run {:?} (compute capability {}): onboarding needs both from one GPU",
-            env.gpu_name, env.compute_capability, wave_env.gpu_name, wave_env.compute_capability
-        )));
+        return Err(OnboardError::TwoGpus {
+            serial: Box::new(env.clone()),
+            wave: Box::new(wave_env.clone()),
+        });
     }
     let c = &m.ceilings;
     if (c.gpu_name.as_str(), c.compute_capability.as_str())
         != (gpu.name.as_str(), gpu.compute_capability.as_str())
     {
-        return Err(Error::msg(format!(
-            "the ceilings were measured on {:?} (compute capability {}), the probe on {:?} (compute capability {}): onboarding needs both from one GPU",
-            c.gpu_name, c.compute_capability, gpu.name, gpu.compute_capability
-        )));
+        return Err(OnboardError::CeilingsElsewhere {
+            ceilings: (c.gpu_name.clone(), c.compute_capability.clone()),
+            probe: (gpu.name.clone(), gpu.compute_capability.clone()),
+        });
     }
     for (r, which) in [(&m.serial, Mode::Serial), (&m.wave, Mode::Wave)] {
         if r.mode != which {
-            return Err(Error::msg(format!(
-                "the {which:?} results were measured in {:?} mode",
-                r.mode
-            )));
+            return Err(OnboardError::WrongMode {
+                expected: which,
+                measured: r.mode,
+            });
         }
     }
     Ok((env, gpu))
@@ -145,10 +143,7 @@ fn profile_name(name: Option<&str>, gpu: &GpuIdentity) -> Result<String> {
     let name = name.map_or_else(|| crate::catalog::profile_name(&gpu.name), str::to_string);
     let allowed = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
     if name.is_empty() || !name.bytes().all(allowed) || name == catalog::DOCUMENTED {
-        return Err(Error::msg(format!(
-            "cannot onboard as {name:?}: a profile name is letters, digits, '_' or '-', and not {:?} (give one with --name)",
-            catalog::DOCUMENTED
-        )));
+        return Err(OnboardError::BadName { name });
     }
     Ok(name)
 }
@@ -162,27 +157,30 @@ fn same_runs(
     mode: Mode,
 ) -> Result<()> {
     for (i, r) in runs.iter().enumerate() {
-        let which = format!("extra run {} of {}", i + 1, runs.len());
-        let e = r.environment.as_ref().ok_or_else(|| {
-            Error::msg(format!(
-                "{which} has no environment: onboarding needs a measurement"
-            ))
-        })?;
+        let (run, of) = (i + 1, runs.len());
+        let e = r
+            .environment
+            .as_ref()
+            .ok_or(OnboardError::ExtraUnmeasured { run, of })?;
         if e.identity() != *gpu
             || (&e.driver_version, &e.nvrtc_version)
                 != (&chosen_env.driver_version, &chosen_env.nvrtc_version)
         {
-            return Err(Error::msg(format!(
-                "{which} measured {:?} (compute capability {}), driver {}, NVRTC {}; the {mode:?} run {:?} (compute capability {}), driver {}, NVRTC {}: onboarding needs every run from one GPU and toolchain",
-                e.gpu_name, e.compute_capability, e.driver_version, e.nvrtc_version,
-                chosen_env.gpu_name, chosen_env.compute_capability, chosen_env.driver_version, chosen_env.nvrtc_version
-            )));
+            return Err(OnboardError::ExtraElsewhere {
+                run,
+                of,
+                mode,
+                extra: Box::new(e.clone()),
+                chosen: Box::new(chosen_env.clone()),
+            });
         }
         if r.mode != mode || r.profile != chosen.profile {
-            return Err(Error::msg(format!(
-                "{which} was measured in {:?} mode under profile {:?}: onboarding chose {mode:?} mode, measured under {:?}",
-                r.mode, r.profile, chosen.profile
-            )));
+            return Err(OnboardError::ExtraOtherwise {
+                run,
+                of,
+                measured: (r.mode, r.profile.clone()),
+                chosen: (mode, chosen.profile.clone()),
+            });
         }
     }
     Ok(())
@@ -246,7 +244,7 @@ impl Text<'_> {
 
     /// `text` read back as the catalog reads it, before its recorded results are on disk.
     fn read_back(&self, text: &str) -> Result<Profile> {
-        catalog::parse(&without_recorded(text), &self.profile_file)
+        Ok(catalog::parse(&without_recorded(text), &self.profile_file)?)
     }
 
     /// The wider baselines of the draft's variants, from every run in `all`.
@@ -264,7 +262,7 @@ impl Text<'_> {
         );
         let variants = self.read_back(&self.render(&[], &[]))?.probe.variants();
         steadiness::wider(&variants, self.chosen, all, BASELINES_TOLERANCE, &when)
-            .map_err(|e| Error::msg(format!("{e}: onboard again on an idle GPU")))
+            .map_err(|e| OnboardError::Steadiness { cause: Box::new(e) })
     }
 }
 
@@ -285,7 +283,7 @@ fn judge(
     runs: &[RunResults],
     mode: Mode,
 ) -> Result<Judged> {
-    let mut deviations = deviations::find(bare, chosen).map_err(Error::msg)?;
+    let mut deviations = deviations::find(bare, chosen)?;
     let (unsteady, counts) = unsteady(bare, &deviations, runs)?;
     if !runs.is_empty() {
         for (d, k) in deviations.iter_mut().zip(counts) {
@@ -296,7 +294,7 @@ fn judge(
             ));
         }
     }
-    let other_deviations = deviations::find(bare, other).map_err(Error::msg)?;
+    let other_deviations = deviations::find(bare, other)?;
     let names = |d: &[Deviation]| d.iter().map(|d| d.case.clone()).collect::<Vec<_>>();
     let (here, there) = (names(&deviations), names(&other_deviations));
     let mut mode_dependent: Vec<String> = here
@@ -338,8 +336,14 @@ fn unsteady(bare: &Profile, found: &[Deviation], runs: &[RunResults]) -> Result<
     let mut failing: std::collections::BTreeMap<String, usize> =
         found.iter().map(|d| (d.case.clone(), 1)).collect();
     for (i, r) in runs.iter().enumerate() {
-        let here = deviations::find(bare, r)
-            .map_err(|e| Error::msg(format!("extra run {}: {e}", i + 1)))?;
+        let here = deviations::find(bare, r).map_err(|e| match e {
+            OnboardError::Disturbed { case, why, .. } => OnboardError::Disturbed {
+                run: Some(i + 1),
+                case,
+                why,
+            },
+            other => other,
+        })?;
         for d in here {
             *failing.entry(d.case).or_insert(0) += 1;
         }

@@ -19,6 +19,7 @@ mod comments;
 pub mod contexts;
 pub mod deviations;
 mod draft;
+mod error;
 pub mod mode;
 mod render;
 pub mod steadiness;
@@ -32,6 +33,7 @@ use crate::model::settings::Mode;
 pub use ceilings::Ceilings;
 pub use deviations::Deviation;
 pub use draft::draft_with;
+pub use error::OnboardError;
 use std::path::{Path, PathBuf};
 pub use steadiness::Wide;
 
@@ -87,14 +89,20 @@ pub struct Draft {
 
 /// The mode a draft from `serial` and `wave` chooses ([`mode::Agreement::mode`], on the
 /// base context's variants), and why: the mode onboarding measures its extra runs in.
-pub fn chosen_mode(serial: &RunResults, wave: &RunResults) -> Result<(Mode, String)> {
-    Ok(mode::compare(serial, wave, AGREE_TOLERANCE)
-        .map_err(Error::msg)?
-        .mode())
+pub fn chosen_mode(
+    serial: &RunResults,
+    wave: &RunResults,
+) -> std::result::Result<(Mode, String), OnboardError> {
+    Ok(mode::compare(serial, wave, AGREE_TOLERANCE)?.mode())
 }
 
 /// [`draft_with`] from the serial and wave runs alone.
-pub fn draft(study: &Profile, dir: &Path, name: Option<&str>, m: &Measured) -> Result<Draft> {
+pub fn draft(
+    study: &Profile,
+    dir: &Path,
+    name: Option<&str>,
+    m: &Measured,
+) -> std::result::Result<Draft, OnboardError> {
     draft_with(study, dir, name, m, &[])
 }
 

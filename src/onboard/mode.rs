@@ -7,6 +7,7 @@
 //! and measured into their baselines' widths (`super::steadiness`), not held against a
 //! mode.
 
+use super::OnboardError;
 use crate::model::results::RunResults;
 use crate::model::settings::Mode;
 
@@ -41,13 +42,15 @@ pub fn compare(
     serial: &RunResults,
     wave: &RunResults,
     tolerance: f64,
-) -> Result<Agreement, String> {
+) -> Result<Agreement, OnboardError> {
     let rel = |a: f64, b: f64| (a - b).abs() / b;
     let mut rows = Vec::new();
     for s in &serial.variants {
         let w = wave
             .get(s.variant())
-            .ok_or_else(|| format!("{} missing from the wave run", s.name))?;
+            .ok_or_else(|| OnboardError::MissingFromWave {
+                variant: s.name.clone(),
+            })?;
         rows.push(Row {
             name: s.name.clone(),
             serial_median: s.baseline_progress(),

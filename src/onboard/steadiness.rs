@@ -10,6 +10,7 @@
 //! [`reach`] of it) gets [`MARGIN`] times its largest distance, rounded up to [`STEP`], at
 //! least [`LEAST`].
 
+use super::OnboardError;
 use crate::bless;
 use crate::model::results::RunResults;
 use crate::model::settings::Mode;
@@ -43,9 +44,9 @@ pub fn reach(tolerance: f64) -> f64 {
 /// The width for a largest distance `moved` (a fraction) under the profile's `tolerance`:
 /// `None` when it needs none ([`MARGIN`] times it is within `tolerance`); `Err` when it is
 /// not a number, or no tolerance below 1 holds it.
-pub fn tolerance(moved: f64, tolerance: f64) -> Result<Option<f64>, String> {
+pub fn tolerance(moved: f64, tolerance: f64) -> Result<Option<f64>, OnboardError> {
     if !moved.is_finite() {
-        return Err(format!("a distance of {moved} from the baseline"));
+        return Err(OnboardError::DistanceNotANumber { moved });
     }
     if moved * MARGIN <= tolerance {
         return Ok(None);
@@ -54,10 +55,7 @@ pub fn tolerance(moved: f64, tolerance: f64) -> Result<Option<f64>, String> {
     let steps = (moved * MARGIN / STEP - 1e-9).ceil().max(LEAST / STEP);
     let t = steps / (1.0 / STEP);
     if t >= 1.0 {
-        return Err(format!(
-            "moved {:.2}% from its baseline: no tolerance below 100% holds it",
-            moved * 100.0
-        ));
+        return Err(OnboardError::NoTolerance { moved });
     }
     Ok(Some(t))
 }
@@ -72,7 +70,7 @@ pub fn wider(
     runs: &[&RunResults],
     base_tolerance: f64,
     when: &str,
-) -> Result<Vec<Wide>, String> {
+) -> Result<Vec<Wide>, OnboardError> {
     let mut out = Vec::new();
     for &v in variants {
         let Some(b) = baseline.get(v) else {
@@ -87,7 +85,10 @@ pub fn wider(
             }
             let x = r
                 .get(v)
-                .ok_or_else(|| format!("{v}: not in one of the {:?} runs", r.mode))?
+                .ok_or(OnboardError::NotInRun {
+                    variant: v,
+                    mode: r.mode,
+                })?
                 .baseline_progress();
             let d = (x - base).abs() / base;
             moved = if d.is_nan() { f64::NAN } else { moved.max(d) };
@@ -96,7 +97,11 @@ pub fn wider(
                 None => by_mode.push((r.mode, vec![x])),
             }
         }
-        let Some(t) = tolerance(moved, base_tolerance).map_err(|e| format!("{v}: {e}"))? else {
+        let unsteady = |e| OnboardError::Unsteady {
+            variant: v,
+            cause: Box::new(e),
+        };
+        let Some(t) = tolerance(moved, base_tolerance).map_err(unsteady)? else {
             continue;
         };
         // Each mode's runs: their medians' range and largest distance.
@@ -163,6 +168,12 @@ mod tests {
         assert!(tolerance(f64::INFINITY, t).is_err());
         assert!(tolerance(0.9, t)
             .unwrap_err()
+            .to_string()
             .contains("no tolerance below 100%"));
+        assert_eq!(
+            tolerance(0.9, t),
+            Err(OnboardError::NoTolerance { moved: 0.9 }),
+            "the distance, as a number"
+        );
     }
 }

@@ -16,22 +16,18 @@
 //! what was expected.
 
 use crate::expectations::policy::MAX_POLICY_ACCUMULATORS;
+use crate::expectations::policy_error::{AnswerFault, BadAnswer, Found};
 use crate::expectations::policy_source::PolicyContext;
-use crate::text::Shown;
 use std::collections::BTreeMap;
 
-/// What a K must be, for the messages.
-fn k_is() -> String {
-    format!("K, an accumulator count from 1 to {MAX_POLICY_ACCUMULATORS}")
-}
-
 /// The K of each context from the program's `stdout`, each among `measured` (the
-/// accumulator counts the profile measures); why not, when the answer breaks the grammar.
+/// accumulator counts the profile measures); where and how the answer breaks the grammar,
+/// when it does.
 pub(super) fn answers(
     contexts: &[PolicyContext],
     stdout: &[u8],
     measured: &[u32],
-) -> Result<BTreeMap<String, u32>, String> {
+) -> Result<BTreeMap<String, u32>, BadAnswer> {
     let body = stdout.strip_suffix(b"\n").unwrap_or(stdout);
     let lines: Vec<&[u8]> = if stdout.is_empty() {
         Vec::new()
@@ -40,39 +36,41 @@ pub(super) fn answers(
     };
     let mut out = BTreeMap::new();
     for (i, ctx) in contexts.iter().enumerate() {
+        let bad = |column: usize, fault: AnswerFault| BadAnswer {
+            line: i + 1,
+            column,
+            context: Some(ctx.name.clone()),
+            fault,
+        };
         let Some(line) = lines.get(i) else {
-            return Err(format!(
-                "line {}, column 1 (context {}): found the end of the answer: expected {}; {} contexts were asked, {} lines answered",
-                i + 1,
-                ctx.name.shown(),
-                k_is(),
-                contexts.len(),
-                lines.len()
+            return Err(bad(
+                1,
+                AnswerFault::Ended {
+                    asked: contexts.len(),
+                    answered: lines.len(),
+                },
             ));
         };
-        let at = |column: usize| {
-            format!(
-                "line {}, column {column} (context {})",
-                i + 1,
-                ctx.name.shown()
-            )
-        };
-        let k = read_k(line).map_err(|(column, what)| format!("{}: {what}", at(column)))?;
+        let k = read_k(line).map_err(|(column, fault)| bad(column, fault))?;
         if !measured.contains(&k) {
-            return Err(format!(
-                "{}: K {k} is not measured: expected one of probe.accumulators {measured:?}",
-                at(1 + leading_blanks(line))
-            ));
+            let fault = AnswerFault::NotMeasured {
+                k,
+                measured: measured.to_vec(),
+            };
+            return Err(bad(1 + leading_blanks(line), fault));
         }
         out.insert(ctx.name.clone(), k);
     }
     if let Some(extra) = lines.get(contexts.len()) {
-        return Err(format!(
-            "line {}, column 1: found {}: expected the end of the answer, after one line for each of the {} contexts asked",
-            contexts.len() + 1,
-            found(extra, 0),
-            contexts.len()
-        ));
+        return Err(BadAnswer {
+            line: contexts.len() + 1,
+            column: 1,
+            context: None,
+            fault: AnswerFault::Extra {
+                found: found(extra, 0),
+                asked: contexts.len(),
+            },
+        });
     }
     Ok(out)
 }
@@ -85,8 +83,8 @@ fn leading_blanks(line: &[u8]) -> usize {
     line.iter().take_while(|&&b| is_blank(b)).count()
 }
 
-/// The K `line` holds, or the column (1-based) where it breaks the grammar and why.
-fn read_k(line: &[u8]) -> Result<u32, (usize, String)> {
+/// The K `line` holds, or the column (1-based) where it breaks the grammar and how.
+fn read_k(line: &[u8]) -> Result<u32, (usize, AnswerFault)> {
     let start = leading_blanks(line);
     let digits = line[start..]
         .iter()
@@ -95,61 +93,49 @@ fn read_k(line: &[u8]) -> Result<u32, (usize, String)> {
     let end = start + digits;
     let column = |at: usize| at + 1;
     if digits == 0 {
-        let why = match line.get(start) {
-            Some(b'+' | b'-') => format!(
-                "found {}: expected {}, written without a sign",
-                found(line, start),
-                k_is()
-            ),
-            _ => format!("found {}: expected {}", found(line, start), k_is()),
+        let found = found(line, start);
+        let fault = match line.get(start) {
+            Some(b'+' | b'-') => AnswerFault::Signed { found },
+            _ => AnswerFault::NotK { found },
         };
-        return Err((column(start), why));
+        return Err((column(start), fault));
     }
     let word = std::str::from_utf8(&line[start..end]).expect("ASCII digits");
     if word.starts_with('0') && digits > 1 {
-        return Err((
-            column(start),
-            format!(
-                "found {word:?}: expected {}, written without a leading zero",
-                k_is()
-            ),
-        ));
+        let fault = AnswerFault::LeadingZero {
+            word: word.to_string(),
+        };
+        return Err((column(start), fault));
     }
     let after = end + leading_blanks(&line[end..]);
     if after < line.len() {
-        return Err((
-            column(after),
-            format!(
-                "found {} after K {}: expected the end of the line",
-                found(line, after),
-                crate::text::excerpt(word, 20)
-            ),
-        ));
+        let fault = AnswerFault::AfterK {
+            found: found(line, after),
+            k: word.to_string(),
+        };
+        return Err((column(after), fault));
     }
     match word.parse::<u32>() {
         Ok(k) if (1..=MAX_POLICY_ACCUMULATORS).contains(&k) => Ok(k),
         _ => Err((
             column(start),
-            format!(
-                "K {} is out of range: expected {}",
-                crate::text::excerpt(word, 20),
-                k_is()
-            ),
+            AnswerFault::OutOfRange {
+                word: word.to_string(),
+            },
         )),
     }
 }
 
-/// What the answer holds at byte `at` of `line`, for a message: the character there, a
-/// carriage return by name, or the end of the line.
-fn found(line: &[u8], at: usize) -> String {
+/// What the answer holds at byte `at` of `line`: the character there, a carriage return,
+/// or the end of the line.
+fn found(line: &[u8], at: usize) -> Found {
     match line.get(at) {
-        None if at == 0 => "an empty line".into(),
-        None => "the end of the line".into(),
-        Some(b'\r') => "a carriage return (a CRLF line end; lines end in LF alone)".into(),
+        None if at == 0 => Found::EmptyLine,
+        None => Found::EndOfLine,
+        Some(b'\r') => Found::CarriageReturn,
         Some(_) => {
             let rest = String::from_utf8_lossy(&line[at..]);
-            let c = rest.chars().next().unwrap_or('\u{fffd}');
-            format!("\"{}\"", c.to_string().shown())
+            Found::Char(rest.chars().next().unwrap_or('\u{fffd}'))
         }
     }
 }
@@ -183,6 +169,10 @@ mod tests {
     const MEASURED: [u32; 4] = [1, 2, 3, 16];
 
     fn read(stdout: &str) -> Result<Vec<u32>, String> {
+        typed(stdout).map_err(|e| e.to_string())
+    }
+
+    fn typed(stdout: &str) -> Result<Vec<u32>, BadAnswer> {
         let asked = contexts(3);
         answers(&asked, stdout.as_bytes(), &MEASURED)
             .map(|m| asked.iter().map(|c| m[&c.name]).collect())
@@ -223,10 +213,38 @@ mod tests {
 
     #[test]
     fn bytes_that_are_not_text_are_shown_escaped() {
-        let e = answers(&contexts(1), b"2\xff\n", &MEASURED).unwrap_err();
+        let e = answers(&contexts(1), b"2\xff\n", &MEASURED)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("line 1, column 2 (context c1): found \"\u{fffd}\""),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_bad_answer_carries_its_place_and_fault_as_data() {
+        assert_eq!(
+            typed("2\n 4\n2\n"),
+            Err(BadAnswer {
+                line: 2,
+                column: 2,
+                context: Some("c2".into()),
+                fault: AnswerFault::NotMeasured {
+                    k: 4,
+                    measured: MEASURED.to_vec()
+                },
+            })
+        );
+        let e = typed("2\r\n2\n2\n").unwrap_err();
+        assert_eq!(
+            e.fault,
+            AnswerFault::AfterK {
+                found: Found::CarriageReturn,
+                k: "2".into()
+            }
+        );
+        let e = typed("2\n2\n2\n2\n").unwrap_err();
+        assert_eq!((e.line, e.context), (4, None), "no context answers line 4");
     }
 }

@@ -9,15 +9,15 @@
 
 mod answer;
 
+use crate::expectations::policy_error::{PolicyError, ProgramFailed, ProgramFault};
 use crate::expectations::policy_source::{
     Picks, PolicyCommand, PolicyContext, PolicySource, Program, PROTOCOL,
 };
 use crate::expectations::profile::Profile;
 use crate::model::results::RunResults;
-use crate::text::Shown;
 use crate::verdict::cases::{policy_contexts, Case, Check};
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The most of a program's stdout read: far more than a K per line needs.
 const STDOUT_LIMIT: usize = 1 << 20;
@@ -90,10 +90,7 @@ fn ask_program(
     c: &PolicyCommand,
     contexts: &[PolicyContext],
     measured: &[u32],
-) -> Result<BTreeMap<String, u32>, String> {
-    // What went wrong comes first, the command after it: a message cut short keeps the cause.
-    let who = format!("policy program {}", c.name.shown());
-    let command = format!(" (command: {})", c.display());
+) -> Result<BTreeMap<String, u32>, PolicyError> {
     let mut input = String::new();
     for ctx in contexts {
         input.push_str(&request_line(ctx));
@@ -109,47 +106,38 @@ fn ask_program(
         .input(input.into_bytes())
         .stdout_limit(STDOUT_LIMIT)
         .stderr_limit(STDERR_LIMIT)
-        .run()
-        .map_err(|e| format!("{who} {e}{command}"))?;
-    let stderr = stderr_text(&ran.stderr);
-    let fail = |what: String| format!("{who} {what}{command}{stderr}");
+        .run();
+    let failed = |fault: ProgramFault, stderr: Option<&crate::child::Bounded>| ProgramFailed {
+        program: c.name.clone(),
+        command: c.display(),
+        stderr: stderr.map_or_else(String::new, |e| {
+            String::from_utf8_lossy(&e.bytes).into_owned()
+        }),
+        stderr_cut_at: stderr.filter(|e| e.cut).map(|_| STDERR_LIMIT),
+        fault,
+    };
+    let ran = ran.map_err(|e| failed(ProgramFault::Run(Arc::new(e)), None))?;
+    let fail = |fault: ProgramFault| failed(fault, Some(&ran.stderr));
     let status = match ran.status {
         None => {
-            return Err(fail(format!(
-                "gave no answer within its time limit of {} s and was killed, with every process it started",
-                c.time_limit.as_secs()
-            )))
+            return Err(fail(ProgramFault::TimedOut {
+                limit: c.time_limit,
+            })
+            .into())
         }
         Some(s) => s,
     };
     if !status.success() {
-        return Err(fail(crate::child::ended_how(status)));
+        let how = crate::child::ended_how(status);
+        return Err(fail(ProgramFault::Ended { status, how }).into());
     }
     if ran.stdout.cut {
-        return Err(fail(format!(
-            "wrote more than {STDOUT_LIMIT} bytes on stdout: expected one K per line, {} lines",
-            contexts.len()
-        )));
+        return Err(fail(ProgramFault::TooMuchOutput {
+            limit: STDOUT_LIMIT,
+            lines: contexts.len(),
+        })
+        .into());
     }
     answer::answers(contexts, &ran.stdout.bytes, measured)
-        .map_err(|e| fail(format!("gave a bad answer: {e}")))
-}
-
-/// The program's stderr for a message, each of its lines quoted (`  | `) and shown
-/// escaped, so that none reads as one of the gate's own: empty when it wrote none.
-fn stderr_text(e: &crate::child::Bounded) -> String {
-    let text = String::from_utf8_lossy(&e.bytes);
-    let text = text.trim_end();
-    if text.is_empty() {
-        return String::new();
-    }
-    let quoted: String = text
-        .lines()
-        .map(|l| format!("\n  | {}", l.shown()))
-        .collect();
-    if e.cut {
-        format!("\nits stderr (the first {STDERR_LIMIT} bytes):{quoted}")
-    } else {
-        format!("\nits stderr:{quoted}")
-    }
+        .map_err(|e| fail(ProgramFault::BadAnswer(e)).into())
 }

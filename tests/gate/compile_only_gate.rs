@@ -271,3 +271,25 @@ fn a_toolchain_that_schedules_the_loop_otherwise_than_the_reference_is_red() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_compile_bless_without_a_file_to_bless_into_is_refused_by_its_variant() {
+    use accprobe::compile_only::{prepare_compile_bless, CompileBlessError, CompileOnlySession};
+    let mut p = load_as_recorded("h200");
+    p.compile_only.as_mut().unwrap().baselines = None;
+    let (name, file) = (p.name.clone(), p.file.clone());
+    let session = CompileOnlySession::new(p, root(), None, false).unwrap();
+    let e = prepare_compile_bless(&session, "cargo xtask toolchains --bless").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("names no compile_only.baselines file"),
+        "{e}"
+    );
+    assert_eq!(
+        e,
+        CompileBlessError::NoBaselinesFile {
+            profile: name,
+            file
+        }
+    );
+}

@@ -387,7 +387,19 @@ fn the_results_check_counts_a_contexts_own_warps() {
     let v = crate::common::variant(&mut r, "chain13_acc2_effective2_w16");
     let fewer: Vec<Vec<u64>> = v.samples.iter().map(|s| s[..8].to_vec()).collect();
     *v = VariantResult::measured(v.variant(), fewer);
-    let e = r.check().unwrap_err().join("\n");
+    let e = r.check().unwrap_err();
+    let entry = r
+        .variants
+        .iter()
+        .position(|v| v.name == "chain13_acc2_effective2_w16")
+        .unwrap();
+    assert!(
+        e.problems
+            .iter()
+            .all(|p| p.entry == entry && p.variant == "chain13_acc2_effective2_w16"),
+        "{e:?}"
+    );
+    let e = e.to_string();
     assert!(
         e.contains("the settings launch 16 warps (1 blocks of 512 threads)"),
         "{e}"

@@ -376,9 +376,13 @@ fn two_profiles_for_one_gpu_are_an_error_naming_both_files() {
     let (profiles, errors) = catalog::load_dir(&dir);
     assert!(errors.is_empty(), "{errors:?}");
     // By name: a and b both name the H200; c and d only match its capability.
-    let e = catalog::select(&profiles, Some(&gpu("NVIDIA H200", "9.0")), None)
-        .unwrap_err()
-        .to_string();
+    let e = catalog::select(&profiles, Some(&gpu("NVIDIA H200", "9.0")), None).unwrap_err();
+    assert!(
+        matches!(&e, catalog::SelectError::Ambiguous { by_name: true, profiles, .. }
+            if profiles.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>() == ["a", "b"]),
+        "{e:?}"
+    );
+    let e = e.to_string();
     assert!(
         e.contains("matches 2 profiles by GPU name")
             && e.contains(&dir.join("a.yaml").display().to_string())

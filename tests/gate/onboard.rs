@@ -266,6 +266,48 @@ fn onboarding_refuses_mismatched_or_unusable_measurements() {
 }
 
 #[test]
+fn a_refused_draft_says_what_was_wrong_as_data() {
+    use accprobe::model::settings::Mode;
+    use accprobe::onboard::OnboardError;
+    let (_tmp, dir) = without_h200();
+    let s = study(&dir);
+    let e = onboard::draft(&s, &dir, Some("a/b"), &measured()).unwrap_err();
+    assert_eq!(e, OnboardError::BadName { name: "a/b".into() });
+    let mut m = measured();
+    m.ceilings.ffma_latency_cycles = 0.2;
+    let e = onboard::draft(&s, &dir, None, &m).unwrap_err();
+    assert_eq!(
+        e,
+        OnboardError::NotACeiling {
+            figure: "ffma_latency_cycles",
+            value: 0.2
+        }
+    );
+    let m = Measured {
+        serial: recorded("h200-2026-11-30-wave.json"),
+        wave: recorded("h200-2026-11-30.json"),
+        ceilings: ceilings(),
+    };
+    let e = onboard::draft(&s, &dir, None, &m).unwrap_err();
+    assert_eq!(
+        e,
+        OnboardError::WrongMode {
+            expected: Mode::Serial,
+            measured: Mode::Wave
+        }
+    );
+    let mut m = measured();
+    m.wave.variants[0]
+        .output_problems
+        .push("repeat 0: 1 of 256 output elements never written".into());
+    let e = onboard::draft(&s, &dir, None, &m).unwrap_err();
+    assert!(
+        matches!(&e, OnboardError::Refused(accprobe::bless::BlessError::Invalid { reasons }) if reasons.iter().any(|r| r.contains("never written"))),
+        "{e:?}"
+    );
+}
+
+#[test]
 fn onboarding_refuses_a_gpu_a_profile_already_names() {
     let gpu = measured().wave.environment.unwrap().identity();
     let (_tmp, dir) = without_h200();

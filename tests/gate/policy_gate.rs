@@ -5,6 +5,7 @@
 
 use crate::common::{load, root};
 use accprobe::expectations::policy::Accumulation;
+use accprobe::expectations::policy_error::{PolicyError, ProgramFault};
 use accprobe::expectations::policy_source::{
     Picks, PolicyCommand, PolicyContext, PolicySource, Program,
 };
@@ -443,7 +444,15 @@ fn a_grandchild_in_a_new_session_holding_stdout_is_ended_at_the_limit() {
         Duration::from_millis(500),
     );
     let e = picks.of("chain7").unwrap_err();
-    assert!(e.contains("gave no answer within its time limit"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("gave no answer within its time limit"),
+        "{e}"
+    );
+    assert!(
+        matches!(&e, PolicyError::Program(f) if f.fault == ProgramFault::TimedOut { limit: Duration::from_millis(500) }),
+        "{e:?}"
+    );
     assert!(took < Duration::from_secs(5), "took {took:?}");
     assert!(left.is_empty(), "{left:?}");
 }
@@ -466,7 +475,7 @@ fn a_daemon_a_program_starts_does_not_outlive_the_gate() {
         "cat > /dev/null\n(setsid \"$S\" 20 < /dev/null > /dev/null 2>&1 &)\nsleep 20",
         Duration::from_millis(500),
     );
-    let e = picks.of("chain7").unwrap_err();
+    let e = picks.of("chain7").unwrap_err().to_string();
     assert!(e.contains("within its time limit"), "{e}");
     assert!(took < Duration::from_secs(5), "took {took:?}");
     assert!(left.is_empty(), "{left:?}");

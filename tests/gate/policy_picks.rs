@@ -147,9 +147,12 @@ fn bless_records_a_changed_pick_as_a_diff_line() {
     // run does not hold there, and bless refuses it, naming the context.
     let p = changed(&[("default_accumulators: 2", "default_accumulators: 3")]);
     let r = p.recorded.clone().unwrap();
-    let e = accprobe::bless::policy_picks(&p, &r)
-        .unwrap_err()
-        .to_string();
+    let e = accprobe::bless::policy_picks(&p, &r).unwrap_err();
+    assert!(
+        matches!(&e, accprobe::bless::BlessError::PickNotMeasured { context, k: 3, .. } if context == "chain7_w16"),
+        "{e:?}"
+    );
+    let e = e.to_string();
     assert!(
         e.contains("refusing to bless: policy study in context chain7_w16: its pick acc3 is not in the results"),
         "{e}"

@@ -71,7 +71,16 @@ pub(crate) fn a_compile_error_quotes_the_log_in_plain_words() -> Result<Completi
         "a test kernel",
         &["--gpu-architecture=sm_90".to_string()],
     ) {
-        Err(e) => e.to_string(),
+        Err(e @ compile::CompileError::Refused { .. }) => {
+            let compile::CompileError::Refused { what, options, .. } = &e else {
+                unreachable!()
+            };
+            if what != "a test kernel" || options != &["--gpu-architecture=sm_90".to_string()] {
+                return Err(format!("the refusal names another source or options: {e:?}").into());
+            }
+            e.to_string()
+        }
+        Err(e) => return Err(format!("expected NVRTC's refusal, got {e:?}").into()),
         Ok(_) => return Err("a source with an undeclared name compiled".into()),
     };
     let (first, rest) = e.split_once('\n').unwrap_or((&e, ""));

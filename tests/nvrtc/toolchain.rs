@@ -8,7 +8,8 @@ use libtest_mimic::{Completion, Failed};
 
 /// A folder holding a file named like libnvrtc that is no library: the worker says so.
 pub(crate) fn not_an_nvrtc_is_refused_by_the_worker() -> Result<Completion, Failed> {
-    use accprobe::compile::{toolchain::resolve, worker::spawn_worker};
+    use accprobe::compile::toolchain::resolve;
+    use accprobe::compile::worker::{spawn_worker, LoadError};
     let dir = std::env::temp_dir().join(format!("accprobe-fake-nvrtc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("libnvrtc.so.12"), "not a library").map_err(|e| e.to_string())?;
@@ -22,7 +23,11 @@ pub(crate) fn not_an_nvrtc_is_refused_by_the_worker() -> Result<Completion, Fail
     )?;
     let _ = std::fs::remove_dir_all(&dir);
     match report.toolchain {
-        Err(e) if e.contains("is not an NVRTC: it does not load") => Ok(Completion::Completed),
+        Err(e @ LoadError::NotLoadable { .. })
+            if e.to_string().contains("is not an NVRTC: it does not load") =>
+        {
+            Ok(Completion::Completed)
+        }
         other => Err(format!("expected a refusal, got {other:?}").into()),
     }
 }

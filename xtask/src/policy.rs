@@ -6,6 +6,7 @@
 
 use crate::paths::find_profile;
 use accprobe::expectations::policy::Policy;
+use accprobe::expectations::policy_error::PolicyError;
 use accprobe::expectations::policy_source::{
     Picks, PolicyCommand, PolicyContext, PolicySource, Program, DEFAULT_TIME_LIMIT,
 };
@@ -21,23 +22,21 @@ use std::path::Path;
 /// whitespace (`python3 examples/policies/study.py`). A program with a `/` is relative to
 /// the working directory, a bare name is looked up on `PATH`; either runs in the working
 /// directory, asked about the profile's contexts with its gate's probe context.
-pub fn source(spec: &str, profile: &Profile, cwd: &Path) -> Result<PolicySource, String> {
+pub fn source(spec: &str, profile: &Profile, cwd: &Path) -> Result<PolicySource, SourceError> {
     let is_yaml = [".yaml", ".yml"].iter().any(|e| spec.ends_with(e));
     if is_yaml {
-        return Policy::load(&cwd.join(spec))
-            .map(PolicySource::File)
-            .map_err(|e| e.to_string());
+        return Ok(PolicySource::File(Policy::load(&cwd.join(spec))?));
     }
     let mut words = spec.split_whitespace();
     let Some(first) = words.next() else {
-        return Err("--policy is empty: expected a policy file or a command".into());
+        return Err(SourceError::Empty);
     };
-    let gate = profile.policy_gate.as_ref().ok_or_else(|| {
-        format!(
-            "profile {:?} has no policy_gate: its probe context is what a policy program is asked about",
-            profile.name
-        )
-    })?;
+    let gate = profile
+        .policy_gate
+        .as_ref()
+        .ok_or_else(|| SourceError::NoGate {
+            profile: profile.name.clone(),
+        })?;
     let program = if first.contains('/') {
         Program::InFolder(cwd.join(first))
     } else {
@@ -51,6 +50,25 @@ pub fn source(spec: &str, profile: &Profile, cwd: &Path) -> Result<PolicySource,
         time_limit: DEFAULT_TIME_LIMIT,
         probe_context: gate.source.probe_context(),
     }))
+}
+
+/// Why a `--policy` names no policy to compare.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The policy file does not load (the error names its file, line and column).
+    #[error(transparent)]
+    Load(#[from] accprobe::Error),
+    #[error("--policy is empty: expected a policy file or a command")]
+    Empty,
+    /// A program is asked with the gate's probe context, which this profile lacks.
+    #[error("profile {profile:?} has no policy_gate: its probe context is what a policy program is asked about")]
+    NoGate { profile: String },
+}
+
+impl From<SourceError> for crate::Failure {
+    fn from(e: SourceError) -> crate::Failure {
+        crate::Failure::Message(e.to_string())
+    }
 }
 
 /// One context of the comparison.
@@ -102,7 +120,7 @@ pub fn compare(
     results: &RunResults,
     a: &PolicySource,
     b: &PolicySource,
-) -> Result<Vec<Row>, String> {
+) -> Result<Vec<Row>, PolicyError> {
     let contexts = policy_contexts_for(profile, a, results);
     let measured = &profile.probe.accumulators;
     let picks_a = placed(&contexts, results, &ask_source(a, &contexts, measured))?;
@@ -125,7 +143,7 @@ pub fn placed(
     contexts: &[PolicyContext],
     results: &RunResults,
     picks: &Picks,
-) -> Result<Vec<Result<Standing, u32>>, String> {
+) -> Result<Vec<Result<Standing, u32>>, PolicyError> {
     contexts
         .iter()
         .map(|c| {
@@ -289,6 +307,24 @@ mod tests {
     }
 
     #[test]
+    fn a_policy_spec_that_names_none_says_why_by_its_variant() {
+        let (mut p, _) = h200();
+        assert!(matches!(source("  ", &p, &root()), Err(SourceError::Empty)));
+        let missing = source("no-such-policy.yaml", &p, &root()).unwrap_err();
+        assert!(
+            matches!(&missing, SourceError::Load(e) if e.file.as_deref() == Some(&*root().join("no-such-policy.yaml"))),
+            "{missing:?}"
+        );
+        p.policy_gate = None;
+        let e = source("python3 x.py", &p, &root()).unwrap_err();
+        assert!(
+            matches!(&e, SourceError::NoGate { profile } if *profile == p.name),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("has no policy_gate"), "{e}");
+    }
+
+    #[test]
     fn a_changed_default_hurts_at_chain13_and_is_listed() {
         let dir = tempfile::tempdir().unwrap();
         let (p, r) = h200();
@@ -447,6 +483,10 @@ mod tests {
         assert!(rows.iter().all(|r| r.change(0.02) == Change::Same));
         // A program that fails is an error, not a comparison.
         let e = compare(&p, &r, &file, &source("false", &p, &root()).unwrap()).unwrap_err();
-        assert!(e.contains("exited with status 1"), "{e}");
+        assert!(e.to_string().contains("exited with status 1"), "{e}");
+        assert!(
+            matches!(&e, PolicyError::Program(f) if matches!(f.fault, accprobe::expectations::policy_error::ProgramFault::Ended { status, .. } if status.code() == Some(1))),
+            "{e:?}"
+        );
     }
 }

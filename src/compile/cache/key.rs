@@ -8,7 +8,7 @@ use crate::compile::libraries::{
 };
 use crate::compile::nvrtc::nvrtc_version;
 use crate::compile::source::source;
-use crate::error::{Error, Result};
+use crate::compile::CompileError;
 use crate::model::variant::Variant;
 use std::path::{Path, PathBuf};
 
@@ -78,19 +78,16 @@ fn disassembler_key(tool: &Path) -> String {
 /// would share entries, and a gate meant to catch the new compiler would judge the old
 /// one's code; the SASS is the disassembler's text. An error where the library cannot be
 /// named (`unknown_library`). Call only after checking that libnvrtc is present.
-pub fn fingerprint() -> Result<String> {
-    toolchain_fingerprint().map_err(|e| match e {
-        Unfingerprinted::Nvrtc(e) => e,
-        Unfingerprinted::Unnamed(why) => Error::msg(why),
-    })
+pub fn fingerprint() -> Result<String, Unfingerprinted> {
+    toolchain_fingerprint()
 }
 
 /// Why there is no [`fingerprint`]: NVRTC did not say its version, or a file it runs
 /// cannot be named (the compile cache then compiles without it).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(super) enum Unfingerprinted {
-    #[error("{0}")]
-    Nvrtc(Error),
+pub enum Unfingerprinted {
+    #[error(transparent)]
+    Nvrtc(CompileError),
     #[error("{0}")]
     Unnamed(String),
 }

@@ -8,16 +8,16 @@ mod key;
 mod names;
 mod prune;
 
-pub use key::{cache_key, fingerprint, sha256_hex_of};
+pub use key::{cache_key, fingerprint, sha256_hex_of, Unfingerprinted};
 pub use prune::{prune_cache, CACHE_UNUSED_DAYS};
 
 use crate::compile::disassemble::{disassemble, read_sass};
 use crate::compile::source::reads_a_file;
+use crate::compile::CompileError;
 use crate::compile::{assemble, compile, ptxas, Built, Compiled, Program};
-use crate::error::Result;
 use crate::model::variant::Variant;
 use entry::{mark_used, read_entry, write_entry, Untrusted};
-use key::{toolchain_fingerprint, Unfingerprinted};
+use key::toolchain_fingerprint;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -117,7 +117,7 @@ pub fn compile_cached(
     variants: &[Variant],
     options: &[String],
     cache: Option<&Path>,
-) -> Result<(Compiled, CacheUse)> {
+) -> Result<(Compiled, CacheUse), CompileError> {
     let Some(root) = cache else {
         return Ok((compile(variants, options)?, CacheUse::Off));
     };

@@ -240,7 +240,7 @@ impl GpuSession {
             ))),
             Err(LockError::Io(e)) => {
                 if let Some(refusal) = settings.refusal(&e) {
-                    return fail(GpuError::Config(refusal.to_string()));
+                    return fail(crate::config::ConfigError::from(refusal).into());
                 }
                 note_once(&format!(
                     "{e}: measuring {label} without the cross-process lock (set {} to a shared, writable directory)",

@@ -4,6 +4,23 @@ use super::{loop_shape, sass_opcode, RunResults, SassSummary, Summary, VariantRe
 use crate::model::settings::RunSettings;
 use crate::model::variant::Variant;
 
+/// One thing wrong with a results file: the variant entry it is about (its index in
+/// `variants`, 0-based, and its name) and what is wrong with it, in words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("variant {variant:?} (entry {}): {what}", .entry + 1)]
+pub struct Problem {
+    pub entry: usize,
+    pub variant: String,
+    pub what: String,
+}
+
+/// Every [`Problem`] [`RunResults::check`] finds, in the order of the entries.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct Inconsistent {
+    pub problems: Vec<Problem>,
+}
+
 impl RunResults {
     /// Whether the file is consistent with itself, before any verdict reads it: every
     /// problem found, each naming its variant. A recorded table (a mean, no samples, no
@@ -14,24 +31,28 @@ impl RunResults {
     /// local-memory instruction in its loop must be listed in its SASS summary, and the
     /// summary's loop figures (FFMAs, destinations, in place, partials) must be what its
     /// stored loop body gives ([`loop_shape`], the compile stage's own function).
-    pub fn check(&self) -> Result<(), Vec<String>> {
-        let problems: Vec<String> = self.problems().into_iter().map(|(_, p)| p).collect();
+    pub fn check(&self) -> Result<(), Inconsistent> {
+        let problems = self.problems();
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(problems)
+            Err(Inconsistent { problems })
         }
     }
 
-    /// Each problem [`RunResults::check`] finds, with the index of the variant entry it is
-    /// about.
-    pub(super) fn problems(&self) -> Vec<(usize, String)> {
+    /// Each problem [`RunResults::check`] finds.
+    fn problems(&self) -> Vec<Problem> {
         let mut out = Vec::new();
         let mut seen: Vec<Variant> = Vec::new();
         for (i, r) in self.variants.iter().enumerate() {
             let v = r.variant();
-            let mut say =
-                |p: String| out.push((i, format!("variant {:?} (entry {}): {p}", r.name, i + 1)));
+            let mut say = |what: String| {
+                out.push(Problem {
+                    entry: i,
+                    variant: r.name.clone(),
+                    what,
+                })
+            };
             if r.chain == 0 || r.accumulators == 0 {
                 say(format!(
                     "chain {} and accumulators {} must both be at least 1",

@@ -13,6 +13,7 @@ mod contention;
 mod loop_shape;
 mod schedule;
 
+pub use check::{Inconsistent, Problem};
 pub use contention::Contention;
 pub use loop_shape::{
     chain_of_each, loop_shape, sass_opcode, sass_operands, single_dependent_chain,
@@ -381,17 +382,10 @@ impl RunResults {
                 ),
             ));
         }
-        let problems = r.problems();
-        if let Some(&(first, _)) = problems.first() {
-            let message = format!(
-                "inconsistent results, refused before any verdict reads them: {}",
-                problems
-                    .iter()
-                    .map(|(_, p)| p.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            );
-            return Err(match check::variant_position(text, first) {
+        if let Err(e) = r.check() {
+            let message =
+                format!("inconsistent results, refused before any verdict reads them: {e}");
+            return Err(match check::variant_position(text, e.problems[0].entry) {
                 Some((line, column)) => Error::at(file, line, column, message),
                 None => Error::in_file(file, message),
             });

@@ -3,12 +3,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// A lock directory the user named that cannot be used; a [`crate::config::ConfigError`].
+pub use crate::config::LockDirRefused;
+/// Shared by every user and process of the host, unlike `$XDG_RUNTIME_DIR` or `$TMPDIR`.
+pub const DEFAULT_DIR: &str = "/tmp/accprobe-locks";
 /// The directory of the lock files (default [`DEFAULT_DIR`]) and how long, in seconds, to
 /// wait for a GPU another process measures on (default [`DEFAULT_TIMEOUT`]; `0` gives up
 /// at once).
 pub use crate::config::{LOCK_DIR_ENV, LOCK_TIMEOUT_ENV};
-/// Shared by every user and process of the host, unlike `$XDG_RUNTIME_DIR` or `$TMPDIR`.
-pub const DEFAULT_DIR: &str = "/tmp/accprobe-locks";
 /// Long enough for another suite's whole run on the GPU (a default run takes minutes).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(900);
 
@@ -48,24 +50,12 @@ impl LockSettings {
     /// (`why`); `None` for the default one, which is measured without instead.
     pub fn refusal(&self, why: &str) -> Option<LockDirRefused> {
         self.named.then(|| LockDirRefused {
+            variable: LOCK_DIR_ENV.into(),
             dir: self.dir.clone(),
             why: why.to_string(),
+            default: DEFAULT_DIR.into(),
         })
     }
-}
-
-/// A lock directory the user named (`ACCPROBE_LOCK_DIR`) that cannot be used: a
-/// configuration error, never a run without the lock.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{LOCK_DIR_ENV}={:?} cannot be used: {why} (name a shared, writable directory, or unset it for {DEFAULT_DIR})",
-    dir.display().to_string()
-)]
-pub struct LockDirRefused {
-    /// The directory named.
-    pub dir: PathBuf,
-    /// Why it cannot be used.
-    pub why: String,
 }
 
 #[cfg(test)]

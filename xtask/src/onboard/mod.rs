@@ -24,6 +24,12 @@ pub use ceilings::ceilings;
 pub use compare::compare;
 use std::path::Path;
 
+impl From<onboard::OnboardError> for crate::Failure {
+    fn from(e: onboard::OnboardError) -> crate::Failure {
+        crate::Failure::Message(e.to_string())
+    }
+}
+
 /// The study's profile in `dir`, which a draft starts from.
 fn study(dir: &Path) -> Result<Profile, crate::Failure> {
     crate::paths::find_profile(dir, catalog::DOCUMENTED).map_err(Into::into)
@@ -77,7 +83,7 @@ pub fn run(dir: &Path, name: Option<&str>, runs: usize, out: &Path) -> crate::Do
         let wave_session = on(device::detect()?, Mode::Wave);
         let wave = wave_session.measure_all()?;
         bar.inc(1);
-        let (mode, _) = onboard::chosen_mode(&serial, &wave).map_err(|e| e.to_string())?;
+        let (mode, _) = onboard::chosen_mode(&serial, &wave)?;
         for i in 0..runs {
             bar.set_message(format!("{mode:?} run {}/{runs}", i + 1));
             extra.push(on(device::detect()?, mode).measure_all()?);
@@ -134,7 +140,7 @@ pub fn onboard_measured(
     extra: &[RunResults],
     var: impl Fn(&str) -> Option<String>,
 ) -> crate::Done {
-    let d = onboard::draft_with(study, dir, Some(name), m, extra).map_err(|e| e.to_string())?;
+    let d = onboard::draft_with(study, dir, Some(name), m, extra)?;
     d.write_unless_ci(var).map_err(|e| e.to_string())?;
     for line in review(&d, study) {
         say!("{line}");

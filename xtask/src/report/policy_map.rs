@@ -63,7 +63,7 @@ pub(super) fn cells(input: &Input) -> Result<Vec<Cell>, String> {
         return Err("the profile gates no policy".into());
     };
     let contexts = policy_contexts(&input.profile, Some(&input.results));
-    let placed = placed(&contexts, &input.results, picks)?;
+    let placed = placed(&contexts, &input.results, picks).map_err(|e| e.to_string())?;
     Ok(contexts
         .iter()
         .zip(placed)
