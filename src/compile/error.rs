@@ -21,6 +21,10 @@ pub enum CompileError {
         error: NvrtcError,
         hint: &'static str,
     },
+    /// The libnvrtc loaded lacks `symbol`, one of the functions this crate calls: it is not
+    /// an NVRTC (or one too old); `why`, the loader's words.
+    #[error("the libnvrtc loaded is not an NVRTC this tool can use: it has no {symbol} ({why})")]
+    NotNvrtc { symbol: &'static str, why: String },
     /// The source of `what` (`the probe`) holds a NUL byte, which NVRTC cannot take.
     #[error("{what}'s source contains a NUL byte")]
     NulInSource { what: String },

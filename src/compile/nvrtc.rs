@@ -33,8 +33,48 @@ pub fn disable_compute_cache() {
     }
 }
 
+/// The NVRTC functions this crate calls. cudarc resolves each at its first call and panics
+/// where the library lacks it; [`nvrtc_version`], the first call into a library, checks
+/// them all (as does [`compile_source`]), so a library that is not an NVRTC (or an older one) is an error, not a panic.
+const SYMBOLS: [&str; 11] = [
+    "nvrtcVersion",
+    "nvrtcGetErrorString",
+    "nvrtcCreateProgram",
+    "nvrtcCompileProgram",
+    "nvrtcGetProgramLogSize",
+    "nvrtcGetProgramLog",
+    "nvrtcGetCUBINSize",
+    "nvrtcGetCUBIN",
+    "nvrtcDestroyProgram",
+    "nvrtcGetNumSupportedArchs",
+    "nvrtcGetSupportedArchs",
+];
+
+/// Fails when the loaded libnvrtc lacks one of [`SYMBOLS`]. Checked once per process.
+fn usable() -> Result<()> {
+    static CHECKED: std::sync::OnceLock<Option<(&'static str, String)>> =
+        std::sync::OnceLock::new();
+    let missing = CHECKED.get_or_init(|| {
+        // SAFETY: callers checked that a libnvrtc loads; `get` only looks the names up.
+        let lib = unsafe { sys::culib() };
+        SYMBOLS.iter().find_map(|name| {
+            unsafe { lib.get::<unsafe extern "C" fn()>(name.as_bytes()) }
+                .err()
+                .map(|e| (*name, e.to_string()))
+        })
+    });
+    match missing {
+        Some((symbol, why)) => Err(CompileError::NotNvrtc {
+            symbol,
+            why: why.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// NVRTC's version as `major.minor`. Call only after checking that libnvrtc is present.
 pub fn nvrtc_version() -> Result<String> {
+    usable()?;
     let (mut major, mut minor) = (0, 0);
     unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
         .result()
@@ -92,6 +132,7 @@ pub fn compile_source(
     let src = CString::new(text).map_err(|_| CompileError::NulInSource {
         what: what.to_string(),
     })?;
+    usable()?;
     let prog = nvrtc::create_program(&src, Some(name)).map_err(call("nvrtcCreateProgram"))?;
     let compiled = unsafe { nvrtc::compile_program(prog, options) };
     let log = log_of(prog);
