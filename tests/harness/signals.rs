@@ -294,6 +294,19 @@ fn states(r: &Report) -> std::collections::BTreeMap<String, TestCaseStatus> {
         .collect()
 }
 
+/// Runs `plain` (a [`held_child`] in `main` mode) to its end, which must be green: the
+/// states of its cases, what an interrupted run's file is checked against.
+fn left_to_finish(
+    sb: &Sandbox,
+    plain: &mut std::process::Command,
+) -> std::collections::BTreeMap<String, TestCaseStatus> {
+    let reference = run_child(plain.stderr(std::process::Stdio::piped()));
+    assert_eq!(reference.code, Some(0), "{}", reference.stderr);
+    states(
+        &Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap(),
+    )
+}
+
 /// What the contract says of a run interrupted by `signal` (docs/harness.md, "Interrupted
 /// runs"), against `planned`, the cases of the same run left to finish: exit 128 + the
 /// signal; a failing `run::interrupted` case; and either no other case (the signal came
@@ -368,11 +381,7 @@ fn a_termination_signal_at_any_moment_exits_non_zero_with_a_red_junit_file() {
         return;
     };
     // The run left to finish: what every interrupted file is checked against.
-    let reference = run_child(plain.stderr(std::process::Stdio::piped()));
-    assert_eq!(reference.code, Some(0), "{}", reference.stderr);
-    let planned = states(
-        &Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap(),
-    );
+    let planned = left_to_finish(&sb, &mut plain);
     assert!(planned.len() > 100, "{}", planned.len());
     let signals = [
         libc::SIGHUP,
@@ -427,11 +436,7 @@ fn a_signal_ignored_as_the_run_starts_stays_ignored_except_sigint_and_sigterm() 
         eprintln!("skipped: a real driver here and no C compiler for the stub");
         return;
     };
-    let reference = run_child(plain.stderr(std::process::Stdio::piped()));
-    assert_eq!(reference.code, Some(0), "{}", reference.stderr);
-    let planned = states(
-        &Report::deserialize_from_str(&std::fs::read_to_string(sb.paths().junit).unwrap()).unwrap(),
-    );
+    let planned = left_to_finish(&sb, &mut plain);
     // Pending from the first instruction on, as in the sweep's 0 ms moments.
     let zero = Some(std::time::Duration::ZERO);
     let (code, stderr) = signal_child(&sb, &mut cmd, libc::SIGHUP, zero);
