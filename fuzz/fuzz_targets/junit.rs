@@ -37,7 +37,11 @@ fuzz_target!(|text: &str| {
                 suite: suite.clone(),
                 name,
                 status,
-                message: if failure.is_some() { String::new() } else { text },
+                message: if failure.is_some() {
+                    String::new()
+                } else {
+                    text
+                },
                 failure,
                 duration: Duration::from_millis(i as u64),
                 kind: (i % 2 == 0).then(|| "regression".to_string()),
