@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// The profile that applies when no other matches the GPU: the study itself.
 pub const DOCUMENTED: &str = "documented";
 /// Environment variable that forces a profile, by name or by path to a YAML file.
-pub use crate::config::PROFILE_ENV;
+pub(crate) use crate::config::PROFILE_ENV;
 
 /// Reads and checks one profile file, and the files it names.
 pub fn load(file: &Path) -> Result<Profile> {
@@ -82,7 +82,7 @@ pub struct Selection {
     pub why: String,
     /// The GPU no profile matches, when the documented profile applies to it: the run
     /// then says how to onboard it ([`onboarding_hint`]).
-    pub unmatched: Option<GpuIdentity>,
+    pub(crate) unmatched: Option<GpuIdentity>,
 }
 
 /// Why no profile was chosen.

@@ -21,14 +21,14 @@ use std::time::Instant;
 #[derive(Debug, Clone)]
 pub struct ToolchainRun {
     /// Architecture -> outcome; every architecture of the profile is present.
-    pub outcomes: BTreeMap<String, ArchOutcome>,
+    pub(crate) outcomes: BTreeMap<String, ArchOutcome>,
     /// Wall-clock seconds of the worker (0 when none ran).
     pub seconds: f64,
 }
 
 /// The compile-only side of one profile on this machine.
 pub struct CompileOnlySession {
-    pub profile: Profile,
+    pub(crate) profile: Profile,
     root: PathBuf,
     cache: Option<PathBuf>,
     disassembler: Option<PathBuf>,
@@ -38,7 +38,7 @@ pub struct CompileOnlySession {
 }
 
 /// Whether `ACCPROBE_REQUIRE_TOOLCHAINS` asks for every toolchain to be there.
-pub fn required_by_env() -> bool {
+pub(crate) fn required_by_env() -> bool {
     // A value that is neither yes nor no counts as yes here; both front ends refuse it at
     // start (`config::check`, exit 2) before anything reads it.
     crate::config::require_toolchains().unwrap_or(true)
@@ -92,7 +92,7 @@ impl CompileOnlySession {
     /// compiles (so that they are ignored at list time, as nextest needs): it is not
     /// installed (unless required), or this executable runs no compile workers. `None`
     /// when they can run.
-    pub fn unavailable(&self, tc: &str) -> Option<String> {
+    pub(crate) fn unavailable(&self, tc: &str) -> Option<String> {
         if let Err(ToolchainError::NotInstalled(m)) = toolchain::resolve(tc, &self.root) {
             if !self.require {
                 return Some(m);
@@ -175,14 +175,14 @@ impl CompileOnlySession {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompileBlessing {
     pub file: PathBuf,
-    pub contents: String,
+    pub(crate) contents: String,
     /// One line per changed, added or removed digest, and per (architecture, toolchain)
     /// that could not be blessed.
     pub diff: Vec<String>,
     /// The profile's folder, which `file` must really be in when it is written.
-    pub folder: PathBuf,
+    pub(crate) folder: PathBuf,
     /// The digest of `file` as the diff saw it (`None`: absent).
-    pub before: Option<String>,
+    pub(crate) before: Option<String>,
 }
 
 /// Why compile-only baselines cannot be blessed from a session.

@@ -14,11 +14,11 @@ pub struct Error {
     pub file: Option<PathBuf>,
     /// 1-based line and column.
     pub position: Option<(u64, u64)>,
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl Error {
-    pub fn msg(message: impl Into<String>) -> Self {
+    pub(crate) fn msg(message: impl Into<String>) -> Self {
         Error {
             file: None,
             position: None,
@@ -26,7 +26,7 @@ impl Error {
         }
     }
 
-    pub fn in_file(file: &Path, message: impl Into<String>) -> Self {
+    pub(crate) fn in_file(file: &Path, message: impl Into<String>) -> Self {
         Error {
             file: Some(file.to_path_buf()),
             position: None,
@@ -34,7 +34,7 @@ impl Error {
         }
     }
 
-    pub fn at(file: &Path, line: u64, column: u64, message: impl Into<String>) -> Self {
+    pub(crate) fn at(file: &Path, line: u64, column: u64, message: impl Into<String>) -> Self {
         Error {
             file: Some(file.to_path_buf()),
             position: (line > 0).then_some((line, column)),
@@ -45,7 +45,7 @@ impl Error {
     /// This error with where it was referenced from: `file:line:column` of the key that
     /// named the file (a profile's `baselines.file`, `policy_gate.file`,
     /// `recorded.results`).
-    pub fn referenced_from(mut self, file: &Path, line: u64, column: u64) -> Self {
+    pub(crate) fn referenced_from(mut self, file: &Path, line: u64, column: u64) -> Self {
         self.message.push_str(&format!(
             " (referenced from {}:{line}:{column})",
             file.shown()
@@ -54,7 +54,7 @@ impl Error {
     }
 
     /// An I/O failure on `file`, saying what was being done.
-    pub fn io(file: &Path, doing: &str, err: std::io::Error) -> Self {
+    pub(crate) fn io(file: &Path, doing: &str, err: std::io::Error) -> Self {
         Error::in_file(file, format!("cannot {doing}: {err}"))
     }
 }
@@ -84,7 +84,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// `work(index, item)` for each of `items`, each on a scoped thread of its own, results in
 /// order; a thread that panics gives `panicked` of what the panic said.
-pub fn each_on_a_thread<T: Sync, R: Send>(
+pub(crate) fn each_on_a_thread<T: Sync, R: Send>(
     items: &[T],
     work: impl Fn(usize, &T) -> R + Sync,
     panicked: impl Fn(String) -> R,
@@ -107,7 +107,7 @@ pub fn each_on_a_thread<T: Sync, R: Send>(
 }
 
 /// What a panic said, when it said it with a string.
-pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
@@ -119,9 +119,9 @@ pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LineError {
     /// What was being read: `ptxas log`, `SASS`.
-    pub what: &'static str,
-    pub line: usize,
-    pub message: String,
+    pub(crate) what: &'static str,
+    pub(crate) line: usize,
+    pub(crate) message: String,
 }
 
 impl fmt::Display for LineError {
@@ -194,13 +194,13 @@ pub enum OrdinalListError {
     dir.display().to_string()
 )]
 pub struct LockDirRefused {
-    pub variable: Cow<'static, str>,
+    pub(crate) variable: Cow<'static, str>,
     /// The directory named.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Why it cannot be used.
-    pub why: String,
+    pub(crate) why: String,
     /// The directory used when the variable is unset.
-    pub default: Cow<'static, str>,
+    pub(crate) default: Cow<'static, str>,
 }
 
 /// Why the GPU side could not deliver a result. Its [`GpuError::kind`] decides what the
@@ -281,7 +281,7 @@ impl GpuError {
     }
 
     /// A CUDA driver error while doing `what`.
-    pub fn cuda(what: impl Into<String>, e: impl fmt::Display) -> GpuError {
+    pub(crate) fn cuda(what: impl Into<String>, e: impl fmt::Display) -> GpuError {
         GpuError::Cuda {
             what: what.into(),
             message: e.to_string(),

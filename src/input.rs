@@ -1,7 +1,7 @@
 //! Every file accprobe reads goes through here: regular files only, and never more than a
 //! stated size, so that `--results /dev/zero`, a FIFO or a runaway file is a clear error
 //! instead of a hang or unbounded memory. Also the one reading of yes/no environment
-//! variables ([`flag`]), and where a path really leads ([`real_path`], [`confined`]), which
+//! variables (`flag`), and where a path really leads (`real_path`, `confined`), which
 //! a reader checks before it reads and the generated-file writer before it writes.
 
 use crate::error::{Error, Result};
@@ -14,7 +14,7 @@ pub const RESULTS_LIMIT: u64 = 256 << 20;
 /// The most a hand-written or generated YAML file (profile, baselines, policy) may hold.
 pub const YAML_LIMIT: u64 = 4 << 20;
 /// The most a tool's output read back from a file (ptxas log, SASS, CUBIN) may hold.
-pub const TOOL_OUTPUT_LIMIT: u64 = 256 << 20;
+pub(crate) const TOOL_OUTPUT_LIMIT: u64 = 256 << 20;
 
 /// What kind of file `m` is, in words, for errors about non-regular files.
 fn kind(m: &std::fs::Metadata) -> &'static str {
@@ -41,7 +41,7 @@ fn mib(n: u64) -> String {
 
 /// The bytes of `file`, a regular file of at most `limit` bytes; `what` names it in
 /// errors (`results`, `profile`).
-pub fn read_bytes(file: &Path, what: &str, limit: u64) -> Result<Vec<u8>> {
+pub(crate) fn read_bytes(file: &Path, what: &str, limit: u64) -> Result<Vec<u8>> {
     // Checked before opening: opening a FIFO for reading would block.
     let m = std::fs::metadata(file).map_err(|e| Error::io(file, &format!("read {what}"), e))?;
     if !m.is_file() {
@@ -78,7 +78,7 @@ pub fn read_bytes(file: &Path, what: &str, limit: u64) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// [`read_bytes`] as UTF-8 text.
+/// `read_bytes` as UTF-8 text.
 pub fn read_text(file: &Path, what: &str, limit: u64) -> Result<String> {
     String::from_utf8(read_bytes(file, what, limit)?).map_err(|e| {
         Error::in_file(
@@ -94,7 +94,7 @@ pub fn read_text(file: &Path, what: &str, limit: u64) -> Result<String> {
 /// A yes/no setting as the environment gives it (read through `config`): `1`/`true`/`yes`
 /// -> true, empty/`0`/`false` -> false (any case, spaces trimmed), anything else `None` (a
 /// configuration error).
-pub fn flag(text: &str) -> Option<bool> {
+pub(crate) fn flag(text: &str) -> Option<bool> {
     match text.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" => Some(true),
         "" | "0" | "false" => Some(false),
@@ -106,7 +106,7 @@ pub fn flag(text: &str) -> Option<bool> {
 /// folder `dir` (canonicalised), else `Err` with where it leads. A link that stays inside
 /// the folder is fine. Checked when a profile is read and again by the generated-file
 /// writer (`output::generated`) just before it writes, so that neither reads nor writes a file outside the profile's folder.
-pub fn confined(dir: &Path, path: &Path) -> std::result::Result<(), PathBuf> {
+pub(crate) fn confined(dir: &Path, path: &Path) -> std::result::Result<(), PathBuf> {
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")
     } else {
@@ -129,7 +129,7 @@ const MAX_LINKS: usize = 40;
 /// one too: to the file it would create), `..` taken on the real parent, and what does
 /// not exist yet kept as written (creating it would make it so). Confinement and "one
 /// file" checks compare these, never the spelling.
-pub fn real_path(p: &Path) -> PathBuf {
+pub(crate) fn real_path(p: &Path) -> PathBuf {
     let mut out = if p.is_absolute() {
         PathBuf::from("/")
     } else {

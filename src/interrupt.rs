@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 /// How long the process waits for what it does on a signal (writing the JUnit file) before
 /// it exits anyway: a path that blocks (a FIFO nobody reads, a hung network file system)
 /// must not keep a cancelled CI job alive until it is killed.
-pub const ACT_LIMIT: Duration = Duration::from_secs(5);
+pub(crate) const ACT_LIMIT: Duration = Duration::from_secs(5);
 
 /// The catchable signals whose default action ends the process, with their names. SIGINT
 /// and SIGTERM are handled always, the others when their action is still the default one.
@@ -86,7 +86,7 @@ macro_rules! say_err {
 
 /// Writes `text` to stderr through the sanitiser ([`crate::text::clean`]: no control
 /// character reaches the terminal raw); a write error drops it.
-pub fn to_stderr(text: &str) {
+pub(crate) fn to_stderr(text: &str) {
     use std::io::Write;
     let text = crate::text::clean(text);
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
@@ -102,13 +102,13 @@ pub fn name(signal: libc::c_int) -> String {
 
 /// Whether a signal was taken: the process is ending with 128 + it. Anything that writes
 /// a report checks it, so that nothing overwrites the interrupted one.
-pub fn taken() -> bool {
+pub(crate) fn taken() -> bool {
     TAKEN.load(Ordering::SeqCst)
 }
 
 /// On the first handled signal, runs `act` with the signal's name ("SIGINT", "SIGHUP") on
 /// a thread of its own, then ends the process with 128 + the signal (130, 129, ...)
-/// through `_exit`. It ends without waiting further for `act` after [`ACT_LIMIT`] or at a
+/// through `_exit`. It ends without waiting further for `act` after `ACT_LIMIT` or at a
 /// second signal. `who` names the program in what it says then. Installed once per
 /// process; later calls do nothing.
 pub fn install(who: &'static str, act: impl Fn(&'static str) + Send + Sync + 'static) {
@@ -223,7 +223,7 @@ static IN_FLIGHT: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::
 const IN_FLIGHT_WAIT: Duration = Duration::from_secs(1);
 
 /// A registered temporary file ([`in_flight`]); dropping it ends the registration.
-pub struct InFlight(std::path::PathBuf);
+pub(crate) struct InFlight(std::path::PathBuf);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
@@ -239,7 +239,7 @@ impl Drop for InFlight {
 /// process that ends through `_exit` meanwhile (a signal in the middle of an atomic
 /// write) removes it first: no `.x.XXXX.tmp` is left in a user's folder. The file is
 /// created and registered under one lock, which the end takes, so none escapes.
-pub fn in_flight<T>(
+pub(crate) fn in_flight<T>(
     create: impl FnOnce() -> std::io::Result<(T, std::path::PathBuf)>,
 ) -> std::io::Result<(T, InFlight)> {
     let mut paths = crate::sync::lock_ignoring_poison(&IN_FLIGHT);

@@ -42,7 +42,7 @@ pub mod harness;
 // shown, and the trace.
 pub mod child;
 pub mod config;
-pub mod digest;
+pub(crate) mod digest;
 pub mod error;
 pub mod input;
 pub mod interrupt;

@@ -100,7 +100,7 @@ impl Shown for std::path::Path {
 
 /// Each of `items` [`Shown`], joined by `sep`: outside texts listed in a message (a loop's
 /// instructions, one per line).
-pub fn joined<S: AsRef<str>>(items: &[S], sep: &str) -> String {
+pub(crate) fn joined<S: AsRef<str>>(items: &[S], sep: &str) -> String {
     items
         .iter()
         .map(|i| i.as_ref().shown())
@@ -113,7 +113,7 @@ pub fn joined<S: AsRef<str>>(items: &[S], sep: &str) -> String {
 /// as the tool's, and each [`line()`]-escaped (a carriage return or an escape sequence in a
 /// log line stays visible). Blank lines at either end are dropped; an empty text quotes as
 /// `  | (empty)`.
-pub fn quoted(text: &str) -> String {
+pub(crate) fn quoted(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
     let first = lines.iter().position(|l| !l.trim().is_empty());
     let last = lines.iter().rposition(|l| !l.trim().is_empty());
@@ -129,7 +129,7 @@ pub fn quoted(text: &str) -> String {
 
 /// At most `max_chars` characters of `text`, shown on one line ([`line()`]: an escape is
 /// never cut in half), with `…` where it was cut: for a bit of a file or a program's output quoted in a message.
-pub fn excerpt(text: &str, max_chars: usize) -> String {
+pub(crate) fn excerpt(text: &str, max_chars: usize) -> String {
     let kept: String = text.chars().take(max_chars).collect();
     let mut out = line(&kept).into_owned();
     if kept.len() < text.len() {

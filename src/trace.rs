@@ -7,9 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-/// The environment variable that turns the marks on (`1`, `true`, `yes`).
-pub use crate::config::TRACE_ENV;
-
 static START: OnceLock<Instant> = OnceLock::new();
 static ON: AtomicBool = AtomicBool::new(false);
 
@@ -22,22 +19,22 @@ pub fn start() -> Result<(), crate::config::ConfigError> {
 }
 
 /// Whether [`start`] was called.
-pub fn started() -> bool {
+pub(crate) fn started() -> bool {
     START.get().is_some()
 }
 
 /// Seconds since [`start`] (0 before it).
-pub fn elapsed() -> f64 {
+pub(crate) fn elapsed() -> f64 {
     START.get().map_or(0.0, |t| t.elapsed().as_secs_f64())
 }
 
 /// Whether the marks are on.
-pub fn enabled() -> bool {
+pub(crate) fn enabled() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
 /// One mark, when the marks are on: `accprobe: trace 0.123 s: what`.
-pub fn mark(what: impl std::fmt::Display) {
+pub(crate) fn mark(what: impl std::fmt::Display) {
     if enabled() {
         crate::say_err!("accprobe: trace {:.3} s: {what}", elapsed());
     }

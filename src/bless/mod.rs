@@ -27,14 +27,14 @@ pub use error::BlessError;
 /// What blessing would write, and how it differs from what is there.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Blessing {
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     pub contents: String,
     /// One line per changed, added or removed variant; empty when nothing changes.
     pub diff: Vec<String>,
     /// The profile's folder, which `file` must really be in when it is written.
-    pub folder: PathBuf,
+    pub(crate) folder: PathBuf,
     /// The [`baselines::content_digest`] of `file` as the diff saw it (`None`: absent).
-    pub before: Option<String>,
+    pub(crate) before: Option<String>,
 }
 
 /// Why `results` may not become baselines of `profile`, if anything.
@@ -180,13 +180,13 @@ fn invalid_measurement(v: Variant, r: &VariantResult) -> Vec<String> {
 
 /// A progress figure as the baselines file holds it (to 0.1), which the verdicts compare
 /// with.
-pub fn blessed_figure(progress: f64) -> f64 {
+pub(crate) fn blessed_figure(progress: f64) -> f64 {
     (progress * 10.0).round() / 10.0
 }
 
 /// The baseline progress of every variant of `profile` that `results` measured, as a bless
 /// writes it into the baselines file (to 0.1).
-pub fn blessed_progress(profile: &Profile, results: &RunResults) -> BTreeMap<String, f64> {
+pub(crate) fn blessed_progress(profile: &Profile, results: &RunResults) -> BTreeMap<String, f64> {
     profile
         .probe
         .variants()
@@ -366,7 +366,7 @@ fn header(profile: &Profile, command: &str) -> [String; 4] {
 }
 
 /// The folder of `profile`'s file, which every file it names (and bless writes) is in.
-pub fn profile_folder(profile: &Profile) -> PathBuf {
+pub(crate) fn profile_folder(profile: &Profile) -> PathBuf {
     match profile.file.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),

@@ -25,7 +25,7 @@ use supervisor::{Ends, Exec, EXITED, KILLED, NOT_STARTED, REPORT};
 pub struct Ran {
     /// `None` when it was killed at the time limit.
     pub status: Option<ExitStatus>,
-    pub stdout: Bounded,
+    pub(crate) stdout: Bounded,
     pub stderr: Bounded,
 }
 
@@ -33,7 +33,7 @@ pub struct Ran {
 #[derive(Debug, Default)]
 pub struct Bounded {
     pub bytes: Vec<u8>,
-    pub cut: bool,
+    pub(crate) cut: bool,
 }
 
 /// Why a run gave no [`Ran`].
@@ -68,14 +68,14 @@ pub struct Job {
 }
 
 /// How much of a job's stdout is kept unless it says otherwise.
-pub const STDOUT_LIMIT: usize = 1 << 20;
+pub(crate) const STDOUT_LIMIT: usize = 1 << 20;
 /// How much of a job's stderr is kept unless it says otherwise.
-pub const STDERR_LIMIT: usize = 64 << 10;
+pub(crate) const STDERR_LIMIT: usize = 64 << 10;
 
 impl Job {
     /// `program` (a path, or a name looked up on `PATH`), killed with its whole tree once
     /// `limit` has passed; no arguments, this process's folder and environment, an empty
-    /// stdin, [`STDOUT_LIMIT`] and [`STDERR_LIMIT`].
+    /// stdin, `STDOUT_LIMIT` and `STDERR_LIMIT`.
     pub fn new(program: impl Into<PathBuf>, limit: Duration) -> Job {
         Job {
             program: program.into(),
@@ -94,14 +94,14 @@ impl Job {
         self
     }
 
-    pub fn args<S: AsRef<OsStr>>(mut self, args: impl IntoIterator<Item = S>) -> Job {
+    pub(crate) fn args<S: AsRef<OsStr>>(mut self, args: impl IntoIterator<Item = S>) -> Job {
         self.args
             .extend(args.into_iter().map(|a| a.as_ref().to_os_string()));
         self
     }
 
     /// Runs it in `dir`.
-    pub fn dir(mut self, dir: impl Into<PathBuf>) -> Job {
+    pub(crate) fn dir(mut self, dir: impl Into<PathBuf>) -> Job {
         self.dir = Some(dir.into());
         self
     }
@@ -114,19 +114,19 @@ impl Job {
     }
 
     /// Leaves `name` out of its environment.
-    pub fn env_remove(mut self, name: impl AsRef<OsStr>) -> Job {
+    pub(crate) fn env_remove(mut self, name: impl AsRef<OsStr>) -> Job {
         self.env.push((name.as_ref().to_os_string(), None));
         self
     }
 
     /// Writes `input` on its stdin, then closes it.
-    pub fn input(mut self, input: Vec<u8>) -> Job {
+    pub(crate) fn input(mut self, input: Vec<u8>) -> Job {
         self.input = input;
         self
     }
 
     /// Keeps at most `bytes` of its stdout (the rest is read and dropped).
-    pub fn stdout_limit(mut self, bytes: usize) -> Job {
+    pub(crate) fn stdout_limit(mut self, bytes: usize) -> Job {
         self.stdout_limit = bytes;
         self
     }
@@ -150,7 +150,7 @@ impl Job {
 
 /// How `status` ended a program, for a message: "exited with status 1", "was ended by
 /// SIGSEGV".
-pub fn ended_how(status: ExitStatus) -> String {
+pub(crate) fn ended_how(status: ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exited with status {code}"),
         (None, Some(sig)) => format!("was ended by {}", crate::interrupt::name(sig)),

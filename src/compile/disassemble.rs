@@ -17,7 +17,7 @@ use std::time::Duration;
 pub use crate::config::DISASSEMBLER_ENV;
 
 /// The disassembler to run: [`DISASSEMBLER_ENV`] when it names a file, else
-/// [`find_disassembler_preferring`]'s search. nvdisasm comes first: without its dataflow
+/// `find_disassembler_preferring`'s search. nvdisasm comes first: without its dataflow
 /// pass (`-ndf`, which only adds branch-stack annotations these kernels do not have) it is
 /// the faster of the two, and both give the same digests (`sass::recorded` tests).
 pub fn find_disassembler() -> Option<PathBuf> {
@@ -27,7 +27,7 @@ pub fn find_disassembler() -> Option<PathBuf> {
 /// [`DISASSEMBLER_ENV`] when it names a file, else what `preferred` gives (a caller's own
 /// place to look first), else nvdisasm and then cuobjdump on PATH, in `$CUDA_HOME/bin`, in
 /// /usr/local/cuda/bin.
-pub fn find_disassembler_preferring(
+pub(crate) fn find_disassembler_preferring(
     preferred: impl FnOnce() -> Option<PathBuf>,
 ) -> Option<PathBuf> {
     if let Some(p) = crate::config::disassembler().filter(|p| p.is_file()) {
@@ -142,7 +142,7 @@ fn disassemble_with(
 
 /// Why a disassembler gave no listing of a CUBIN; [`Sass::Failed`] says it.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum DisassembleError {
+pub(crate) enum DisassembleError {
     #[error("cannot create a file for the CUBIN in {}: {source}", .dir.shown())]
     TempFile {
         dir: PathBuf,

@@ -1,24 +1,24 @@
 //! Stage 3 of the pipeline: compile. The matrix is built to CUBINs for the device's own
 //! architecture, with the ptxas verbose report kept and parsed per kernel, and each CUBIN
 //! disassembled. Where the machine has the cores, the matrix is split into a few NVRTC
-//! programs ([`parts`]) compiled on threads of their own, each disassembled as soon as its
+//! programs (`parts`) compiled on threads of their own, each disassembled as soon as its
 //! CUBIN is there: a kernel's code does not depend on the other kernels of its program.
 //!
 //! This module is the stage's public API ([`compile`], [`compile_as`], [`compile_cached`])
 //! and what it returns ([`Compiled`], [`Program`], [`Sass`]); the work is in its modules:
-//! [`source`](mod@source) (source and options), [`parts`], [`nvrtc`],
-//! [`disassemble`](mod@disassemble), [`cache`], [`libraries`] (which NVRTC files the
+//! [`source`](mod@source) (source and options), `parts`, `nvrtc`,
+//! [`disassemble`](mod@disassemble), `cache`, `libraries` (which NVRTC files the
 //! process runs), and for the compile-only gate
 //! [`toolchain`] (toolchains as data), [`worker`] (a process per toolchain) and
-//! [`process_nvrtc`] (`ACCPROBE_NVRTC`). Only [`nvrtc`] and the worker call NVRTC; the
+//! [`process_nvrtc`] (`ACCPROBE_NVRTC`). Only `nvrtc` and the worker call NVRTC; the
 //! source, options and parts are plain functions, tested everywhere.
 
-pub mod cache;
+pub(crate) mod cache;
 pub mod disassemble;
 mod error;
-pub mod libraries;
-pub mod nvrtc;
-pub mod parts;
+pub(crate) mod libraries;
+pub(crate) mod nvrtc;
+pub(crate) mod parts;
 pub mod process_nvrtc;
 pub mod ptxas;
 pub mod sass;
@@ -48,14 +48,14 @@ use nvrtc::{compile_program, Reports};
 use ptxas::PtxasReport;
 use std::collections::BTreeMap;
 
-/// One NVRTC program of a compiled matrix: one of its parts ([`parts::deal`]), compiled.
+/// One NVRTC program of a compiled matrix: one of its parts (`parts::deal`), compiled.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Program {
     pub cubin: Vec<u8>,
     /// The program's whole NVRTC log, ptxas report included.
-    pub log: String,
+    pub(crate) log: String,
     /// The disassembler's whole output for the CUBIN, when it ran and could be read.
-    pub sass: Option<String>,
+    pub(crate) sass: Option<String>,
 }
 
 /// A compiled matrix.
@@ -64,7 +64,7 @@ pub struct Compiled {
     /// The programs the matrix was compiled as, in order; each kernel is in one of them.
     pub parts: Vec<Program>,
     /// Every program's NVRTC log, in order.
-    pub log: String,
+    pub(crate) log: String,
     pub reports: BTreeMap<String, PtxasReport>,
     pub options: Vec<String>,
     /// The SASS of the CUBINs, per kernel, or why there is none.
@@ -72,14 +72,14 @@ pub struct Compiled {
     /// Seconds until the last CUBIN was there (0 on a cache hit), and from then until the
     /// last SASS was read: with the parts' disassembly overlapping the other parts' NVRTC,
     /// the two add up to the compile's wall time.
-    pub nvrtc_seconds: f64,
-    pub sass_seconds: f64,
+    pub(crate) nvrtc_seconds: f64,
+    pub(crate) sass_seconds: f64,
 }
 
 /// The disassembly of a compiled matrix.
 #[derive(Debug, Clone)]
 pub enum Sass {
-    /// Per kernel (the texts are the parts', in [`Program::sass`]).
+    /// Per kernel (the texts are the parts', in `Program::sass`).
     Read {
         tool: String,
         kernels: BTreeMap<String, SassSummary>,

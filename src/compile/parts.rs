@@ -27,7 +27,7 @@ pub fn parts_for(n: usize) -> Result<usize, crate::config::ConfigError> {
 }
 
 /// `variants` dealt round-robin into `n` parts (so that each gets short and long chains).
-pub fn deal(variants: &[Variant], n: usize) -> Vec<Vec<Variant>> {
+pub(crate) fn deal(variants: &[Variant], n: usize) -> Vec<Vec<Variant>> {
     let n = n.clamp(1, variants.len().max(1));
     (0..n)
         .map(|i| variants.iter().skip(i).step_by(n).copied().collect())

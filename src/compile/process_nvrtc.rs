@@ -48,7 +48,7 @@ pub fn select_for_process() -> Result<Option<Toolchain>, ToolchainError> {
 
 /// Where this process's NVRTC came from, for the results' environment: `None` without
 /// `ACCPROBE_NVRTC`; else the release or folder, checked against what is mapped.
-pub fn process_origin() -> Option<String> {
+pub(crate) fn process_origin() -> Option<String> {
     let dir = crate::config::nvrtc_active()?;
     let t = from_folder(&dir, &dir.display().to_string()).ok();
     let what = t

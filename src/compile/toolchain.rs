@@ -15,24 +15,24 @@ use std::path::{Path, PathBuf};
 /// the variable set (to `1`) where the compile-only cases must run: a toolchain a profile
 /// names that is not installed then fails its cases instead of leaving them ignored
 /// (`.ci/run` sets it).
-pub use crate::config::{REQUIRE_TOOLCHAINS_ENV as REQUIRE_ENV, TOOLCHAINS_ENV};
+pub(crate) use crate::config::REQUIRE_TOOLCHAINS_ENV as REQUIRE_ENV;
 
 /// A toolchain found on this machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Toolchain {
     /// As asked for: `12.8`, `13.0.88` or a folder.
-    pub key: String,
+    pub(crate) key: String,
     /// The folder holding `libnvrtc.so*`.
     pub lib_dir: PathBuf,
     /// What `ci/toolchains.sh` installed there (`nvidia-cuda-nvrtc-cu12==12.8.93`).
-    pub release: Option<String>,
+    pub(crate) release: Option<String>,
 }
 
 /// Why a toolchain cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ToolchainError {
     /// The version is not installed on this machine: its cases are ignored with this
-    /// (or fail, under [`REQUIRE_ENV`]).
+    /// (or fail, under `REQUIRE_ENV`).
     #[error("{0}")]
     NotInstalled(String),
     /// Bad input: not a version, a folder without an NVRTC, an NVRTC that does not load.
@@ -198,7 +198,7 @@ fn newest_installed_nvdisasm(root: &Path) -> Option<PathBuf> {
 /// `LD_LIBRARY_PATH` for a process that must load the NVRTC in `dir`: `dir` first, then
 /// this process's own value, when it has one (a compile worker, the process re-executed for
 /// `ACCPROBE_NVRTC`).
-pub fn library_path_first(dir: &Path) -> OsString {
+pub(crate) fn library_path_first(dir: &Path) -> OsString {
     prepended(dir, std::env::var_os("LD_LIBRARY_PATH"))
 }
 
@@ -214,7 +214,7 @@ fn prepended(dir: &Path, old: Option<OsString>) -> OsString {
 
 /// `nvdisasm 13.2.51`-like identity of a disassembler: its file name and the version
 /// line it prints (`Cuda compilation tools, release 13.2, V13.2.51` -> `V13.2.51`).
-pub fn disassembler_identity(tool: &Path) -> String {
+pub(crate) fn disassembler_identity(tool: &Path) -> String {
     let name = tool
         .file_name()
         .map_or("?".into(), |n| n.to_string_lossy().into_owned());
@@ -236,7 +236,7 @@ pub fn disassembler_identity(tool: &Path) -> String {
 }
 
 /// An architecture as a profile names it: `sm_90` -> 90 (`sm_` and two or three digits).
-pub fn arch_number(arch: &str) -> Option<u32> {
+pub(crate) fn arch_number(arch: &str) -> Option<u32> {
     let digits = arch.strip_prefix("sm_")?;
     ((2..=3).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit()))
         .then(|| digits.parse().ok())
@@ -247,7 +247,7 @@ pub fn arch_number(arch: &str) -> Option<u32> {
 /// `Err(Unsupported)` when it is newer than the newest or older than the oldest it
 /// supports (ignored, with the reason); `Err(Failed)` when it lies within its range but
 /// NVRTC does not know it (a typo: not an architecture).
-pub fn classify(arch: &str, supported: &[u32], nvrtc: &str) -> Result<(), ArchOutcome> {
+pub(crate) fn classify(arch: &str, supported: &[u32], nvrtc: &str) -> Result<(), ArchOutcome> {
     let listing = supported
         .iter()
         .map(|a| format!("sm_{a}"))

@@ -2,7 +2,7 @@
 //! libnvrtc once per process, by soname through the dynamic linker (so `LD_LIBRARY_PATH`
 //! decides which one), and keeps it. Two NVRTC versions cannot live in one process through
 //! it, so each toolchain gets a process of its own: the parent spawns its own executable as
-//! a **compile worker** ([`WORKER_ENV`] names the request file) with `LD_LIBRARY_PATH`
+//! a **compile worker** (`WORKER_ENV` names the request file) with `LD_LIBRARY_PATH`
 //! starting at the toolchain's folder. The worker checks that the library it loaded is that
 //! folder's, compiles the matrix for each asked architecture through the compile cache
 //! (CUBIN, ptxas log and SASS), and writes the summaries as JSON for the parent.
@@ -23,20 +23,20 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 /// Set by the parent for a compile worker: the request file.
-pub use crate::config::WORKER_ENV;
+pub(crate) use crate::config::WORKER_ENV;
 
 /// What the parent asks a compile worker for.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Request {
-    pub toolchain: Toolchain,
-    pub architectures: Vec<String>,
+pub(crate) struct Request {
+    pub(crate) toolchain: Toolchain,
+    pub(crate) architectures: Vec<String>,
     /// Variant names (`chain7_acc2_effective2_sinkB`).
-    pub variants: Vec<String>,
-    pub cache: Option<PathBuf>,
-    pub disassembler: Option<PathBuf>,
+    pub(crate) variants: Vec<String>,
+    pub(crate) cache: Option<PathBuf>,
+    pub(crate) disassembler: Option<PathBuf>,
     /// Where the worker writes its [`Report`].
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
 }
 
 /// What a compile worker found: the toolchain it loaded (or why it could not), and each
@@ -53,7 +53,7 @@ pub struct Report {
 static WORKER_CAPABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Whether this executable can serve as a compile worker: why not, if it cannot.
-pub fn can_spawn_workers() -> Result<(), WorkerError> {
+pub(crate) fn can_spawn_workers() -> Result<(), WorkerError> {
     if WORKER_CAPABLE.load(std::sync::atomic::Ordering::SeqCst) {
         Ok(())
     } else {

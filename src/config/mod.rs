@@ -40,15 +40,15 @@ pub struct Variable {
     /// The default, as docs/reference.md's table says it (Markdown).
     pub default: &'static str,
     /// What the variable does, in one line.
-    pub meaning: &'static str,
+    pub(crate) meaning: &'static str,
     pub kind: Kind,
 }
 
 pub const PROFILE_ENV: &str = "ACCPROBE_PROFILE";
-pub const MODE_ENV: &str = "ACCPROBE_MODE";
+pub(crate) const MODE_ENV: &str = "ACCPROBE_MODE";
 /// Set on a GPU runner: any reason the GPU cases would be ignored fails the run instead.
 pub const REQUIRE_GPU_ENV: &str = "ACCPROBE_REQUIRE_GPU";
-pub const DEVICES_ENV: &str = "ACCPROBE_DEVICES";
+pub(crate) const DEVICES_ENV: &str = "ACCPROBE_DEVICES";
 pub const DEVICE_ENV: &str = "ACCPROBE_DEVICE";
 pub const JUNIT_ENV: &str = "ACCPROBE_JUNIT";
 pub const RESULTS_ENV: &str = "ACCPROBE_RESULTS";
@@ -62,37 +62,37 @@ pub const PARTS_ENV: &str = "ACCPROBE_COMPILE_PARTS";
 /// choice through it.
 pub const DISASSEMBLER_ENV: &str = "ACCPROBE_DISASSEMBLER";
 /// Seconds the disassembler may take for one CUBIN before it is killed.
-pub const DISASSEMBLER_TIMEOUT_ENV: &str = "ACCPROBE_DISASSEMBLER_TIMEOUT";
+pub(crate) const DISASSEMBLER_TIMEOUT_ENV: &str = "ACCPROBE_DISASSEMBLER_TIMEOUT";
 pub const NVRTC_ENV: &str = "ACCPROBE_NVRTC";
-pub const TOOLCHAINS_ENV: &str = "ACCPROBE_TOOLCHAINS";
+pub(crate) const TOOLCHAINS_ENV: &str = "ACCPROBE_TOOLCHAINS";
 /// Set where the compile-only cases must run: a toolchain a profile names that is not
 /// installed then fails its cases instead of leaving them ignored (`.ci/run` sets it).
-pub const REQUIRE_TOOLCHAINS_ENV: &str = "ACCPROBE_REQUIRE_TOOLCHAINS";
+pub(crate) const REQUIRE_TOOLCHAINS_ENV: &str = "ACCPROBE_REQUIRE_TOOLCHAINS";
 pub const LOCK_DIR_ENV: &str = "ACCPROBE_LOCK_DIR";
 pub const LOCK_TIMEOUT_ENV: &str = "ACCPROBE_LOCK_TIMEOUT";
 pub const RETRIES_ENV: &str = "ACCPROBE_CONTENTION_RETRIES";
 pub const WAIT_ENV: &str = "ACCPROBE_CONTENTION_WAIT";
-pub const TRACE_ENV: &str = "ACCPROBE_TRACE";
+pub(crate) const TRACE_ENV: &str = "ACCPROBE_TRACE";
 pub const HISTORY_ENV: &str = "ACCPROBE_HISTORY";
 /// Internal: names a compile worker's request file.
-pub const WORKER_ENV: &str = "ACCPROBE_COMPILE_WORKER";
+pub(crate) const WORKER_ENV: &str = "ACCPROBE_COMPILE_WORKER";
 /// Internal: set after [`crate::compile::process_nvrtc::select_for_process`] re-executed
 /// the process with the selected folder first on `LD_LIBRARY_PATH`: that folder.
 pub const ACTIVE_ENV: &str = "ACCPROBE_NVRTC_ACTIVE";
 /// Test only: the cache entry a test's child process marks used.
-pub const TEST_MARK_USED_ENV: &str = "ACCPROBE_TEST_MARK_USED";
+pub(crate) const TEST_MARK_USED_ENV: &str = "ACCPROBE_TEST_MARK_USED";
 
 /// A disturbed measurement is made again at most this many times by default...
-pub const DEFAULT_RETRIES: u32 = 2;
+pub(crate) const DEFAULT_RETRIES: u32 = 2;
 /// ...and never more than this many times.
-pub const MAX_RETRIES: u32 = 100;
+pub(crate) const MAX_RETRIES: u32 = 100;
 /// Seconds between those measurements by default...
-pub const DEFAULT_WAIT_S: f64 = 10.0;
+pub(crate) const DEFAULT_WAIT_S: f64 = 10.0;
 /// ...and at most.
-pub const MAX_WAIT_S: f64 = 3600.0;
+pub(crate) const MAX_WAIT_S: f64 = 3600.0;
 /// Seconds the disassembler may take for one CUBIN by default: `nvdisasm -ndf` takes 0.3
 /// to 0.5 s for the H200 profile's matrix (docs/speed.md), so this is a hung one.
-pub const DEFAULT_DISASSEMBLER_TIMEOUT_S: u64 = 120;
+pub(crate) const DEFAULT_DISASSEMBLER_TIMEOUT_S: u64 = 120;
 
 const FLAG: &str = "1, true or yes (or 0, false, empty)";
 
@@ -290,7 +290,7 @@ pub fn var_os(name: &str) -> Option<OsString> {
 
 /// A variable [`crate::harness::Paths`] resolves: an `ACCPROBE_*` one by [`var_os`]'s
 /// rule, any other (`CARGO_TARGET_DIR`) as the environment has it.
-pub fn path_var(name: &str) -> Option<OsString> {
+pub(crate) fn path_var(name: &str) -> Option<OsString> {
     if name.starts_with("ACCPROBE_") {
         var_os(name)
     } else {
@@ -313,7 +313,7 @@ pub fn text(name: &'static str) -> Result<Option<String>, ConfigError> {
 
 /// `name` parsed by `parse` (given the trimmed text); `None` when unset, empty or only
 /// whitespace, and an error naming the variable when `parse` refuses the text.
-pub fn parsed<T>(
+pub(crate) fn parsed<T>(
     name: &'static str,
     parse: impl FnOnce(&str) -> Option<T>,
 ) -> Result<Option<T>, ConfigError> {
@@ -331,7 +331,7 @@ pub fn parsed<T>(
 }
 
 /// A yes/no variable: `1`/`true`/`yes` on, `0`/`false` (or unset) off, any case.
-pub fn flag(name: &'static str) -> Result<bool, ConfigError> {
+pub(crate) fn flag(name: &'static str) -> Result<bool, ConfigError> {
     Ok(parsed(name, crate::input::flag)?.unwrap_or(false))
 }
 
@@ -340,7 +340,7 @@ fn seconds(t: &str) -> Option<f64> {
 }
 
 /// `0,2` -> [0, 2], none twice; the syntax only (the range needs the device count).
-pub fn ordinal_list(text: &str) -> Result<Vec<usize>, OrdinalListError> {
+pub(crate) fn ordinal_list(text: &str) -> Result<Vec<usize>, OrdinalListError> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let o = part
@@ -366,7 +366,7 @@ pub fn profile() -> Result<Option<String>, ConfigError> {
 }
 
 /// [`MODE_ENV`]: `serial` or `wave`.
-pub fn mode() -> Result<Option<Mode>, ConfigError> {
+pub(crate) fn mode() -> Result<Option<Mode>, ConfigError> {
     parsed(MODE_ENV, |t| match t {
         "serial" => Some(Mode::Serial),
         "wave" => Some(Mode::Wave),
@@ -375,13 +375,13 @@ pub fn mode() -> Result<Option<Mode>, ConfigError> {
 }
 
 /// [`REQUIRE_GPU_ENV`].
-pub fn require_gpu() -> Result<bool, ConfigError> {
+pub(crate) fn require_gpu() -> Result<bool, ConfigError> {
     flag(REQUIRE_GPU_ENV)
 }
 
 /// The ordinals [`DEVICES_ENV`] (or else [`DEVICE_ENV`]) names, syntax checked without
 /// touching the driver; `None` when neither is set.
-pub fn devices() -> Result<Option<Vec<usize>>, ConfigError> {
+pub(crate) fn devices() -> Result<Option<Vec<usize>>, ConfigError> {
     for name in [DEVICES_ENV, DEVICE_ENV] {
         if let Some(list) = parsed(name, |t| ordinal_list(t).ok())? {
             return Ok(Some(list));
@@ -398,18 +398,18 @@ pub fn extra_options() -> Result<Vec<String>, ConfigError> {
 }
 
 /// [`PARTS_ENV`]: a whole number of 1 or more.
-pub fn compile_parts() -> Result<Option<usize>, ConfigError> {
+pub(crate) fn compile_parts() -> Result<Option<usize>, ConfigError> {
     parsed(PARTS_ENV, |t| t.parse::<usize>().ok().filter(|&p| p >= 1))
 }
 
 /// [`DISASSEMBLER_ENV`], as given (whether it names a file is the caller's question).
-pub fn disassembler() -> Option<PathBuf> {
+pub(crate) fn disassembler() -> Option<PathBuf> {
     var_os(DISASSEMBLER_ENV).map(PathBuf::from)
 }
 
 /// [`DISASSEMBLER_TIMEOUT_ENV`]: seconds, more than 0 (at most 10^9);
 /// [`DEFAULT_DISASSEMBLER_TIMEOUT_S`] unset.
-pub fn disassembler_timeout() -> Result<Duration, ConfigError> {
+pub(crate) fn disassembler_timeout() -> Result<Duration, ConfigError> {
     let limit = parsed(DISASSEMBLER_TIMEOUT_ENV, time_limit)?;
     Ok(limit.unwrap_or(Duration::from_secs(DEFAULT_DISASSEMBLER_TIMEOUT_S)))
 }
@@ -422,39 +422,39 @@ fn time_limit(t: &str) -> Option<Duration> {
 }
 
 /// [`NVRTC_ENV`]: a folder or an installed version.
-pub fn nvrtc() -> Result<Option<String>, ConfigError> {
+pub(crate) fn nvrtc() -> Result<Option<String>, ConfigError> {
     text(NVRTC_ENV)
 }
 
 /// [`TOOLCHAINS_ENV`].
-pub fn toolchains() -> Option<PathBuf> {
+pub(crate) fn toolchains() -> Option<PathBuf> {
     var_os(TOOLCHAINS_ENV).map(PathBuf::from)
 }
 
 /// [`REQUIRE_TOOLCHAINS_ENV`].
-pub fn require_toolchains() -> Result<bool, ConfigError> {
+pub(crate) fn require_toolchains() -> Result<bool, ConfigError> {
     flag(REQUIRE_TOOLCHAINS_ENV)
 }
 
 /// [`LOCK_DIR_ENV`].
-pub fn lock_dir() -> Option<PathBuf> {
+pub(crate) fn lock_dir() -> Option<PathBuf> {
     var_os(LOCK_DIR_ENV).map(PathBuf::from)
 }
 
 /// [`LOCK_TIMEOUT_ENV`]: seconds, 0 or more (at most 10^9).
-pub fn lock_timeout() -> Result<Option<Duration>, ConfigError> {
+pub(crate) fn lock_timeout() -> Result<Option<Duration>, ConfigError> {
     parsed(LOCK_TIMEOUT_ENV, |t| {
         seconds(t).map(|s| Duration::from_secs_f64(s.min(1e9)))
     })
 }
 
 /// [`RETRIES_ENV`]: a whole number, at most [`MAX_RETRIES`]; [`DEFAULT_RETRIES`] unset.
-pub fn contention_retries() -> Result<u32, ConfigError> {
+pub(crate) fn contention_retries() -> Result<u32, ConfigError> {
     Ok(parsed(RETRIES_ENV, retries)?.unwrap_or(DEFAULT_RETRIES))
 }
 
 /// [`WAIT_ENV`]: seconds, at most [`MAX_WAIT_S`]; [`DEFAULT_WAIT_S`] unset.
-pub fn contention_wait() -> Result<Duration, ConfigError> {
+pub(crate) fn contention_wait() -> Result<Duration, ConfigError> {
     Ok(parsed(WAIT_ENV, wait)?.unwrap_or(Duration::from_secs_f64(DEFAULT_WAIT_S)))
 }
 
@@ -469,17 +469,17 @@ fn wait(t: &str) -> Option<Duration> {
 }
 
 /// [`TRACE_ENV`].
-pub fn trace() -> Result<bool, ConfigError> {
+pub(crate) fn trace() -> Result<bool, ConfigError> {
     flag(TRACE_ENV)
 }
 
 /// Internal [`WORKER_ENV`]: the request file, in a compile worker.
-pub fn compile_worker() -> Option<OsString> {
+pub(crate) fn compile_worker() -> Option<OsString> {
     var_os(WORKER_ENV)
 }
 
 /// Internal [`ACTIVE_ENV`]: the NVRTC folder this re-executed process put first.
-pub fn nvrtc_active() -> Option<PathBuf> {
+pub(crate) fn nvrtc_active() -> Option<PathBuf> {
     var_os(ACTIVE_ENV).map(PathBuf::from)
 }
 

@@ -31,7 +31,7 @@ pub struct Baselines {
     pub origin: Option<BaselineOrigin>,
     /// The [`content_digest`] of the file as it was read (`None`: it did not exist), so
     /// that `bless` can tell whether it changed since its diff was made.
-    pub read: Option<String>,
+    pub(crate) read: Option<String>,
 }
 
 impl Baselines {
@@ -43,7 +43,7 @@ impl Baselines {
 
 /// The SHA-256 of a generated file's bytes, in hex: what `bless` compares to know whether
 /// the file changed since it was read.
-pub fn content_digest(bytes: &[u8]) -> String {
+pub(crate) fn content_digest(bytes: &[u8]) -> String {
     crate::digest::sha256_hex(bytes)
 }
 
@@ -98,11 +98,11 @@ struct BaselinesFile {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BaselineOrigin {
-    pub results: String,
-    pub gpu_name: String,
+    pub(crate) results: String,
+    pub(crate) gpu_name: String,
     pub driver_version: String,
-    pub nvrtc_version: String,
-    pub date: String,
+    pub(crate) nvrtc_version: String,
+    pub(crate) date: String,
     /// The NVRTC options the blessed kernels were compiled with, so that a red case's
     /// first suspect can name an option added or removed since. Empty in files blessed
     /// before they were recorded, which keep loading (the options are then not compared;
@@ -125,7 +125,7 @@ struct BaselinesDoc<'a> {
 
 /// The text of a baselines file: a header saying what generated it, then the data.
 /// `progress` holds median progress rounded to 0.1.
-pub fn render(
+pub(crate) fn render(
     header: &[String],
     profile: &str,
     measured: &BaselineOrigin,
@@ -163,7 +163,7 @@ fn with_header(header: &[String], body: &str) -> String {
 
 /// Reads and checks the generated baselines file of profile `profile` (`profile_file`),
 /// whose variants are `variants`.
-pub fn load(
+pub(crate) fn load(
     path: &Path,
     profile: &str,
     profile_file: &Path,
@@ -257,30 +257,30 @@ fn policy_picks(path: &Path, raw: &BaselinesFile) -> Result<BTreeMap<String, Pic
 // digest of each variant per (architecture, toolchain), from the compile-only gate.
 
 /// The first hex digits of a SASS digest that compile-only baselines keep.
-pub const COMPILE_DIGEST_CHARS: usize = 16;
+pub(crate) const COMPILE_DIGEST_CHARS: usize = 16;
 
 /// Architecture -> toolchain (`12.8`) -> variant -> digest prefix.
-pub type Digests = BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>;
+pub(crate) type Digests = BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>;
 
 /// A profile's compile-only baselines.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompileBaselines {
     /// The generated file they came from.
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// How they were compiled (`None` until a file is blessed).
-    pub origin: Option<CompileOrigin>,
+    pub(crate) origin: Option<CompileOrigin>,
     /// Architecture -> toolchain (`12.8`) -> variant -> digest prefix.
-    pub digests: Digests,
+    pub(crate) digests: Digests,
     /// The same for each loop's schedule digest (`SassSummary::schedule_digest`), where
     /// it was decoded; empty in files blessed before it was.
     pub schedules: Digests,
     /// The [`content_digest`] of the file as it was read (`None`: it did not exist).
-    pub read: Option<String>,
+    pub(crate) read: Option<String>,
 }
 
 impl CompileBaselines {
     /// No baselines yet, to be blessed into `file`.
-    pub fn empty(file: PathBuf) -> CompileBaselines {
+    pub(crate) fn empty(file: PathBuf) -> CompileBaselines {
         CompileBaselines {
             file,
             origin: None,
@@ -291,7 +291,7 @@ impl CompileBaselines {
     }
 
     /// The blessed loop-schedule digest prefix of `variant` for (`arch`, `toolchain`).
-    pub fn schedule(&self, arch: &str, toolchain: &str, variant: &str) -> Option<&str> {
+    pub(crate) fn schedule(&self, arch: &str, toolchain: &str, variant: &str) -> Option<&str> {
         self.schedules
             .get(arch)?
             .get(toolchain)?
@@ -300,7 +300,7 @@ impl CompileBaselines {
     }
 
     /// The blessed digest prefix of `variant` for (`arch`, `toolchain`).
-    pub fn digest(&self, arch: &str, toolchain: &str, variant: &str) -> Option<&str> {
+    pub(crate) fn digest(&self, arch: &str, toolchain: &str, variant: &str) -> Option<&str> {
         self.digests
             .get(arch)?
             .get(toolchain)?
@@ -312,12 +312,12 @@ impl CompileBaselines {
 /// How compile-only baselines were made; kept in the generated file for reviewers.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct CompileOrigin {
-    pub date: String,
+pub(crate) struct CompileOrigin {
+    pub(crate) date: String,
     /// The disassembler and its version (`nvdisasm 13.2.51`): the digests are of its text.
-    pub disassembler: String,
+    pub(crate) disassembler: String,
     /// Toolchain (`12.8`) -> what it was (`NVRTC 12.8 (nvidia-cuda-nvrtc-cu12==12.8.93)`).
-    pub toolchains: BTreeMap<String, String>,
+    pub(crate) toolchains: BTreeMap<String, String>,
 }
 
 /// Architecture -> toolchain -> variant -> digest, with positions.
@@ -344,7 +344,7 @@ struct CompileBaselinesDoc<'a> {
 }
 
 /// The text of a compile-only baselines file: the header, then the data.
-pub fn render_compile(
+pub(crate) fn render_compile(
     header: &[String],
     profile: &str,
     compiled: &CompileOrigin,
@@ -364,7 +364,7 @@ pub fn render_compile(
 }
 
 /// Reads and checks the compile-only baselines of profile `profile` (`profile_file`).
-pub fn load_compile(
+pub(crate) fn load_compile(
     path: &Path,
     profile: &str,
     profile_file: &Path,

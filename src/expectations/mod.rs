@@ -9,6 +9,6 @@ pub mod policy;
 pub mod policy_error;
 pub mod policy_source;
 pub mod profile;
-pub mod recorded;
-pub mod yaml;
+pub(crate) mod recorded;
+pub(crate) mod yaml;
 mod yaml_words;

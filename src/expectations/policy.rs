@@ -41,38 +41,38 @@ pub struct Accumulation {
 /// When K >= 3 is allowed, and which K.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Wide {
+pub(crate) struct Wide {
     #[serde(deserialize_with = "number::plain")]
-    pub accumulators: u32,
+    pub(crate) accumulators: u32,
     /// Extra live registers per partial beyond the default count.
     #[serde(deserialize_with = "number::plain")]
-    pub registers_per_accumulator: u32,
-    pub requires_sink_isolated: bool,
-    pub requires_surrounding_ilp: bool,
-    pub requires_occupancy_safe: bool,
+    pub(crate) registers_per_accumulator: u32,
+    pub(crate) requires_sink_isolated: bool,
+    pub(crate) requires_surrounding_ilp: bool,
+    pub(crate) requires_occupancy_safe: bool,
 }
 
 /// A policy, loaded and checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
     pub name: String,
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Chains up to this length keep K = 1.
-    pub short_chain_max: u32,
-    pub default_accumulators: u32,
-    pub wide: Option<Wide>,
+    pub(crate) short_chain_max: u32,
+    pub(crate) default_accumulators: u32,
+    pub(crate) wide: Option<Wide>,
     /// The accumulation the probe kernel stands for (its `chain` is set per case): what the
     /// policy is asked where the results carry no ptxas register count (a recorded table);
     /// elsewhere each case asks with the context as measured (`verdict::policy`).
-    pub probe_context: Accumulation,
+    pub(crate) probe_context: Accumulation,
 }
 
 /// A thread has at most 255 registers (sm_50 to sm_90), so neither a headroom nor a
 /// per-partial cost above it means anything: a larger value is a typo.
-pub const MAX_REGISTERS_PER_THREAD: u32 = 255;
+pub(crate) const MAX_REGISTERS_PER_THREAD: u32 = 255;
 /// The most accumulators a policy may pick: the probe's own cap on accumulator counts
-/// ([`crate::expectations::profile::MAX_COUNT`]), beyond which no measurement could judge it.
-pub const MAX_POLICY_ACCUMULATORS: u32 = 256;
+/// ([`crate::expectations::profile::probe::MAX_COUNT`]), beyond which no measurement could judge it.
+pub(crate) const MAX_POLICY_ACCUMULATORS: u32 = 256;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -33,13 +33,13 @@ impl From<ProgramFailed> for PolicyError {
 #[error("policy program {} {fault} (command: {command}){}", .program.shown(), stderr_text(.stderr, *.stderr_cut_at))]
 pub struct ProgramFailed {
     /// The policy's name.
-    pub program: String,
+    pub(crate) program: String,
     /// The command line, as shown to a user.
-    pub command: String,
+    pub(crate) command: String,
     /// The start of what it wrote on stderr (none when it never ran).
-    pub stderr: String,
+    pub(crate) stderr: String,
     /// How many bytes of stderr were kept, when it wrote more than that.
-    pub stderr_cut_at: Option<usize>,
+    pub(crate) stderr_cut_at: Option<usize>,
     #[source]
     pub fault: ProgramFault,
 }
@@ -100,10 +100,10 @@ fn stderr_text(text: &str, cut_at: Option<usize>) -> String {
 /// context that line answers, where it answers one) and what was wrong there.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct BadAnswer {
-    pub line: usize,
-    pub column: usize,
-    pub context: Option<String>,
-    pub fault: AnswerFault,
+    pub(crate) line: usize,
+    pub(crate) column: usize,
+    pub(crate) context: Option<String>,
+    pub(crate) fault: AnswerFault,
 }
 
 impl fmt::Display for BadAnswer {
@@ -123,7 +123,7 @@ fn k_is() -> String {
 
 /// How an answer breaks the grammar at its place.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AnswerFault {
+pub(crate) enum AnswerFault {
     /// Fewer lines than contexts asked.
     #[error("found the end of the answer: expected {}; {asked} contexts were asked, {answered} lines answered", k_is())]
     Ended { asked: usize, answered: usize },
@@ -151,7 +151,7 @@ pub enum AnswerFault {
 
 /// What an answer holds at a place, for a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Found {
+pub(crate) enum Found {
     EmptyLine,
     EndOfLine,
     /// A carriage return: a CRLF line end, where lines end in LF alone.

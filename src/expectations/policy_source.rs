@@ -13,13 +13,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// The protocol a policy program speaks (docs/policies.md): each request line carries it.
-pub const PROTOCOL: &str = "accprobe-policy/1";
+pub(crate) const PROTOCOL: &str = "accprobe-policy/1";
 
 /// How long a policy program may take when its profile sets no `time_limit_s`.
 pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(10);
 
 /// The longest `time_limit_s` a profile may set: a gate that waits longer is not a CI job.
-pub const MAX_TIME_LIMIT_S: u64 = 600;
+pub(crate) const MAX_TIME_LIMIT_S: u64 = 600;
 
 /// One accumulation the gate asks the policy about, by name (`chain13`, `chain13_sinkB`,
 /// `chain13_w16`): where it was measured (the chain is the accumulation's) and what the
@@ -59,7 +59,7 @@ pub struct PolicyCommand {
 
 impl PolicyCommand {
     /// The command as a reader sees it: `python3 study.py`.
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         let program = match &self.program {
             Program::InFolder(p) => p.shown(),
             Program::OnPath(n) => n.shown(),
@@ -96,7 +96,7 @@ impl PolicySource {
 
     /// The picks of a policy file for `contexts`, or `None` for a program, which only the
     /// `policy_gate` service runs.
-    pub fn file_picks(&self, contexts: &[PolicyContext]) -> Option<Picks> {
+    pub(crate) fn file_picks(&self, contexts: &[PolicyContext]) -> Option<Picks> {
         match self {
             PolicySource::File(p) => Some(Picks {
                 policy: p.name.clone(),
@@ -115,7 +115,7 @@ impl PolicySource {
 /// of the batch fails with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Picks {
-    pub policy: String,
+    pub(crate) policy: String,
     pub answers: Result<BTreeMap<String, u32>, PolicyError>,
 }
 

@@ -10,13 +10,13 @@ use serde_saphyr::Spanned;
 use std::path::{Path, PathBuf};
 
 /// An error at a checked value's position in `file`.
-pub fn at<T>(file: &Path, s: &Spanned<T>, message: impl Into<String>) -> Error {
+pub(crate) fn at<T>(file: &Path, s: &Spanned<T>, message: impl Into<String>) -> Error {
     Error::at(file, s.referenced.line(), s.referenced.column(), message)
 }
 
 /// Parses a hand-written file that must not be empty; `what` and `expected` say what it is
 /// and what it should hold when it is.
-pub fn parse_document<T: for<'de> Deserialize<'de>>(
+pub(crate) fn parse_document<T: for<'de> Deserialize<'de>>(
     text: &str,
     file: &Path,
     what: &str,
@@ -40,7 +40,7 @@ pub(super) const SNIPPET_WIDTH: usize = 120;
 /// project's words (`yaml_words`). The source snippet saphyr shows is kept short and its
 /// control characters escaped: the file may be anything (a binary, another program's
 /// file), and the message ends up on a terminal and in the JUnit XML.
-pub fn parse_yaml<T: for<'de> Deserialize<'de>>(text: &str, file: &Path) -> Result<T> {
+pub(crate) fn parse_yaml<T: for<'de> Deserialize<'de>>(text: &str, file: &Path) -> Result<T> {
     serde_saphyr::from_str(text).map_err(|e| {
         let rendered = e.render_with_formatter(&super::yaml_words::Words);
         let mut lines = rendered.lines();
@@ -74,7 +74,7 @@ pub fn parse_yaml<T: for<'de> Deserialize<'de>>(text: &str, file: &Path) -> Resu
 /// Whether `name` may be part of a case's name (`replay::<profile>::...`,
 /// `policy::<name>::...`), which `--exact` takes and every output shows: letters, digits,
 /// '_' or '-', at least one.
-pub fn is_case_name(name: &str) -> bool {
+pub(crate) fn is_case_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()
@@ -82,14 +82,19 @@ pub fn is_case_name(name: &str) -> bool {
 }
 
 /// What [`is_case_name`] expects, for the messages that refuse a name.
-pub const CASE_NAME: &str = "expected letters, digits, '_' or '-'";
+pub(crate) const CASE_NAME: &str = "expected letters, digits, '_' or '-'";
 
 /// `s`, a path a profile names (`key`), resolved under the profile's folder `dir`: no
 /// absolute path, no `..` that leaves the folder once the path is normalised, and no
 /// symbolic link on the way that leads out of the (real) folder ([`confined`]). A
 /// profile may only reach files in its own folder tree, so that a profile cannot make
 /// `bless` write, or a run read, anywhere else.
-pub fn path_inside(file: &Path, dir: &Path, key: &str, s: &Spanned<String>) -> Result<PathBuf> {
+pub(crate) fn path_inside(
+    file: &Path,
+    dir: &Path,
+    key: &str,
+    s: &Spanned<String>,
+) -> Result<PathBuf> {
     use std::path::Component;
     let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
     for c in Path::new(&s.value).components() {
@@ -139,13 +144,16 @@ pub fn path_inside(file: &Path, dir: &Path, key: &str, s: &Spanned<String>) -> R
 }
 
 /// Adds to a referenced file's error where `file` referenced it (the key `s`).
-pub fn referenced_from<'a, T>(file: &'a Path, s: &Spanned<T>) -> impl FnOnce(Error) -> Error + 'a {
+pub(crate) fn referenced_from<'a, T>(
+    file: &'a Path,
+    s: &Spanned<T>,
+) -> impl FnOnce(Error) -> Error + 'a {
     let (line, column) = (s.referenced.line(), s.referenced.column());
     move |e| e.referenced_from(file, line, column)
 }
 
 /// Reads `file` as UTF-8, at most [`input::YAML_LIMIT`] bytes; `what` names it in errors.
-pub fn read_text(file: &Path, what: &str) -> Result<String> {
+pub(crate) fn read_text(file: &Path, what: &str) -> Result<String> {
     input::read_text(file, what, input::YAML_LIMIT)
 }
 
@@ -212,14 +220,14 @@ mod tests {
 /// these functions (`#[serde(deserialize_with = "number::plain")]`): they ask saphyr for
 /// whatever the scalar is (`deserialize_any`, under which quoted scalars stay strings) and
 /// accept only numbers that fit the field.
-pub mod number {
+pub(crate) mod number {
     use serde::de::{self, Deserialize, Deserializer, Visitor};
     use serde_saphyr::Spanned;
     use std::fmt;
     use std::marker::PhantomData;
 
     /// A number type a field may hold, converted from what YAML gave without loss.
-    pub trait FromYaml: Sized {
+    pub(crate) trait FromYaml: Sized {
         const EXPECTED: &'static str;
         fn from_u64(v: u64) -> Option<Self>;
         fn from_i64(v: i64) -> Option<Self>;
@@ -260,7 +268,7 @@ pub mod number {
 
     /// A number that was not quoted in the YAML.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-    pub struct Unquoted<T>(pub T);
+    pub(crate) struct Unquoted<T>(pub(crate) T);
 
     struct NumberVisitor<T>(PhantomData<T>);
 
@@ -326,19 +334,21 @@ pub mod number {
     }
 
     /// A plain number field.
-    pub fn plain<'de, D: Deserializer<'de>, T: FromYaml>(d: D) -> Result<T, D::Error> {
+    pub(crate) fn plain<'de, D: Deserializer<'de>, T: FromYaml>(d: D) -> Result<T, D::Error> {
         Unquoted::<T>::deserialize(d).map(|n| n.0)
     }
 
     /// A number field kept with its position.
-    pub fn spanned<'de, D: Deserializer<'de>, T: FromYaml>(d: D) -> Result<Spanned<T>, D::Error> {
+    pub(crate) fn spanned<'de, D: Deserializer<'de>, T: FromYaml>(
+        d: D,
+    ) -> Result<Spanned<T>, D::Error> {
         let s = Spanned::<Unquoted<T>>::deserialize(d)?;
         Ok(Spanned::new(s.value.0, s.referenced, s.defined))
     }
 
     /// A list of numbers kept with its own position (where an empty list is refused) and
     /// each number's.
-    pub fn spanned_seq<'de, D: Deserializer<'de>, T: FromYaml>(
+    pub(crate) fn spanned_seq<'de, D: Deserializer<'de>, T: FromYaml>(
         d: D,
     ) -> Result<Spanned<Vec<Spanned<T>>>, D::Error> {
         let list = Spanned::<Vec<Spanned<Unquoted<T>>>>::deserialize(d)?;
@@ -351,12 +361,14 @@ pub mod number {
     }
 
     /// An optional number field (use with `#[serde(default)]`).
-    pub fn optional<'de, D: Deserializer<'de>, T: FromYaml>(d: D) -> Result<Option<T>, D::Error> {
+    pub(crate) fn optional<'de, D: Deserializer<'de>, T: FromYaml>(
+        d: D,
+    ) -> Result<Option<T>, D::Error> {
         Ok(Option::<Unquoted<T>>::deserialize(d)?.map(|n| n.0))
     }
 
     /// An optional number field kept with its position (use with `#[serde(default)]`).
-    pub fn optional_spanned<'de, D: Deserializer<'de>, T: FromYaml>(
+    pub(crate) fn optional_spanned<'de, D: Deserializer<'de>, T: FromYaml>(
         d: D,
     ) -> Result<Option<Spanned<T>>, D::Error> {
         Ok(Option::<Spanned<Unquoted<T>>>::deserialize(d)?
@@ -364,11 +376,11 @@ pub mod number {
     }
 
     /// A list of numbers with its position and each number's, as [`spanned_seq`] reads one.
-    pub type SpannedList<T> = Spanned<Vec<Spanned<T>>>;
+    pub(crate) type SpannedList<T> = Spanned<Vec<Spanned<T>>>;
 
     /// An optional list of numbers, as [`spanned_seq`] reads one (use with
     /// `#[serde(default)]`).
-    pub fn optional_spanned_seq<'de, D: Deserializer<'de>, T: FromYaml>(
+    pub(crate) fn optional_spanned_seq<'de, D: Deserializer<'de>, T: FromYaml>(
         d: D,
     ) -> Result<Option<SpannedList<T>>, D::Error> {
         spanned_seq(d).map(Some)

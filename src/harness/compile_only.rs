@@ -15,12 +15,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// The suite name of a profile's compile-only cases.
-pub fn suite_name(profile: &Profile) -> String {
+pub(crate) fn suite_name(profile: &Profile) -> String {
     format!("compile-only {}", profile.name)
 }
 
 /// The trial name of a case: the profile after `compile::`.
-pub fn trial_name(profile: &Profile, case: &str) -> String {
+pub(crate) fn trial_name(profile: &Profile, case: &str) -> String {
     match case.strip_prefix("compile::") {
         Some(rest) => format!("compile::{}::{rest}", profile.name),
         None => case.to_string(),
@@ -31,7 +31,7 @@ pub fn trial_name(profile: &Profile, case: &str) -> String {
 /// is not installed and not required (`ACCPROBE_REQUIRE_TOOLCHAINS` unset) is one ignored
 /// case, `compile::<profile>::nvrtc<version>`, instead of one per architecture and check:
 /// a GPU runner that did not ask for it has nothing to read in them.
-pub fn trials(
+pub(crate) fn trials(
     recorder: &Arc<Recorder>,
     profiles: &[Profile],
     cache: Option<&Path>,
@@ -135,7 +135,7 @@ fn not_installed(
 }
 
 /// The suite before anything ran (the JUnit file is complete at all times).
-pub fn suite_info_placeholder(s: &CompileOnlySession) -> SuiteInfo {
+pub(crate) fn suite_info_placeholder(s: &CompileOnlySession) -> SuiteInfo {
     SuiteInfo {
         name: suite_name(&s.profile),
         properties: vec![("profile".to_string(), s.profile.name.clone())],
@@ -145,7 +145,7 @@ pub fn suite_info_placeholder(s: &CompileOnlySession) -> SuiteInfo {
 
 /// The JUnit suite of a session: which toolchain compiled what, in how long (for the
 /// toolchains that ran).
-pub fn suite_info(s: &CompileOnlySession) -> SuiteInfo {
+pub(crate) fn suite_info(s: &CompileOnlySession) -> SuiteInfo {
     let mut properties = vec![("profile".to_string(), s.profile.name.clone())];
     let mut out = String::new();
     for tc in s.toolchains() {

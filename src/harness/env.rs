@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 )]
 pub struct SameFile {
     /// What names the file first (`ACCPROBE_JUNIT`, ...), and what names it again.
-    pub first: &'static str,
-    pub second: &'static str,
+    pub(crate) first: &'static str,
+    pub(crate) second: &'static str,
     /// The second one's path, as given.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
 }
 
 /// Where the suite reads and writes, from the environment.
@@ -44,13 +44,13 @@ impl Paths {
     /// the working directory, as the README says (`cargo test` runs the suite from the
     /// package root). Never the compiled-in source tree: a binary built from one checkout
     /// and run in another reads and writes the other.
-    pub fn from_env() -> Paths {
+    pub(crate) fn from_env() -> Paths {
         Paths::resolve(Path::new(""), crate::config::path_var)
     }
 
     /// [`Paths::from_env`] with the working directory `cwd` (empty: relative paths) and
     /// the environment `var`.
-    pub fn resolve(cwd: &Path, var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Paths {
+    pub(crate) fn resolve(cwd: &Path, var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Paths {
         let var = |k: &str| var(k).filter(|v| !v.is_empty()).map(PathBuf::from);
         let under = |p: PathBuf| if p.is_absolute() { p } else { cwd.join(p) };
         let target =
@@ -80,7 +80,7 @@ impl Paths {
 
     /// The files a run writes beside its results: the ptxas log and the first CUBIN (the
     /// others are `.1.cubin`, ...; with several devices each gets `-gpuN` in the stem).
-    pub fn beside_results(results: &Path) -> [PathBuf; 2] {
+    pub(crate) fn beside_results(results: &Path) -> [PathBuf; 2] {
         [
             results.with_extension("ptxas.log"),
             results.with_extension("cubin"),
@@ -262,7 +262,7 @@ impl RunOptions {
 
 /// `NEXTEST_RUN_ID`, when cargo-nextest runs each case in a process of its own
 /// (`NEXTEST_EXECUTION_MODE` unset or `process-per-test`).
-pub fn run_id_from_env() -> Option<String> {
+pub(crate) fn run_id_from_env() -> Option<String> {
     std::env::var("NEXTEST_RUN_ID")
         .ok()
         .filter(|id| !id.is_empty())

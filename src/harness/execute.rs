@@ -20,13 +20,13 @@ use std::thread::JoinHandle;
 type Measuring = JoinHandle<Option<Result<RunResults, GpuError>>>;
 
 /// The threads a run started beside libtest, joined once the cases finished.
-pub struct Background {
+pub(crate) struct Background {
     measuring: Vec<Measuring>,
     compiling: Vec<JoinHandle<()>>,
 }
 
 impl Background {
-    pub fn join(self) {
+    pub(crate) fn join(self) {
         for t in self.compiling {
             let _ = t.join();
         }
@@ -37,7 +37,7 @@ impl Background {
 }
 
 /// `--list`: libtest lists the trials; nothing is measured or written.
-pub fn list(args: &Arguments, trials: Vec<Planned>) -> u8 {
+pub(crate) fn list(args: &Arguments, trials: Vec<Planned>) -> u8 {
     quiet_printer_failures();
     let trials: Vec<Trial> = trials.into_iter().map(|p| p.trial).collect();
     match catch_unwind(AssertUnwindSafe(|| libtest_mimic::run(args, trials))) {
@@ -52,7 +52,7 @@ pub fn list(args: &Arguments, trials: Vec<Planned>) -> u8 {
 /// first process that needs the GPU measures every device's whole matrix before its case
 /// runs, and publishes it for the run's other processes. Each toolchain compiles in its
 /// own worker process, all at once, while the cases run.
-pub fn start(plan: &Plan, share: Option<&RunShare>) -> Background {
+pub(crate) fn start(plan: &Plan, share: Option<&RunShare>) -> Background {
     let sessions = &plan.sessions;
     let needs_gpu = sessions
         .iter()
@@ -164,7 +164,7 @@ fn device_record(
 }
 
 /// libtest runs the cases; `Err` is the exit code when its output failed.
-pub fn run_cases(
+pub(crate) fn run_cases(
     args: &Arguments,
     trials: Vec<Planned>,
     recorder: &Arc<Recorder>,

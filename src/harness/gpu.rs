@@ -17,10 +17,10 @@ use std::time::Instant;
 
 /// The JUnit `type` of a case that failed on a configuration error found when measuring:
 /// the run exits 2.
-pub const CONFIG_KIND: &str = "configuration";
+pub(crate) const CONFIG_KIND: &str = "configuration";
 
 /// The JUnit suite of a session's GPU cases.
-pub fn suite_name(s: &GpuSession) -> String {
+pub(crate) fn suite_name(s: &GpuSession) -> String {
     format!("{} / profile {}", s.device_label(), s.profile.name)
 }
 
@@ -62,7 +62,11 @@ fn predated(session: &GpuSession, case: &Case) -> Option<Skip> {
 /// The trials of a session's cases. A case that cannot run here is ignored at list time
 /// with the reason; under `require` (`ACCPROBE_REQUIRE_GPU`) it is ignored as "not run:
 /// see gpu::required", the one failing case that gives the reason.
-pub fn trials(recorder: &Arc<Recorder>, session: &Arc<GpuSession>, require: bool) -> Vec<Planned> {
+pub(crate) fn trials(
+    recorder: &Arc<Recorder>,
+    session: &Arc<GpuSession>,
+    require: bool,
+) -> Vec<Planned> {
     let suite = suite_name(session);
     let asked = Arc::new(Asked::default());
     let cases = cases(&session.profile);
@@ -190,7 +194,7 @@ fn see_required(skip: Skip) -> Skip {
 }
 
 /// Why a run that requires a GPU cannot test it, or `None`.
-pub fn required_reason(sessions: &[Arc<GpuSession>]) -> Option<String> {
+pub(crate) fn required_reason(sessions: &[Arc<GpuSession>]) -> Option<String> {
     let several = sessions.len() > 1;
     let reasons: Vec<String> = sessions
         .iter()

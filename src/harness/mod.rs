@@ -46,8 +46,8 @@ mod trial;
 
 pub use env::{Paths, RunOptions, REQUIRE_GPU_ENV};
 pub use recorder::{install_interrupt_handler, INTERRUPTED_CASE, INTERRUPTED_SUITE};
-pub use startup::check_arguments;
-pub use stdout::quiet_printer_failures;
+pub(crate) use startup::check_arguments;
+pub(crate) use stdout::quiet_printer_failures;
 
 use crate::error::GpuError;
 use crate::measure::device;

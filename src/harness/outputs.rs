@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 /// Where the suite's own lines (the tables, the closing summary) go besides stderr: where
 /// libtest writes its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lines<'a> {
+pub(crate) enum Lines<'a> {
     /// On stdout, after libtest's.
     Stdout,
     /// In libtest's `--logfile`, after libtest's lines: a run that keeps its lines off
@@ -32,7 +32,7 @@ pub enum Lines<'a> {
 }
 
 impl Lines<'_> {
-    pub fn for_args(args: &Arguments) -> Lines<'_> {
+    pub(crate) fn for_args(args: &Arguments) -> Lines<'_> {
         match (&args.format, &args.logfile) {
             (Some(libtest_mimic::FormatSetting::Json), _) => Lines::Stderr,
             (_, Some(log)) => Lines::Log(log),
@@ -42,7 +42,7 @@ impl Lines<'_> {
 
     /// Prints `text` (which ends in a newline) where the lines go; said on stderr when the
     /// `--logfile` cannot take it.
-    pub fn say(self, text: &str) {
+    pub(crate) fn say(self, text: &str) {
         match self {
             Lines::Stdout => stdout::say(text),
             Lines::Log(log) => append(log, text),
@@ -67,20 +67,20 @@ fn append(log: &str, text: &str) {
 
 /// How the sessions of a run finish.
 #[derive(Debug, Clone, Copy)]
-pub struct Finishing<'a> {
-    pub paths: &'a Paths,
+pub(crate) struct Finishing<'a> {
+    pub(crate) paths: &'a Paths,
     /// Whether the run has several devices: file names then carry `-gpuN`.
-    pub several: bool,
+    pub(crate) several: bool,
     /// Whether this process measured (under nextest only the one that did writes the
     /// results, log and CUBIN).
-    pub measured_here: bool,
-    pub lines: Lines<'a>,
+    pub(crate) measured_here: bool,
+    pub(crate) lines: Lines<'a>,
 }
 
 impl Finishing<'_> {
     /// The JUnit suite of a finished session; prints its table and, when it measured
     /// here, writes its results, ptxas log and CUBIN, and returns the results written.
-    pub fn session(&self, s: &GpuSession) -> (SuiteInfo, Option<RunResults>) {
+    pub(crate) fn session(&self, s: &GpuSession) -> (SuiteInfo, Option<RunResults>) {
         let mut info = SuiteInfo {
             name: gpu::suite_name(s),
             properties: vec![
@@ -132,7 +132,11 @@ impl Finishing<'_> {
     /// when `records` holds the whole run's) to the history. Decides nothing: a store that
     /// cannot take them is a warning, and the records wait in the spool (see
     /// [`crate::history`]).
-    pub fn history(&self, measured: &[(&GpuSession, RunResults)], records: Option<&[Record]>) {
+    pub(crate) fn history(
+        &self,
+        measured: &[(&GpuSession, RunResults)],
+        records: Option<&[Record]>,
+    ) {
         let runs: Vec<RunRecord> = measured
             .iter()
             .map(|(s, r)| {

@@ -25,27 +25,27 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// What a run will do.
-pub struct Plan {
+pub(crate) struct Plan {
     /// Every trial, in the order libtest lists them.
-    pub trials: Vec<Planned>,
+    pub(crate) trials: Vec<Planned>,
     /// The JUnit suites known before anything runs.
-    pub suites: Vec<SuiteInfo>,
+    pub(crate) suites: Vec<SuiteInfo>,
     /// One per device (one "no GPU" session when there is none).
-    pub sessions: Vec<Arc<GpuSession>>,
+    pub(crate) sessions: Vec<Arc<GpuSession>>,
     /// One per profile with a `compile_only:` section.
-    pub compiling: Vec<Arc<CompileOnlySession>>,
+    pub(crate) compiling: Vec<Arc<CompileOnlySession>>,
     /// Whether a compile-only case is selected (then every toolchain compiles at once).
-    pub compile_wanted: bool,
+    pub(crate) compile_wanted: bool,
     /// Why a run under `ACCPROBE_REQUIRE_GPU` cannot test the GPU.
-    pub required: Option<String>,
+    pub(crate) required: Option<String>,
     /// Whether the run has several devices (case and file names then carry the device).
-    pub several: bool,
+    pub(crate) several: bool,
 }
 
 /// The plan of a run on `targets` (or the reason there are none), with the profiles of
 /// `loaded` (loaded here when `None`). Says each device's profile on stderr (not with
 /// `--list`).
-pub fn plan(
+pub(crate) fn plan(
     args: &Arguments,
     paths: &Paths,
     targets: Result<Vec<Arc<dyn Target>>, GpuError>,
@@ -243,7 +243,7 @@ impl Plan {
     /// Records the plan in one step (for the interrupt report): what will run, and what
     /// is ignored at list time (into the JUnit file with its reason, as libtest counts
     /// it); then writes the JUnit file.
-    pub fn record(&self, args: &Arguments, recorder: &Recorder) {
+    pub(crate) fn record(&self, args: &Arguments, recorder: &Recorder) {
         let mut known = self.suites.clone();
         for s in &self.sessions {
             known.push(SuiteInfo {

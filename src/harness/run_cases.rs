@@ -18,21 +18,21 @@ use crate::verdict::cases::on_device;
 use std::collections::BTreeSet;
 
 /// The run-level case that says the GPU was not ours.
-pub const BUSY_CASE: &str = "gpu::busy";
+pub(crate) const BUSY_CASE: &str = "gpu::busy";
 /// The run-level case that holds the time of the shared compile and measurement.
-pub const MEASURE_CASE: &str = "gpu::measure";
+pub(crate) const MEASURE_CASE: &str = "gpu::measure";
 /// The JUnit `type` of a failing `gpu::busy`.
-pub const BUSY_KIND: &str = "gpu-busy";
+pub(crate) const BUSY_KIND: &str = "gpu-busy";
 
 /// Whether `name` is one of the run-level cases (on any device), which judge no case.
-pub fn is_run_level(name: &str) -> bool {
+pub(crate) fn is_run_level(name: &str) -> bool {
     [BUSY_CASE, MEASURE_CASE]
         .iter()
         .any(|c| name == *c || name.ends_with(&format!("::{c}")))
 }
 
 /// The run-level cases of `session`, from the run's `records` so far.
-pub fn records(session: &GpuSession, records: &[Record]) -> Vec<Record> {
+pub(crate) fn records(session: &GpuSession, records: &[Record]) -> Vec<Record> {
     let suite = gpu::suite_name(session);
     let name = |case: &str| on_device(case, session.named_ordinal());
     let mut out = Vec::new();

@@ -31,11 +31,11 @@ use std::time::{Duration, SystemTime};
 
 /// The run's shared folder, with the measuring lock held until the measurement is
 /// published (or this process leaves it to the next).
-pub struct RunShare {
-    pub dir: PathBuf,
+pub(crate) struct RunShare {
+    pub(crate) dir: PathBuf,
     lock: Mutex<Option<File>>,
     /// What an earlier process of the run measured, when it did.
-    pub published: Option<Published>,
+    pub(crate) published: Option<Published>,
 }
 
 const MEASURED: &str = "measured.json";
@@ -46,7 +46,7 @@ const KEEP_RUNS: Duration = Duration::from_secs(24 * 3600);
 impl RunShare {
     /// Opens (creates) `runs/<run id>/`, waits for the measuring lock and reads what was
     /// published. When something was, the lock is released at once.
-    pub fn open(runs: &Path, run_id: &str) -> std::io::Result<RunShare> {
+    pub(crate) fn open(runs: &Path, run_id: &str) -> std::io::Result<RunShare> {
         let dir = run_dir(runs, run_id);
         if !dir.is_dir() {
             remove_old_runs(runs);
@@ -101,12 +101,12 @@ impl RunShare {
     }
 
     /// Whether this process holds the measuring lock (nothing was published yet).
-    pub fn measures(&self) -> bool {
+    pub(crate) fn measures(&self) -> bool {
         lock_ignoring_poison(&self.lock).is_some()
     }
 
     /// Releases the measuring lock.
-    pub fn release(&self) {
+    pub(crate) fn release(&self) {
         if let Some(f) = lock_ignoring_poison(&self.lock).take() {
             let _ = f.unlock();
         }
@@ -114,7 +114,7 @@ impl RunShare {
 
     /// Writes what this process measured for the run's later processes, then releases
     /// the lock.
-    pub fn publish(&self, p: &Published) -> std::io::Result<()> {
+    pub(crate) fn publish(&self, p: &Published) -> std::io::Result<()> {
         let json = serde_json::to_string(p).map_err(std::io::Error::other)?;
         let written = in_run(&self.dir, &self.dir.join(MEASURED))
             .and_then(|path| crate::output::write_atomic(&path, &json));
@@ -125,7 +125,7 @@ impl RunShare {
 
 /// The folder of nextest run `run_id` under `runs` (characters other than letters,
 /// digits, `-` and `_` become `_`).
-pub fn run_dir(runs: &Path, run_id: &str) -> PathBuf {
+pub(crate) fn run_dir(runs: &Path, run_id: &str) -> PathBuf {
     let name: String = run_id
         .chars()
         .map(|c| {
@@ -144,7 +144,7 @@ pub fn run_dir(runs: &Path, run_id: &str) -> PathBuf {
 /// [`crate::input::real_path`]), with `dir` itself no link; else an error
 /// naming `path` and where it leads. Checked before each file of the run folder is
 /// created, written, locked or read.
-pub fn in_run(dir: &Path, path: &Path) -> std::io::Result<PathBuf> {
+pub(crate) fn in_run(dir: &Path, path: &Path) -> std::io::Result<PathBuf> {
     let refused = |leads: &Path| {
         std::io::Error::other(format!(
             "{}: refused: it leads to {}, outside the nextest run folder {} (a symlink on \
@@ -168,7 +168,7 @@ pub fn in_run(dir: &Path, path: &Path) -> std::io::Result<PathBuf> {
 
 /// Opens (creates) the lock file `path`: a regular file, never a FIFO (opening one would
 /// block) or a folder; errors name it.
-pub fn lock_file(path: &Path) -> std::io::Result<File> {
+pub(crate) fn lock_file(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .write(true)
@@ -190,7 +190,7 @@ pub fn lock_file(path: &Path) -> std::io::Result<File> {
 }
 
 /// `e`, saying which file it is about and what was being done.
-pub fn naming(path: &Path, doing: &str, e: std::io::Error) -> std::io::Error {
+pub(crate) fn naming(path: &Path, doing: &str, e: std::io::Error) -> std::io::Error {
     std::io::Error::new(e.kind(), format!("{}: cannot {doing}: {e}", path.shown()))
 }
 
@@ -213,29 +213,29 @@ fn remove_old_runs(runs: &Path) {
 
 /// What the measuring process of a run measured, for all devices.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Published {
-    pub devices: Vec<DeviceRecord>,
+pub(crate) struct Published {
+    pub(crate) devices: Vec<DeviceRecord>,
 }
 
 /// One device's measurement: the results of the variants that were measured and the
 /// error of each that was not.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DeviceRecord {
-    pub ordinal: usize,
-    pub gpu_name: String,
-    pub compute_capability: String,
+pub(crate) struct DeviceRecord {
+    pub(crate) ordinal: usize,
+    pub(crate) gpu_name: String,
+    pub(crate) compute_capability: String,
     /// The profile it was measured for.
-    pub profile: String,
-    pub environment: Environment,
-    pub results: Option<RunResults>,
+    pub(crate) profile: String,
+    pub(crate) environment: Environment,
+    pub(crate) results: Option<RunResults>,
     /// (variant name, why it was not measured).
-    pub errors: Vec<(String, GpuError)>,
-    pub sass_unavailable: Option<String>,
+    pub(crate) errors: Vec<(String, GpuError)>,
+    pub(crate) sass_unavailable: Option<String>,
 }
 
 impl Published {
     /// Targets that replay this measurement, one per device.
-    pub fn targets(&self) -> Vec<Arc<dyn Target>> {
+    pub(crate) fn targets(&self) -> Vec<Arc<dyn Target>> {
         self.devices
             .iter()
             .map(|d| {

@@ -17,12 +17,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// The profiles of the expectations folder, and what could not be loaded.
-pub type Loaded = (Vec<Profile>, Vec<Error>);
+pub(crate) type Loaded = (Vec<Profile>, Vec<Error>);
 
 /// Why a run is refused before it starts: a configuration error, exit 2. Its text is the
 /// line to print.
 #[derive(Debug, thiserror::Error)]
-pub enum Refused {
+pub(crate) enum Refused {
     #[error(transparent)]
     Arguments(#[from] ArgumentError),
     #[error(transparent)]
@@ -36,7 +36,7 @@ pub enum Refused {
 
 /// libtest arguments that libtest would accept but cannot run.
 #[derive(Debug, thiserror::Error)]
-pub enum ArgumentError {
+pub(crate) enum ArgumentError {
     #[error("--test-threads 0: expected at least 1 thread")]
     NoThreads,
     #[error("--logfile {}: is a folder, expected a file", .0.shown())]
@@ -51,7 +51,7 @@ pub enum ArgumentError {
 /// The configuration of a run, checked before CUDA (a refused run must not wait for the
 /// compile started before the context): the arguments, `ACCPROBE_*` options, the device
 /// selection's syntax and the paths written. The error is the line to print.
-pub fn configure(args: &Arguments) -> Result<(RunOptions, Paths), Refused> {
+pub(crate) fn configure(args: &Arguments) -> Result<(RunOptions, Paths), Refused> {
     check_arguments(args)?;
     let options = RunOptions::from_env()?;
     device::selection_from_env()?;
@@ -63,7 +63,7 @@ pub fn configure(args: &Arguments) -> Result<(RunOptions, Paths), Refused> {
 /// What libtest would accept but cannot run: `--test-threads 0` makes libtest-mimic wait
 /// forever for a worker that never starts, and a `--logfile` it cannot create makes it
 /// panic once the cases are planned.
-pub fn check_arguments(args: &Arguments) -> Result<(), ArgumentError> {
+pub(crate) fn check_arguments(args: &Arguments) -> Result<(), ArgumentError> {
     if args.test_threads == Some(0) {
         return Err(ArgumentError::NoThreads);
     }
@@ -87,7 +87,11 @@ pub fn check_arguments(args: &Arguments) -> Result<(), ArgumentError> {
 
 /// Under nextest (and not listing): the run's shared folder, its measuring lock taken
 /// unless an earlier process published its measurement.
-pub fn open_share(args: &Arguments, paths: &Paths, options: &RunOptions) -> Option<RunShare> {
+pub(crate) fn open_share(
+    args: &Arguments,
+    paths: &Paths,
+    options: &RunOptions,
+) -> Option<RunShare> {
     let id = options.run_id.as_deref().filter(|_| !args.list)?;
     match RunShare::open(&paths.runs, id) {
         Ok(s) => Some(s),
@@ -102,9 +106,9 @@ pub fn open_share(args: &Arguments, paths: &Paths, options: &RunOptions) -> Opti
 }
 
 /// The devices of a run, or why there are none, and the profiles if they are loaded.
-pub struct Started {
-    pub targets: Result<Vec<Arc<dyn Target>>, GpuError>,
-    pub loaded: Option<Loaded>,
+pub(crate) struct Started {
+    pub(crate) targets: Result<Vec<Arc<dyn Target>>, GpuError>,
+    pub(crate) loaded: Option<Loaded>,
 }
 
 /// The devices, or why there are none, and the profiles when they were needed to start
@@ -113,7 +117,7 @@ pub struct Started {
 /// load while the driver starts, so that each device's matrix compiles from the moment
 /// the driver names the device, while its context is made. A configuration error
 /// (`GpuErrorKind::Config`) is the error.
-pub fn start_devices(
+pub(crate) fn start_devices(
     args: &Arguments,
     paths: &Paths,
     options: &RunOptions,

@@ -15,7 +15,7 @@ static FAILED: Mutex<Option<String>> = Mutex::new(None);
 
 /// Installs (once) the panic hook that keeps a failure of libtest-mimic's printer quiet;
 /// every other panic reaches the hook installed before, as it did.
-pub fn quiet_printer_failures() {
+pub(crate) fn quiet_printer_failures() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let before = std::panic::take_hook();
@@ -39,7 +39,7 @@ fn from_printer(info: &PanicHookInfo) -> bool {
 
 /// How libtest's output failed.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// The reader went away (EPIPE).
     Closed,
     /// Anything else: the I/O error, as a user reads it ("No space left on device").
@@ -48,7 +48,7 @@ pub enum Failure {
 
 /// The failure of libtest-mimic's printer that unwound `libtest_mimic::run`, if it was one
 /// (and forgets it).
-pub fn printer_failure() -> Option<Failure> {
+pub(crate) fn printer_failure() -> Option<Failure> {
     let text = lock_ignoring_poison(&FAILED).take()?;
     Some(classify(&text))
 }
@@ -81,7 +81,7 @@ fn plain(text: &str) -> String {
 
 /// Prints `text` on stdout through the sanitiser ([`crate::text::clean`]); a write error
 /// (a closed pipe, a full disk) drops it.
-pub fn say(text: &str) {
+pub(crate) fn say(text: &str) {
     use std::io::Write;
     let text = crate::text::clean(text);
     let mut out = std::io::stdout().lock();

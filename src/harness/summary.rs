@@ -21,7 +21,7 @@ use std::sync::Arc;
 /// not ours), the JUnit file, the summary; the exit code (0; 101 when a case failed, the
 /// GPU was busy or a GPU runner judged no GPU case; 2 when measuring met a configuration error, a named
 /// `ACCPROBE_LOCK_DIR` that cannot be used; 1 when the JUnit file cannot be written).
-pub fn close(
+pub(crate) fn close(
     args: &Arguments,
     options: &RunOptions,
     finishing: Finishing,

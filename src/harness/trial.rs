@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// What a case the busy GPU kept from being judged says first.
-pub const NOT_JUDGED: &str = "not judged: see gpu::busy";
+pub(crate) const NOT_JUDGED: &str = "not judged: see gpu::busy";
 
 /// How a case body ended: JUnit's view of it (status, message, kind of failure or skip),
 /// for the closing summary why it was ignored, and how long it waited for the device's
 /// shared measurement (the run-level `gpu::measure` case's time, not its own).
-pub struct Ending {
+pub(crate) struct Ending {
     ended: Ended,
     skip: Option<Skip>,
     waited: Duration,
@@ -40,7 +40,7 @@ impl From<(Status, String)> for Ending {
 }
 
 impl Ending {
-    pub fn skipped(message: String, kind: &'static str, skip: Skip) -> Ending {
+    pub(crate) fn skipped(message: String, kind: &'static str, skip: Skip) -> Ending {
         Ending {
             ended: Ended::new(Status::Ignored, message, kind),
             skip: Some(skip),
@@ -50,19 +50,19 @@ impl Ending {
 
     /// Not judged, the GPU not ours while it was measured: skipped, pointing at
     /// `gpu::busy`, with the cause in the body.
-    pub fn busy(cause: String) -> Ending {
+    pub(crate) fn busy(cause: String) -> Ending {
         let skip = Skip::Busy(cause);
         Ending::skipped(skip_reason(&skip), skip.kind(), skip)
     }
 
     /// This ending, `waited` of its time spent waiting for the shared measurement.
-    pub fn after_waiting(mut self, waited: Duration) -> Ending {
+    pub(crate) fn after_waiting(mut self, waited: Duration) -> Ending {
         self.waited = waited;
         self
     }
 
     /// A verdict in JUnit's terms, with why it was ignored.
-    pub fn of_verdict(verdict: verdict::Verdict) -> Ending {
+    pub(crate) fn of_verdict(verdict: verdict::Verdict) -> Ending {
         let skip = match &verdict.outcome {
             Outcome::KnownDeviation { .. } => Some(Skip::KnownDeviation),
             Outcome::Skipped(reason) => Some(Skip::NotJudged(reason.clone())),
@@ -79,7 +79,7 @@ impl Ending {
 /// A trial whose body returns how it ended; panics become failures, and every end is
 /// recorded for JUnit, with the time of its own work (its wait for the shared
 /// measurement left out).
-pub fn trial<R: Into<Ending>>(
+pub(crate) fn trial<R: Into<Ending>>(
     recorder: &Arc<Recorder>,
     suite: String,
     name: String,
@@ -130,15 +130,15 @@ pub fn trial<R: Into<Ending>>(
 }
 
 /// A planned trial: the trial, its suite, and why it is ignored at list time.
-pub struct Planned {
-    pub trial: Trial,
-    pub suite: String,
-    pub ignored: Option<(String, Skip)>,
+pub(crate) struct Planned {
+    pub(crate) trial: Trial,
+    pub(crate) suite: String,
+    pub(crate) ignored: Option<(String, Skip)>,
 }
 
 impl Planned {
     /// A trial that runs.
-    pub fn runs(trial: Trial, suite: &str) -> Planned {
+    pub(crate) fn runs(trial: Trial, suite: &str) -> Planned {
         Planned {
             trial,
             suite: suite.to_string(),
@@ -147,7 +147,7 @@ impl Planned {
     }
 
     /// A trial ignored at list time, for `skip`.
-    pub fn ignored(trial: Trial, suite: &str, skip: Skip) -> Planned {
+    pub(crate) fn ignored(trial: Trial, suite: &str, skip: Skip) -> Planned {
         Planned {
             trial: trial.with_ignored_flag(true),
             suite: suite.to_string(),
@@ -163,7 +163,7 @@ impl Planned {
     /// ignored, so it runs unflagged and ends ignored with the reason, having done nothing
     /// else. The plan has recorded it already ([`super::plan::Plan::record`]); `--list`
     /// keeps the flag, so that `--list --ignored` and nextest see it ignored.
-    pub fn into_trial(self, args: &Arguments) -> Trial {
+    pub(crate) fn into_trial(self, args: &Arguments) -> Trial {
         match self.ignored {
             Some((reason, _)) if args.is_ignored(&self.trial) => {
                 let printed = clean(&reason).into_owned();
@@ -178,7 +178,7 @@ impl Planned {
 }
 
 /// What a case ignored for `skip` says.
-pub fn skip_reason(skip: &Skip) -> String {
+pub(crate) fn skip_reason(skip: &Skip) -> String {
     match skip {
         Skip::NoGpu(r)
         | Skip::NoDisassembler(r)

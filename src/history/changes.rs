@@ -86,7 +86,7 @@ pub fn changes(series: &[f64], m: &Method) -> Vec<Change> {
 /// The two-sided p-value of the Mann-Whitney U test of `a` against `b`: the normal
 /// approximation, with mid-ranks and the variance's tie correction, and a continuity
 /// correction of 1/2. 1 when every value ties.
-pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
+pub(crate) fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
     let (n1, n2) = (a.len() as f64, b.len() as f64);
     let mut all: Vec<(f64, bool)> = a
         .iter()

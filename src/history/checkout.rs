@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 const LIMIT: u64 = 1 << 20;
 
 /// The commit `HEAD` names in the checkout holding `dir`, 40 (or 64) hex digits.
-pub fn commit(dir: &Path) -> Option<String> {
+pub(crate) fn commit(dir: &Path) -> Option<String> {
     let git = git_dir(dir)?;
     let common = read(&git.join("commondir"))
         .map(|c| git.join(c.trim()))

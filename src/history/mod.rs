@@ -15,17 +15,17 @@
 //! in a series).
 
 pub mod changes;
-pub mod checkout;
+pub(crate) mod checkout;
 pub mod postgres;
 pub mod read;
 pub mod record;
-pub mod rows;
+pub(crate) mod rows;
 pub mod schema;
-pub mod spool;
+pub(crate) mod spool;
 pub mod sqlite;
-pub mod store;
+pub(crate) mod store;
 
-pub use crate::config::HistoryStore;
+pub(crate) use crate::config::HistoryStore;
 pub use record::{build, About, Origin, RunRecord};
 pub use rows::{CaseRow, Run, VariantRow};
 pub use spool::Spool;
@@ -35,17 +35,17 @@ use crate::text::Shown;
 use std::path::{Path, PathBuf};
 
 /// The default store, under the folder a run writes into (`target/accprobe`).
-pub const DEFAULT_FILE: &str = "history.sqlite";
+pub(crate) const DEFAULT_FILE: &str = "history.sqlite";
 /// The spool's folder, under the same.
 pub const SPOOL_DIR: &str = "history-spool";
 
 /// Now, as the history writes times: RFC 3339, UTC, whole seconds.
-pub fn now() -> String {
+pub(crate) fn now() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
 /// Where a run's record goes: `value`, the text of `ACCPROBE_HISTORY` (checked by
-/// [`crate::config::check`] before the run), else [`DEFAULT_FILE`] in `out`
+/// [`crate::config::check`] before the run), else `DEFAULT_FILE` in `out`
 /// (`target/accprobe`); a relative file is under `cwd`.
 pub fn resolve(value: Option<&str>, cwd: &Path, out: &Path) -> HistoryStore {
     let given = value
@@ -88,13 +88,13 @@ pub fn open(store: &HistoryStore, create: bool) -> Option<Result<Box<dyn Store>,
 #[derive(Debug)]
 pub struct Written {
     /// The store, as messages name it.
-    pub store: String,
+    pub(crate) store: String,
     /// The runs written now (not there before): the run's own and the spool's.
     pub runs: Vec<String>,
     /// Records the spool held that went into the store.
     pub from_spool: usize,
     /// Spool files that are no record (renamed, kept for a person to look at).
-    pub unreadable: Vec<spool::SpoolError>,
+    pub(crate) unreadable: Vec<spool::SpoolError>,
     /// Why the store could not take the records, and where each went.
     pub failure: Option<Failure>,
 }
@@ -104,9 +104,9 @@ pub struct Written {
 pub struct Failure {
     pub reason: StoreError,
     /// The records kept for the next run.
-    pub spooled: Vec<PathBuf>,
+    pub(crate) spooled: Vec<PathBuf>,
     /// Records that could be kept nowhere (the spool cannot be written either).
-    pub lost: Vec<(String, spool::SpoolError)>,
+    pub(crate) lost: Vec<(String, spool::SpoolError)>,
 }
 
 impl Written {

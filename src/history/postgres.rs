@@ -3,7 +3,7 @@
 //! one transaction, so a runner killed or cut off mid-write leaves nothing of its record
 //! (the server rolls an unfinished transaction back), and concurrent runners never see
 //! each other's half records. Migrations run under an advisory lock, so runners opening a
-//! new database at once migrate it once. Connecting gives up after [`CONNECT_TIMEOUT`],
+//! new database at once migrate it once. Connecting gives up after `CONNECT_TIMEOUT`,
 //! so a server that is gone costs a run seconds, not its time limit.
 
 use super::schema::{Table, Type};
@@ -16,10 +16,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 /// How long connecting may take, unless the URL says (`connect_timeout=`).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long sent data may stay unacknowledged before the connection counts as lost (a
 /// server whose host vanished without closing it), unless the URL says.
-pub const TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
 /// The key of the advisory lock migrations hold (any number no other tool uses).
 const MIGRATION_LOCK: i64 = 0x6163_6370_726f_6265; // "accprobe"
 
@@ -53,7 +53,7 @@ impl PostgresStore {
 }
 
 /// `PostgreSQL user@host:port/dbname`, from what the URL gives (never its password).
-pub fn describe(config: &Config) -> String {
+pub(crate) fn describe(config: &Config) -> String {
     let hosts: Vec<String> = config
         .get_hosts()
         .iter()

@@ -29,7 +29,7 @@ pub enum Origin {
 }
 
 impl Origin {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Origin::Suite => "suite",
             Origin::Probe => "probe",
@@ -71,7 +71,7 @@ impl About {
 }
 
 /// The SHA-256 of `files`' bytes, one after another; `None` when one cannot be read.
-pub fn digest_of(files: &[&std::path::Path]) -> Option<String> {
+pub(crate) fn digest_of(files: &[&std::path::Path]) -> Option<String> {
     let mut all = Vec::new();
     for f in files {
         let bytes = crate::input::read_bytes(f, "a profile file", crate::input::YAML_LIMIT).ok()?;
@@ -220,6 +220,6 @@ impl RunRecord {
 }
 
 /// `rows` of one table as `T`s.
-pub fn typed<T: Row>(rows: &[Vec<crate::history::Value>]) -> Result<Vec<T>, StoreError> {
+pub(crate) fn typed<T: Row>(rows: &[Vec<crate::history::Value>]) -> Result<Vec<T>, StoreError> {
     rows.iter().map(|r| T::from_values(r)).collect()
 }

@@ -7,7 +7,7 @@ use super::store::{StoreError, Value};
 use serde::{Deserialize, Serialize};
 
 /// A Rust value one cell holds.
-pub trait Cell: Sized {
+pub(crate) trait Cell: Sized {
     fn to_value(&self) -> Value;
     /// `None` when `v` is of another type, or `NULL` where the field takes none.
     fn from_value(v: &Value) -> Option<Self>;
@@ -70,7 +70,7 @@ required!(i64);
 required!(f64);
 
 /// One table's row.
-pub trait Row: Sized {
+pub(crate) trait Row: Sized {
     const TABLE: &'static Table;
     /// The field names, in order: the table's column names.
     const FIELDS: &'static [&'static str];
@@ -119,7 +119,7 @@ pub struct Run {
     /// recorded twice (a spooled record, an import of a file the run recorded) is one.
     pub id: String,
     /// When the record was made (RFC 3339, UTC).
-    pub recorded_at: String,
+    pub(crate) recorded_at: String,
     /// When the run measured (its results' date), RFC 3339 UTC.
     pub measured_at: Option<String>,
     /// `suite` (the GPU suite), `probe` (`cargo xtask probe`) or `import`.
@@ -128,7 +128,7 @@ pub struct Run {
     pub gpu_name: Option<String>,
     pub gpu_uuid: Option<String>,
     pub pci_bus_id: Option<String>,
-    pub compute_capability: Option<String>,
+    pub(crate) compute_capability: Option<String>,
     pub driver: Option<String>,
     pub cuda_driver_api: Option<String>,
     pub nvrtc: Option<String>,
@@ -145,15 +145,15 @@ pub struct Run {
     /// `serial` or `wave`.
     pub mode: String,
     /// The results' `source` (`measured`, or where a recorded table came from).
-    pub source: String,
+    pub(crate) source: String,
     /// `passed`, `failed` (a case failed or could not be judged), or `unjudged`.
     pub verdict: String,
     /// The process's time from its start to the record, seconds.
-    pub run_s: Option<f64>,
+    pub(crate) run_s: Option<f64>,
     /// The GPU phase, seconds.
-    pub gpu_s: Option<f64>,
-    pub results_schema: i64,
-    pub accprobe_version: String,
+    pub(crate) gpu_s: Option<f64>,
+    pub(crate) results_schema: i64,
+    pub(crate) accprobe_version: String,
 }
 
 row!(Run in RUNS {
@@ -168,26 +168,26 @@ row!(Run in RUNS {
 pub struct VariantRow {
     pub run_id: String,
     pub name: String,
-    pub chain: i64,
-    pub accumulators: i64,
-    pub effective: i64,
+    pub(crate) chain: i64,
+    pub(crate) accumulators: i64,
+    pub(crate) effective: i64,
     /// The sink mode's letter.
-    pub sink: String,
+    pub(crate) sink: String,
     /// `base`, or the context as a case names it (`w32_v48`).
-    pub context: String,
+    pub(crate) context: String,
     /// The median progress over warps and launches (the mean where only it was
     /// recorded): the figure baselines hold.
     pub median: f64,
-    pub mean: f64,
+    pub(crate) mean: f64,
     /// (max - min) / median of the samples.
-    pub spread: Option<f64>,
-    pub samples: i64,
+    pub(crate) spread: Option<f64>,
+    pub(crate) samples: i64,
     pub registers: Option<i64>,
     pub spill_store_bytes: Option<i64>,
-    pub spill_load_bytes: Option<i64>,
+    pub(crate) spill_load_bytes: Option<i64>,
     pub sass_digest: Option<String>,
     pub schedule_digest: Option<String>,
-    pub sm_clock_mhz: Option<f64>,
+    pub(crate) sm_clock_mhz: Option<f64>,
 }
 
 row!(VariantRow in VARIANTS {
@@ -199,18 +199,18 @@ row!(VariantRow in VARIANTS {
 /// One case of a run, as its JUnit file has it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CaseRow {
-    pub run_id: String,
+    pub(crate) run_id: String,
     /// Its place in the run's JUnit file.
-    pub seq: i64,
+    pub(crate) seq: i64,
     pub suite: String,
     pub name: String,
     /// `passed`, `failed`, `ignored` or `error`.
     pub outcome: String,
     /// The kind of failure or skip (JUnit's `type`).
-    pub kind: Option<String>,
+    pub(crate) kind: Option<String>,
     /// The head of its first-suspect line (`first suspect: the compiler (SASS changed)`).
     pub suspect: Option<String>,
-    pub message: String,
+    pub(crate) message: String,
 }
 
 row!(CaseRow in CASES { run_id, seq, suite, name, outcome, kind, suspect, message });

@@ -5,7 +5,7 @@
 
 /// A column's type, as both backends store it: `BIGINT`, `DOUBLE PRECISION`, `TEXT`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Type {
+pub(crate) enum Type {
     Int,
     Real,
     Text,
@@ -14,18 +14,18 @@ pub enum Type {
 /// A column: its name and type. `NOT NULL` is the migration's; a reader takes `NULL`
 /// for an absent value in any column.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Column {
-    pub name: &'static str,
-    pub ty: Type,
+pub(crate) struct Column {
+    pub(crate) name: &'static str,
+    pub(crate) ty: Type,
 }
 
 /// A table: its name, its columns in the order rows hold them, and its key (the first
 /// column of which is the run's id, the key of `runs` itself).
 #[derive(Debug, PartialEq, Eq)]
 pub struct Table {
-    pub name: &'static str,
-    pub columns: &'static [Column],
-    pub key: &'static [&'static str],
+    pub(crate) name: &'static str,
+    pub(crate) columns: &'static [Column],
+    pub(crate) key: &'static [&'static str],
 }
 
 const fn int(name: &'static str) -> Column {
@@ -47,7 +47,7 @@ const fn text(name: &'static str) -> Column {
     }
 }
 
-pub static RUNS: Table = Table {
+pub(crate) static RUNS: Table = Table {
     name: "runs",
     columns: &[
         text("id"),
@@ -79,7 +79,7 @@ pub static RUNS: Table = Table {
     key: &["id"],
 };
 
-pub static VARIANTS: Table = Table {
+pub(crate) static VARIANTS: Table = Table {
     name: "variants",
     columns: &[
         text("run_id"),
@@ -103,7 +103,7 @@ pub static VARIANTS: Table = Table {
     key: &["run_id", "name"],
 };
 
-pub static CASES: Table = Table {
+pub(crate) static CASES: Table = Table {
     name: "cases",
     columns: &[
         text("run_id"),
@@ -125,14 +125,14 @@ pub static TABLES: [&Table; 3] = [&RUNS, &VARIANTS, &CASES];
 pub const VERSIONS_TABLE: &str = "accprobe_schema";
 
 /// What creates [`VERSIONS_TABLE`]: before any migration, in the migrating transaction.
-pub const CREATE_VERSIONS: &str = "CREATE TABLE IF NOT EXISTS accprobe_schema (
+pub(crate) const CREATE_VERSIONS: &str = "CREATE TABLE IF NOT EXISTS accprobe_schema (
     version BIGINT PRIMARY KEY,
     applied_at TEXT NOT NULL
 )";
 
 /// The migrations, in order: migration `i + 1` is `MIGRATIONS[i]`. Portable SQL that
 /// SQLite and PostgreSQL both run as it is.
-pub const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     // 1: runs, their variants and their cases.
     "CREATE TABLE runs (
         id TEXT PRIMARY KEY,
@@ -201,12 +201,12 @@ pub const SCHEMA: i64 = MIGRATIONS.len() as i64;
 
 /// The most parameters one statement binds: within SQLite's limit (32766) and
 /// PostgreSQL's (65535).
-pub const MAX_PARAMS: usize = 30_000;
+pub(crate) const MAX_PARAMS: usize = 30_000;
 
 /// `INSERT INTO t (a, b) VALUES ($1, $2), ($3, $4)` for `rows` rows, and for `runs`
 /// `ON CONFLICT (id) DO NOTHING` (both backends number parameters `$N`; SQLite takes them
 /// as names, indexed in the order they appear).
-pub fn insert_sql(table: &Table, rows: usize) -> String {
+pub(crate) fn insert_sql(table: &Table, rows: usize) -> String {
     let names: Vec<&str> = table.columns.iter().map(|c| c.name).collect();
     let n = names.len();
     let tuples: Vec<String> = (0..rows)
@@ -230,7 +230,7 @@ pub fn insert_sql(table: &Table, rows: usize) -> String {
 
 /// `SELECT a, b FROM t [WHERE column = $1] ORDER BY key`; `column` must be one of the
 /// table's (a caller's typo is a bug, not a query).
-pub fn select_sql(table: &Table, column: Option<&str>) -> String {
+pub(crate) fn select_sql(table: &Table, column: Option<&str>) -> String {
     let names: Vec<&str> = table.columns.iter().map(|c| c.name).collect();
     let filter = column
         .filter(|c| names.contains(c))

@@ -12,9 +12,9 @@ use crate::text::Shown;
 use std::path::{Path, PathBuf};
 
 /// The largest spool file read back (a record of a few thousand variants and cases).
-pub const SPOOL_LIMIT: u64 = 64 << 20;
+pub(crate) const SPOOL_LIMIT: u64 = 64 << 20;
 /// The most spooled records one run writes; the rest wait for the next.
-pub const MAX_DRAINED: usize = 1000;
+pub(crate) const MAX_DRAINED: usize = 1000;
 
 /// The spool of one store.
 #[derive(Debug, Clone)]
@@ -41,7 +41,7 @@ pub enum SpoolError {
 }
 
 /// What names `store` in its spool's folder name.
-pub fn store_key(store: &HistoryStore) -> String {
+pub(crate) fn store_key(store: &HistoryStore) -> String {
     let id = match store {
         HistoryStore::Off => String::new(),
         HistoryStore::Sqlite(p) => {
@@ -81,7 +81,7 @@ impl Spool {
         Ok(path)
     }
 
-    /// The spooled records' files, oldest name first, at most [`MAX_DRAINED`].
+    /// The spooled records' files, oldest name first, at most `MAX_DRAINED`.
     pub fn pending(&self) -> Vec<PathBuf> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
@@ -98,7 +98,7 @@ impl Spool {
 
     /// The record in `file`; one that does not read as a record is renamed
     /// `.unreadable`, so that it is reported once, and kept for a person to look at.
-    pub fn read(&self, file: &Path) -> Result<RunRecord, SpoolError> {
+    pub(crate) fn read(&self, file: &Path) -> Result<RunRecord, SpoolError> {
         let text = crate::input::read_text(file, "a spooled history record", SPOOL_LIMIT)?;
         serde_json::from_str(&text).map_err(|source| {
             let renamed = file.with_extension("unreadable");
@@ -113,7 +113,7 @@ impl Spool {
 
     /// `file` is in the store now: gone from the spool (another run may have removed it
     /// first).
-    pub fn written(&self, file: &Path) {
+    pub(crate) fn written(&self, file: &Path) {
         let _ = std::fs::remove_file(file);
         let _ = std::fs::remove_dir(&self.dir);
     }

@@ -15,7 +15,7 @@ pub enum Value {
 }
 
 /// The rows of one run, table by table, the `runs` row first.
-pub type Rows = Vec<(&'static Table, Vec<Vec<Value>>)>;
+pub(crate) type Rows = Vec<(&'static Table, Vec<Vec<Value>>)>;
 
 /// Why a store could not be opened, written or read.
 #[derive(Debug, thiserror::Error)]
@@ -77,7 +77,7 @@ pub trait Store: Send {
 
 /// The SQL one backend runs inside one of its transactions: what the operations below,
 /// written once for both, need of it.
-pub trait Transaction {
+pub(crate) trait Transaction {
     /// Statements without parameters or results (a migration).
     fn batch(&mut self, sql: &str) -> Result<(), StoreError>;
     /// One statement with parameters; the rows it changed.
@@ -92,14 +92,14 @@ pub trait Transaction {
 }
 
 /// One row of a query's result, as a backend reads its cells.
-pub trait Cells {
+pub(crate) trait Cells {
     fn int(&self, i: usize) -> Result<Option<i64>, StoreError>;
     fn real(&self, i: usize) -> Result<Option<f64>, StoreError>;
     fn text(&self, i: usize) -> Result<Option<String>, StoreError>;
 }
 
 /// The cells of `row`, each read as `types` says.
-pub fn cells(row: &dyn Cells, types: &[Type]) -> Result<Vec<Value>, StoreError> {
+pub(crate) fn cells(row: &dyn Cells, types: &[Type]) -> Result<Vec<Value>, StoreError> {
     types
         .iter()
         .enumerate()
@@ -117,7 +117,7 @@ pub fn cells(row: &dyn Cells, types: &[Type]) -> Result<Vec<Value>, StoreError> 
 /// not had, in order, each recorded. The caller holds the store's write lock (SQLite's
 /// `BEGIN IMMEDIATE`, PostgreSQL's advisory lock), so that processes opening a new store
 /// at once migrate it once. A store of a newer schema is refused, never written.
-pub fn migrate(tx: &mut dyn Transaction, now: &str) -> Result<(), StoreError> {
+pub(crate) fn migrate(tx: &mut dyn Transaction, now: &str) -> Result<(), StoreError> {
     use super::schema::{CREATE_VERSIONS, MIGRATIONS, SCHEMA, VERSIONS_TABLE};
     tx.batch(CREATE_VERSIONS)?;
     let rows = tx.query(
@@ -150,7 +150,7 @@ pub fn migrate(tx: &mut dyn Transaction, now: &str) -> Result<(), StoreError> {
 
 /// Inserts `rows` (the `runs` row first); `Ok(false)`, having inserted nothing, when the
 /// run is there already. The caller commits.
-pub fn insert(tx: &mut dyn Transaction, rows: &Rows) -> Result<bool, StoreError> {
+pub(crate) fn insert(tx: &mut dyn Transaction, rows: &Rows) -> Result<bool, StoreError> {
     use super::schema::{insert_sql, MAX_PARAMS};
     for (i, (table, rows)) in rows.iter().enumerate() {
         // Many rows a statement: a few round trips to a server, not one per row.
@@ -167,7 +167,7 @@ pub fn insert(tx: &mut dyn Transaction, rows: &Rows) -> Result<bool, StoreError>
 }
 
 /// The rows of `table` ([`Store::select`]).
-pub fn select(
+pub(crate) fn select(
     tx: &mut dyn Transaction,
     table: &'static Table,
     filter: Option<(&'static str, &str)>,

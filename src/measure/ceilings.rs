@@ -21,12 +21,12 @@ const LATENCY_ITERATIONS: i32 = 4096;
 const ISSUE_ITERATIONS: i32 = 2048;
 /// The warps of the issue-rate block: 32 (1024 threads, the most one block may have),
 /// eight per scheduler on a GPU with four, each with eight independent chains.
-pub const ISSUE_WARPS: u32 = 32;
+pub(crate) const ISSUE_WARPS: u32 = 32;
 /// Launches of each kernel; the first warms up and is not counted.
 const LAUNCHES: usize = 6;
 
 /// Measures `device`'s ceilings.
-pub fn measure(device: &Device) -> Result<Ceilings, GpuError> {
+pub(crate) fn measure(device: &Device) -> Result<Ceilings, GpuError> {
     let (latency_fn, issue_fn) = kernels(device)?;
     let stream = device.ctx.default_stream();
     let mut buffers = Buffers::new(&stream)?;

@@ -29,16 +29,16 @@ pub use crate::config::DEVICE_ENV;
 
 /// A usable GPU, with a context on it.
 pub struct Device {
-    pub ordinal: usize,
-    pub ctx: Arc<CudaContext>,
+    pub(crate) ordinal: usize,
+    pub(crate) ctx: Arc<CudaContext>,
     /// What names the device for every process on the host (lock and NVML checks).
-    pub key: DeviceKey,
+    pub(crate) key: DeviceKey,
     pub identity: GpuIdentity,
-    pub capability: (i32, i32),
-    pub sm_count: u32,
-    pub sm_clock_rated_mhz: Option<f64>,
-    pub cuda_driver_api: String,
-    pub nvrtc_version: String,
+    pub(crate) capability: (i32, i32),
+    pub(crate) sm_count: u32,
+    pub(crate) sm_clock_rated_mhz: Option<f64>,
+    pub(crate) cuda_driver_api: String,
+    pub(crate) nvrtc_version: String,
     /// This process's registration as a user of the device, made before the context and
     /// dropped after it (fields drop in order): see `crate::ownership::lock`.
     _registration: Option<Arc<Registration>>,
@@ -56,9 +56,6 @@ pub fn detect() -> Result<Device, GpuError> {
     )?;
     devices.into_iter().next().ok_or(GpuError::NoDevice)
 }
-
-/// Environment variable naming the devices the suite tests: `0,2` (default: all).
-pub use crate::config::DEVICES_ENV;
 
 /// Every device the suite should test: those `ACCPROBE_DEVICES` names (or the one
 /// `ACCPROBE_DEVICE` names), else all visible devices. `Err` is the reason there is none;
@@ -84,10 +81,10 @@ pub fn detect_all_with(found: impl FnMut(&Found)) -> Result<Vec<Device>, GpuErro
 
 /// A device as the driver names it before any context exists.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Found {
-    pub ordinal: usize,
-    pub identity: GpuIdentity,
-    pub capability: (i32, i32),
+pub(crate) struct Found {
+    pub(crate) ordinal: usize,
+    pub(crate) identity: GpuIdentity,
+    pub(crate) capability: (i32, i32),
 }
 
 /// The name and compute capability of device `ordinal`, read without a context.
@@ -175,7 +172,7 @@ fn start(
 
 /// The ordinals `ACCPROBE_DEVICES` (or else `ACCPROBE_DEVICE`) names, syntax checked
 /// without touching the driver; `None` when neither is set (or set empty).
-pub fn selection_from_env() -> Result<Option<Vec<usize>>, GpuError> {
+pub(crate) fn selection_from_env() -> Result<Option<Vec<usize>>, GpuError> {
     Ok(crate::config::devices()?)
 }
 
@@ -299,7 +296,7 @@ fn open(found: Found) -> Result<Device, GpuError> {
 
 /// The kernel driver's version from `/proc/driver/nvidia/version`
 /// (`NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ...`), or `unknown`.
-pub fn kernel_driver_version() -> String {
+pub(crate) fn kernel_driver_version() -> String {
     std::fs::read_to_string("/proc/driver/nvidia/version")
         .ok()
         .and_then(|t| parse_driver_version(&t))
@@ -322,7 +319,7 @@ fn parse_driver_version(text: &str) -> Option<String> {
 }
 
 impl Device {
-    pub fn environment(
+    pub(crate) fn environment(
         &self,
         compile_options: &[String],
         measured_clock_mhz: Option<f64>,

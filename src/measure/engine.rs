@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 /// The FMA operands: acc = acc * A + B converges to B / (1 - A) = 10, so it stays finite
 /// for any budget, and neither is a constant the compiler could fold.
-pub const OPERAND_A: f32 = 0.9999;
-pub const OPERAND_B: f32 = 0.001;
+pub(crate) const OPERAND_A: f32 = 0.9999;
+pub(crate) const OPERAND_B: f32 = 0.001;
 
 /// One variant of a run: its kernel, stream and what its launches gave.
 pub(super) struct Slot {

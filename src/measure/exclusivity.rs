@@ -32,7 +32,7 @@ pub struct Exclusivity {
 
 impl Exclusivity {
     /// No lock, no checks.
-    pub fn none() -> Exclusivity {
+    pub(crate) fn none() -> Exclusivity {
         Exclusivity {
             lock: None,
             monitor: None,
@@ -43,7 +43,7 @@ impl Exclusivity {
 
     /// The guard for a target: a lock and NVML checks for a real device (one with a
     /// [`DeviceKey`]), none for a replay; settings from the environment.
-    pub fn for_target(target: &Result<Arc<dyn Target>, GpuError>) -> Exclusivity {
+    pub(crate) fn for_target(target: &Result<Arc<dyn Target>, GpuError>) -> Exclusivity {
         let Some(key) = target.as_ref().ok().and_then(|t| t.device_key()) else {
             return Exclusivity::none();
         };

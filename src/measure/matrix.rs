@@ -34,7 +34,7 @@ pub(super) fn one_block_per_sm(ctx: &CudaContext) -> Result<u32, GpuError> {
 }
 
 /// A compiled matrix loaded on a device, with the streams its sets run on.
-pub struct LoadedMatrix {
+pub(crate) struct LoadedMatrix {
     pub(super) ctx: Arc<CudaContext>,
     /// One per part of the compiled matrix, in order.
     modules: Vec<Arc<CudaModule>>,
@@ -45,7 +45,7 @@ pub struct LoadedMatrix {
 }
 
 impl LoadedMatrix {
-    pub fn load(device: &Device, compiled: Compiled) -> Result<LoadedMatrix, GpuError> {
+    pub(crate) fn load(device: &Device, compiled: Compiled) -> Result<LoadedMatrix, GpuError> {
         let modules = compiled
             .parts
             .iter()
@@ -74,7 +74,7 @@ impl LoadedMatrix {
         })
     }
 
-    pub fn compiled(&self) -> &Compiled {
+    pub(crate) fn compiled(&self) -> &Compiled {
         &self.compiled
     }
 
@@ -84,7 +84,7 @@ impl LoadedMatrix {
     /// error, and when the set fails as a whole (a launch the GPU refuses, say) each
     /// variant is measured again alone, so that the error is the failing variant's and the
     /// others are measured (see `each_its_own`).
-    pub fn measure_serial(
+    pub(crate) fn measure_serial(
         &self,
         vs: &[Variant],
         s: &ProbeSettings,
@@ -139,7 +139,7 @@ impl LoadedMatrix {
     /// kernel. A variant the GPU refuses to load or launch gets its own error and the run
     /// goes again without it; any other failure is every variant's (see
     /// `without_refused`).
-    pub fn measure_wave(
+    pub(crate) fn measure_wave(
         &self,
         vs: &[Variant],
         s: &ProbeSettings,

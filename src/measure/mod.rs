@@ -18,7 +18,7 @@
 //! - `isolation`: a variant the GPU refuses fails alone;
 //! - `sm_sharing`: blocks that shared an SM are measured again apart.
 
-pub mod ceilings;
+pub(crate) mod ceilings;
 pub mod device;
 mod exclusivity;
 pub mod session;
@@ -33,10 +33,9 @@ mod pacing;
 mod sm_sharing;
 mod waves;
 
-pub use engine::{OPERAND_A, OPERAND_B};
-pub use matrix::LoadedMatrix;
-pub use outputs::check_outputs;
-pub use sm_sharing::{own_sms, own_sms_in_sets, shared_sms};
+pub(crate) use engine::{OPERAND_A, OPERAND_B};
+pub(crate) use matrix::LoadedMatrix;
+pub(crate) use sm_sharing::own_sms_in_sets;
 pub use waves::wave_sets;
 
 use crate::error::GpuError;

@@ -4,7 +4,12 @@ use super::memory::{POISON_F32, POISON_U64};
 
 /// What is wrong with one launch's outputs: elements never written (still poisoned) or not
 /// finite, warps that wrote no progress.
-pub fn check_outputs(tag: &str, out: &[f32], progress: &[u64], elapsed: &[u64]) -> Vec<String> {
+pub(crate) fn check_outputs(
+    tag: &str,
+    out: &[f32],
+    progress: &[u64],
+    elapsed: &[u64],
+) -> Vec<String> {
     let mut problems = Vec::new();
     let unwritten = out.iter().filter(|x| x.to_bits() == POISON_F32).count();
     let non_finite = out

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 /// The variants of one wave (indices into `rs`) that had a block on an SM another block of
 /// the wave also ran on, in some counted launch, each with what it shared. The block
 /// scheduler usually gives each block of a wave an SM of its own, but nothing promises it.
-pub fn shared_sms(rs: &[Result<VariantResult, GpuError>]) -> BTreeMap<usize, String> {
+pub(crate) fn shared_sms(rs: &[Result<VariantResult, GpuError>]) -> BTreeMap<usize, String> {
     let mut shared = BTreeMap::new();
     let launches = rs
         .iter()
@@ -51,7 +51,7 @@ pub fn shared_sms(rs: &[Result<VariantResult, GpuError>]) -> BTreeMap<usize, Str
 /// blocks shared an SM are measured again as a smaller wave of their own, and a variant
 /// that shares one there too (or when every variant of the wave shared) keeps its result
 /// with the sharing as an output problem, which fails its validity case.
-pub fn own_sms(
+pub(crate) fn own_sms(
     vs: &[Variant],
     mut rs: Vec<Result<VariantResult, GpuError>>,
     rerun: impl FnOnce(&[Variant]) -> Vec<Result<VariantResult, GpuError>>,
@@ -88,7 +88,7 @@ pub fn own_sms(
 /// [`own_sms`] for each wave set a run measured: `rs` are the run's results for `vs`, and
 /// `sets(n)` the wave sets of its `n` measured variants, in order (a variant the GPU
 /// refused has an error and took no place in them, so the sets are those of the others).
-pub fn own_sms_in_sets(
+pub(crate) fn own_sms_in_sets(
     vs: &[Variant],
     rs: Vec<Result<VariantResult, GpuError>>,
     sets: impl FnOnce(usize) -> Vec<std::ops::Range<usize>>,

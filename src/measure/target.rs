@@ -24,9 +24,9 @@ use std::time::Instant;
 /// How compiling went, for the results' timings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompileInfo {
-    pub seconds: f64,
-    pub nvrtc_seconds: f64,
-    pub sass_seconds: f64,
+    pub(crate) seconds: f64,
+    pub(crate) nvrtc_seconds: f64,
+    pub(crate) sass_seconds: f64,
     pub cache: String,
 }
 
@@ -78,7 +78,7 @@ pub trait Target: Send + Sync {
         None
     }
     /// Whether `v` is a context variant this target cannot give, being the replay of a
-    /// file written before contexts existed ([`RunResults::predates`]); never for a device.
+    /// file written before contexts existed (`RunResults::predates`); never for a device.
     fn predates(&self, _v: Variant) -> bool {
         false
     }
@@ -207,7 +207,11 @@ impl CudaTarget {
     }
 
     /// A target whose first use takes `ahead`'s compile when it is for the same matrix.
-    pub fn with_ahead(device: Device, cache: Option<PathBuf>, ahead: Option<Ahead>) -> CudaTarget {
+    pub(crate) fn with_ahead(
+        device: Device,
+        cache: Option<PathBuf>,
+        ahead: Option<Ahead>,
+    ) -> CudaTarget {
         CudaTarget {
             device,
             cache,

@@ -55,7 +55,7 @@ impl Group {
 /// resident grids per device" for compute capability 7.0 and later. In a wave of more, a
 /// kernel waits for another to end and starts on the SM it left (docs/h200.md, "One block
 /// per SM").
-pub const MAX_CONCURRENT_KERNELS: usize = 128;
+pub(crate) const MAX_CONCURRENT_KERNELS: usize = 128;
 
 /// How `n` variants of `blocks` blocks each are split into waves on a GPU of `sms` SMs: as
 /// few waves as hold no more blocks than there are SMs and no more kernels than the GPU runs

@@ -11,13 +11,13 @@ pub struct Ceilings {
     /// Warp-level FFMAs issued per cycle on one SM, all its warps together.
     pub ffma_issue_per_cycle_per_sm: f64,
     /// The warps of the issue-rate block.
-    pub issue_warps: u32,
-    pub gpu_name: String,
+    pub(crate) issue_warps: u32,
+    pub(crate) gpu_name: String,
     pub compute_capability: String,
-    pub driver_version: String,
-    pub nvrtc_version: String,
+    pub(crate) driver_version: String,
+    pub(crate) nvrtc_version: String,
     /// RFC 3339, UTC.
-    pub date: String,
+    pub(crate) date: String,
 }
 
 impl Ceilings {

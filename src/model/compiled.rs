@@ -44,7 +44,7 @@ pub struct ToolchainIdentity {
 
 impl ToolchainIdentity {
     /// One line: `NVRTC 12.8 (nvidia-cuda-nvrtc-cu12==12.8.93)`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match &self.release {
             Some(r) => format!("NVRTC {} ({r})", self.nvrtc_version),
             None => format!("NVRTC {} ({})", self.nvrtc_version, self.library),

@@ -34,13 +34,13 @@ use std::fmt;
 pub struct Context {
     /// Warps of the block (one block per SM); `None`: the profile's `probe.block_threads`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub warps: Option<u32>,
+    pub(crate) warps: Option<u32>,
     /// S: independent FFMA side chains per iteration that do not feed the accumulation.
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub side_chains: u32,
+    pub(crate) side_chains: u32,
     /// V: values held live in registers across the loop.
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub live_values: u32,
+    pub(crate) live_values: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -49,10 +49,10 @@ fn is_zero(n: &u32) -> bool {
 
 /// The largest number of side chains or live values a context may ask for: more than a
 /// thread's 255 registers could hold is a typo.
-pub const MAX_CONTEXT_VALUES: u32 = 255;
+pub(crate) const MAX_CONTEXT_VALUES: u32 = 255;
 
 /// The warps a context may put on the SM: one block of 256, 512 or 1024 threads.
-pub const CONTEXT_WARPS: [u32; 3] = [8, 16, 32];
+pub(crate) const CONTEXT_WARPS: [u32; 3] = [8, 16, 32];
 
 impl Context {
     /// The documented probe's context.
@@ -68,7 +68,7 @@ impl Context {
 
     /// What the variant name gets appended: `""` for the base, else `_w16_s4_v48` with only
     /// the parts that differ from the base.
-    pub fn suffix(&self) -> String {
+    pub(crate) fn suffix(&self) -> String {
         let mut s = String::new();
         if let Some(w) = self.warps {
             s.push_str(&format!("_w{w}"));
@@ -84,7 +84,7 @@ impl Context {
 
     /// Parses a [`Context::suffix`] back (the whole remainder of a variant name); `None`
     /// unless it is exactly what `suffix` writes for some context.
-    pub fn parse_suffix(rest: &str) -> Option<Context> {
+    pub(crate) fn parse_suffix(rest: &str) -> Option<Context> {
         let mut c = Context::BASE;
         let mut rest = rest;
         if let Some(r) = rest.strip_prefix("_w") {
@@ -106,7 +106,7 @@ impl Context {
     }
 
     /// The threads of one block of a variant in this context, `base` being the profile's.
-    pub fn block_threads(&self, base: u32) -> u32 {
+    pub(crate) fn block_threads(&self, base: u32) -> u32 {
         self.warps.map_or(base, |w| w * 32)
     }
 }
@@ -140,7 +140,7 @@ impl fmt::Display for Context {
 /// (compute capabilities 5.0 to 12.0: 64K 32-bit registers per SM, 255 per thread) and
 /// the CUDA Occupancy Calculator's register allocation unit (256 registers per warp, i.e.
 /// 8 per thread). `warps = 0` reads as one warp.
-pub fn register_limit(warps: u32) -> u32 {
+pub(crate) fn register_limit(warps: u32) -> u32 {
     const REGISTERS_PER_SM: u32 = 65536;
     const MAX_PER_THREAD: u32 = 255;
     const GRANULARITY: u32 = 8;

@@ -31,7 +31,7 @@ pub struct Environment {
     /// `nvrtc_version` (major.minor) does not tell; absent where it cannot be read (no
     /// `/proc`) and in files from accprobe versions that did not record it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nvrtc_library: Option<String>,
+    pub(crate) nvrtc_library: Option<String>,
     /// The device's rated SM clock (CU_DEVICE_ATTRIBUTE_CLOCK_RATE), MHz.
     pub sm_clock_rated_mhz: Option<f64>,
     /// The SM clock seen during the probe: clock64 budget over %globaltimer time, MHz.
@@ -43,7 +43,7 @@ pub struct Environment {
 }
 
 /// A GPU, driver and NVRTC on one line, as a message shows them (each [`Shown`]).
-pub fn fingerprint_of(gpu_name: &str, driver_version: &str, nvrtc_version: &str) -> String {
+pub(crate) fn fingerprint_of(gpu_name: &str, driver_version: &str, nvrtc_version: &str) -> String {
     format!(
         "{} / driver {} / NVRTC {}",
         gpu_name.shown(),
@@ -75,7 +75,7 @@ impl Environment {
     }
 
     /// Everything, as name/value pairs (JUnit properties).
-    pub fn properties(&self) -> Vec<(String, String)> {
+    pub(crate) fn properties(&self) -> Vec<(String, String)> {
         let opt = |x: Option<f64>| x.map_or("unknown".to_string(), |v| format!("{v:.0}"));
         vec![
             ("gpu_name".into(), self.gpu_name.clone()),

@@ -28,9 +28,9 @@ impl Mode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeSettings {
     pub blocks: u32,
-    pub block_threads: u32,
-    pub warmup_launches: u32,
-    pub repeats: u32,
+    pub(crate) block_threads: u32,
+    pub(crate) warmup_launches: u32,
+    pub(crate) repeats: u32,
     pub budget_cycles: u64,
     pub chains: Vec<u32>,
     pub accumulators: Vec<u32>,
@@ -98,9 +98,9 @@ impl ProbeSettings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunSettings {
-    pub blocks: u32,
-    pub block_threads: u32,
-    pub warmup_launches: u32,
+    pub(crate) blocks: u32,
+    pub(crate) block_threads: u32,
+    pub(crate) warmup_launches: u32,
     pub repeats: u32,
     pub budget_cycles: u64,
 }
@@ -111,17 +111,17 @@ impl RunSettings {
     }
 
     /// The threads of each block of `v`: its context's, else the run's.
-    pub fn block_threads_of(&self, v: &Variant) -> u32 {
+    pub(crate) fn block_threads_of(&self, v: &Variant) -> u32 {
         v.context.block_threads(self.block_threads)
     }
 
     /// The warps a launch of `v` runs.
-    pub fn warps_of(&self, v: &Variant) -> u32 {
+    pub(crate) fn warps_of(&self, v: &Variant) -> u32 {
         self.blocks * self.block_threads_of(v) / 32
     }
 
     /// Each setting that differs from `asked`, as `name: asked X, measured Y`.
-    pub fn differences(&self, asked: &RunSettings) -> Vec<String> {
+    pub(crate) fn differences(&self, asked: &RunSettings) -> Vec<String> {
         let mut out = Vec::new();
         let mut cmp = |name: &str, a: u64, m: u64| {
             if a != m {

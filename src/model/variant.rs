@@ -3,7 +3,7 @@
 //! A variant is one (chain length N, accumulator count K) pair of the study, with its
 //! effective accumulator count E = min(K, N): a chain of 7 FFMAs cannot feed 8 partials.
 //! Names follow the study: `chainN_accK_effectiveE`, then `_sinkM` for a sink mode other
-//! than A, then the context's suffix ([`Context::suffix`]) for a context other than the base.
+//! than A, then the context's suffix (`Context::suffix`) for a context other than the base.
 
 pub use crate::model::context::Context;
 use std::fmt;
@@ -37,7 +37,7 @@ pub enum Sink {
 }
 
 impl Sink {
-    pub const ALL: [Sink; 4] = [Sink::A, Sink::B, Sink::C, Sink::D];
+    pub(crate) const ALL: [Sink; 4] = [Sink::A, Sink::B, Sink::C, Sink::D];
 
     pub fn letter(&self) -> char {
         match self {
@@ -48,7 +48,7 @@ impl Sink {
         }
     }
 
-    pub fn from_letter(c: char) -> Option<Sink> {
+    pub(crate) fn from_letter(c: char) -> Option<Sink> {
         Sink::ALL.into_iter().find(|s| s.letter() == c)
     }
 
@@ -71,9 +71,9 @@ pub struct Variant {
     /// K: the accumulator count asked for.
     pub accumulators: u32,
     /// The sink mode; `A` is the documented probe.
-    pub sink: Sink,
+    pub(crate) sink: Sink,
     /// The context the accumulation runs in; the base context is the documented probe.
-    pub context: Context,
+    pub(crate) context: Context,
 }
 
 impl Variant {
@@ -87,7 +87,7 @@ impl Variant {
         }
     }
 
-    pub fn with_sink(self, sink: Sink) -> Self {
+    pub(crate) fn with_sink(self, sink: Sink) -> Self {
         Variant { sink, ..self }
     }
 
@@ -101,7 +101,7 @@ impl Variant {
     }
 
     /// Output elements per thread: one, or one per partial when every partial is stored.
-    pub fn outputs_per_thread(&self) -> u32 {
+    pub(crate) fn outputs_per_thread(&self) -> u32 {
         if self.sink == Sink::C {
             self.effective()
         } else {
@@ -110,7 +110,7 @@ impl Variant {
     }
 
     /// E = min(K, N): the partials the chain can actually feed.
-    pub fn effective(&self) -> u32 {
+    pub(crate) fn effective(&self) -> u32 {
         self.accumulators.min(self.chain)
     }
 
@@ -169,7 +169,7 @@ impl fmt::Display for Variant {
 }
 
 /// Every (N, K) pair, chains outer, accumulator counts inner, in the order given.
-pub fn matrix(chains: &[u32], accumulators: &[u32]) -> Vec<Variant> {
+pub(crate) fn matrix(chains: &[u32], accumulators: &[u32]) -> Vec<Variant> {
     chains
         .iter()
         .flat_map(|&n| accumulators.iter().map(move |&k| Variant::new(n, k)))

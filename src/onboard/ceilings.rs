@@ -39,22 +39,22 @@ pub fn validity(c: &Ceilings, duration_tolerance: f64) -> Result<Validity, Onboa
 /// Instructions", its throughput table) and the warp schedulers per SM (its section on the
 /// compute capability). Only the capabilities docs/profiles.md's table gives figures for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Published {
-    pub fp32_fma_per_clock_per_sm: u32,
-    pub schedulers_per_sm: u32,
+pub(crate) struct Published {
+    pub(crate) fp32_fma_per_clock_per_sm: u32,
+    pub(crate) schedulers_per_sm: u32,
 }
 
 impl Published {
     /// The same rate as warp FFMAs per cycle per SM (32 results each): what the ceilings
     /// microbenchmark measures.
-    pub fn warp_ffma_per_cycle(&self) -> u32 {
+    pub(crate) fn warp_ffma_per_cycle(&self) -> u32 {
         self.fp32_fma_per_clock_per_sm / 32
     }
 }
 
 /// The published figures for `compute_capability` (`8.0`), where docs/profiles.md's table
 /// gives them.
-pub fn published(compute_capability: &str) -> Option<Published> {
+pub(crate) fn published(compute_capability: &str) -> Option<Published> {
     let (fp32, schedulers) = match compute_capability {
         "8.0" => (64, 4),
         "8.6" | "8.9" | "9.0" => (128, 4),

@@ -6,7 +6,7 @@
 //! at chains 7, 13 and 29 and K 1, 2, 4 and 8.
 //!
 //! Onboarding measures them ([`measuring`]); the draft names those the measurement holds
-//! ([`measured`]: a run written before contexts existed holds none, and a profile naming a
+//! (`measured`: a run written before contexts existed holds none, and a profile naming a
 //! context its baselines lack would fail every run), and `section` writes them with a
 //! comment saying what each is for.
 
@@ -16,21 +16,21 @@ use crate::model::results::RunResults;
 use crate::model::settings::ProbeSettings;
 
 /// The chains the contexts are measured at.
-pub const CHAINS: [u32; 3] = [7, 13, 29];
+pub(crate) const CHAINS: [u32; 3] = [7, 13, 29];
 /// The accumulator counts they are measured at.
-pub const ACCUMULATORS: [u32; 4] = [1, 2, 4, 8];
+pub(crate) const ACCUMULATORS: [u32; 4] = [1, 2, 4, 8];
 /// Occupancy: the block's warps (one block per SM).
-pub const WARPS: [u32; 2] = [16, 32];
+pub(crate) const WARPS: [u32; 2] = [16, 32];
 /// Surrounding ILP: independent FFMA side chains per iteration.
-pub const SIDE_CHAINS: [u32; 1] = [4];
+pub(crate) const SIDE_CHAINS: [u32; 1] = [4];
 /// Register pressure: values live across the loop.
-pub const LIVE_VALUES: [u32; 1] = [48];
+pub(crate) const LIVE_VALUES: [u32; 1] = [48];
 /// The corners: (warps, live values) together.
-pub const CORNERS: [(u32, u32); 1] = [(32, 48)];
+pub(crate) const CORNERS: [(u32, u32); 1] = [(32, 48)];
 
 /// `probe` with the default contexts, those it can hold: chains and counts it measures
 /// the base at, warps a context may have other than its own block's.
-pub fn with_defaults(probe: &ProbeSettings) -> ProbeSettings {
+pub(crate) fn with_defaults(probe: &ProbeSettings) -> ProbeSettings {
     let mut p = probe.clone();
     let base_warps = p.block_threads / 32;
     let warps_ok = |w: u32| CONTEXT_WARPS.contains(&w) && w != base_warps;
@@ -88,7 +88,7 @@ pub fn measuring(study: &Profile, name: &str) -> Profile {
 /// `probe` keeping only the contexts `r` measured (holds a result for any variant of):
 /// what a draft from `r` can name. A context measured in part is kept, and refused with
 /// the variants missing when the draft is blessed (`bless::check`).
-pub fn measured(probe: &ProbeSettings, r: &RunResults) -> ProbeSettings {
+pub(crate) fn measured(probe: &ProbeSettings, r: &RunResults) -> ProbeSettings {
     let mut p = probe.clone();
     let (chains, ks) = (p.context_chains.clone(), p.context_accumulators.clone());
     p.contexts.retain(|&c| {

@@ -24,7 +24,10 @@ pub struct Deviation {
 /// with output problems or spills, the rest of what a `probe::` case checks). `Err` when
 /// a case could not be judged because the measurement was disturbed: a deviation must
 /// come from an undisturbed measurement.
-pub fn find(profile: &Profile, results: &RunResults) -> Result<Vec<Deviation>, OnboardError> {
+pub(crate) fn find(
+    profile: &Profile,
+    results: &RunResults,
+) -> Result<Vec<Deviation>, OnboardError> {
     let when = measured_when(results);
     let gpu = gpu_short_name(results);
     let mut out = Vec::new();

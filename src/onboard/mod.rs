@@ -7,17 +7,17 @@
 //! measurement holds ([`contexts`]), invariants and policy gate, the default mode `agree`
 //! chooses on the base context ([`mode`]), the compile-only section, the validity
 //! ceilings as measured ([`ceilings`]), a known deviation for every case that does not
-//! hold ([`deviations`]), the wider baselines of the variants that moved between runs
+//! hold (`deviations`), the wider baselines of the variants that moved between runs
 //! ([`steadiness`]), the text laid out by `render`; the baselines are the blessing of
 //! the chosen mode's results (`bless::check`, `bless::prepare`). [`Draft::write`] puts it
 //! on disk through `bless::write_generated` (the folder's lock, never under CI, never
-//! over a file), after [`Draft::refuse_existing`]: onboarding never replaces a profile,
+//! over a file), after `Draft::refuse_existing`: onboarding never replaces a profile,
 //! baselines or recorded results file. `cargo xtask onboard` measures and calls these.
 
 pub mod ceilings;
 mod comments;
 pub mod contexts;
-pub mod deviations;
+pub(crate) mod deviations;
 mod draft;
 mod error;
 pub mod mode;
@@ -31,11 +31,11 @@ use crate::model::gpu::GpuIdentity;
 use crate::model::results::RunResults;
 use crate::model::settings::Mode;
 pub use ceilings::Ceilings;
-pub use deviations::Deviation;
+pub(crate) use deviations::Deviation;
 pub use draft::draft_with;
 pub use error::OnboardError;
 use std::path::{Path, PathBuf};
-pub use steadiness::Wide;
+pub(crate) use steadiness::Wide;
 
 /// The architectures the compile-only section of a draft names: the gate's (sm_80 to
 /// sm_120, docs/toolchains.md).
@@ -46,7 +46,7 @@ pub const COMPILE_TOOLCHAINS: [&str; 3] = ["12.4", "12.8", "13.0"];
 /// The relative tolerance of the drafted baselines, the hand-written profiles' (0.5%).
 pub const BASELINES_TOLERANCE: f64 = 0.005;
 /// The largest difference of medians at which wave mode is chosen (`agree`'s default).
-pub const AGREE_TOLERANCE: f64 = 0.005;
+pub(crate) const AGREE_TOLERANCE: f64 = 0.005;
 /// How many runs onboarding measures in the chosen mode besides the serial and wave ones
 /// (`cargo xtask onboard --runs`), for each variant's steadiness ([`steadiness`]): too few
 /// runs give widths that the next runs exceed (docs/profiles.md, docs/reliability.md).
@@ -71,7 +71,7 @@ pub struct Draft {
     pub baselines: Blessing,
     /// The chosen mode's results, which the profile replays (`recorded:`).
     pub recorded_file: PathBuf,
-    pub recorded_text: String,
+    pub(crate) recorded_text: String,
     pub mode: Mode,
     pub mode_why: String,
     pub deviations: Vec<Deviation>,
@@ -87,7 +87,7 @@ pub struct Draft {
     pub ceilings: Ceilings,
 }
 
-/// The mode a draft from `serial` and `wave` chooses ([`mode::Agreement::mode`], on the
+/// The mode a draft from `serial` and `wave` chooses (`mode::Agreement::mode`, on the
 /// base context's variants), and why: the mode onboarding measures its extra runs in.
 pub fn chosen_mode(
     serial: &RunResults,
@@ -160,7 +160,7 @@ impl Draft {
     }
 
     /// Refuses when any of [`Draft::files`] exists ([`refuse_existing`]).
-    pub fn refuse_existing(&self) -> Result<()> {
+    pub(crate) fn refuse_existing(&self) -> Result<()> {
         refuse_existing(&self.files())
     }
 

@@ -33,7 +33,7 @@ pub struct Agreement {
     pub worst: f64,
     /// The largest difference of medians of any other context's variant, and its name.
     pub worst_context: Option<(String, f64)>,
-    pub tolerance: f64,
+    pub(crate) tolerance: f64,
 }
 
 /// Every variant of `serial` against the same variant of `wave`; `Err` names a variant the
@@ -101,7 +101,7 @@ impl Agreement {
 
     /// How the other contexts' variants compared, in words ("" when there are none):
     /// reported, not judged.
-    pub fn contexts_note(&self) -> String {
+    pub(crate) fn contexts_note(&self) -> String {
         let n = self.rows.iter().filter(|r| !r.base).count();
         match &self.worst_context {
             Some((name, d)) => format!(
@@ -119,7 +119,7 @@ impl Agreement {
 
     /// The mode a profile measures in by default: wave when accepted (every variant at once,
     /// the same medians), else serial; and why, in words.
-    pub fn mode(&self) -> (Mode, String) {
+    pub(crate) fn mode(&self) -> (Mode, String) {
         if self.accepted() {
             (
                 Mode::Wave,

@@ -12,26 +12,26 @@ use crate::model::settings::{Mode, ProbeSettings};
 
 /// What the sections are made from.
 pub(super) struct Parts<'a> {
-    pub name: &'a str,
-    pub study: &'a Profile,
+    pub(crate) name: &'a str,
+    pub(crate) study: &'a Profile,
     /// The drafted probe: the study's, with the contexts the measurement holds.
-    pub probe: &'a ProbeSettings,
-    pub measured: &'a RunResults,
+    pub(crate) probe: &'a ProbeSettings,
+    pub(crate) measured: &'a RunResults,
     /// How many runs were measured in the chosen mode (the blessed one among them).
-    pub runs: usize,
-    pub wider: &'a [Wide],
-    pub gpu_name: &'a str,
-    pub compute_capability: &'a str,
-    pub mode: Mode,
-    pub mode_why: &'a str,
-    pub deviations: &'a [Deviation],
-    pub ceilings: &'a Ceilings,
-    pub validity: Validity,
-    pub baselines_tolerance: f64,
-    pub policy_file: Option<String>,
-    pub recorded: &'a str,
-    pub compile_architectures: &'a [&'a str],
-    pub compile_toolchains: &'a [&'a str],
+    pub(crate) runs: usize,
+    pub(crate) wider: &'a [Wide],
+    pub(crate) gpu_name: &'a str,
+    pub(crate) compute_capability: &'a str,
+    pub(crate) mode: Mode,
+    pub(crate) mode_why: &'a str,
+    pub(crate) deviations: &'a [Deviation],
+    pub(crate) ceilings: &'a Ceilings,
+    pub(crate) validity: Validity,
+    pub(crate) baselines_tolerance: f64,
+    pub(crate) policy_file: Option<String>,
+    pub(crate) recorded: &'a str,
+    pub(crate) compile_architectures: &'a [&'a str],
+    pub(crate) compile_toolchains: &'a [&'a str],
 }
 
 fn list<T: std::fmt::Display>(items: &[T]) -> String {

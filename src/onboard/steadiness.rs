@@ -5,10 +5,10 @@
 //! warps or 48 live values move between runs and modes: their warps lock into one of a
 //! few issue rates per launch (docs/h200.md, "How steady the contexts are"), so their
 //! widths are measured over many runs, not typed in. The rule
-//! ([`tolerance`]): a variant whose median moved so far from its baseline in some run that
-//! [`MARGIN`] times that distance is more than the profile's tolerance (more than
-//! [`reach`] of it) gets [`MARGIN`] times its largest distance, rounded up to [`STEP`], at
-//! least [`LEAST`].
+//! (`tolerance`): a variant whose median moved so far from its baseline in some run that
+//! `MARGIN` times that distance is more than the profile's tolerance (more than
+//! [`reach`] of it) gets `MARGIN` times its largest distance, rounded up to `STEP`, at
+//! least `LEAST`.
 
 use super::OnboardError;
 use crate::bless;
@@ -19,11 +19,11 @@ use crate::report::thousands as figure;
 
 /// A variant's width: this many times its largest distance from the baseline (and the
 /// margin a distance must keep inside the profile's tolerance not to need one)...
-pub const MARGIN: f64 = 1.25;
+pub(crate) const MARGIN: f64 = 1.25;
 /// ...rounded up to a multiple of this...
-pub const STEP: f64 = 0.005;
+pub(crate) const STEP: f64 = 0.005;
 /// ...and at least this.
-pub const LEAST: f64 = 0.01;
+pub(crate) const LEAST: f64 = 0.01;
 
 /// One variant's wider tolerance and its reason.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,12 +31,12 @@ pub struct Wide {
     pub variant: String,
     pub tolerance: f64,
     /// The largest distance of a median from the baseline, over every run.
-    pub moved: f64,
+    pub(crate) moved: f64,
     pub reason: String,
 }
 
 /// The largest distance from the baseline that the profile's `tolerance` holds with the
-/// margin: `tolerance` / [`MARGIN`] (0.4% of a 0.5% tolerance).
+/// margin: `tolerance` / `MARGIN` (0.4% of a 0.5% tolerance).
 pub fn reach(tolerance: f64) -> f64 {
     tolerance / MARGIN
 }
@@ -44,7 +44,7 @@ pub fn reach(tolerance: f64) -> f64 {
 /// The width for a largest distance `moved` (a fraction) under the profile's `tolerance`:
 /// `None` when it needs none ([`MARGIN`] times it is within `tolerance`); `Err` when it is
 /// not a number, or no tolerance below 1 holds it.
-pub fn tolerance(moved: f64, tolerance: f64) -> Result<Option<f64>, OnboardError> {
+pub(crate) fn tolerance(moved: f64, tolerance: f64) -> Result<Option<f64>, OnboardError> {
     if !moved.is_finite() {
         return Err(OnboardError::DistanceNotANumber { moved });
     }
@@ -64,7 +64,7 @@ pub fn tolerance(moved: f64, tolerance: f64) -> Result<Option<f64>, OnboardError
 /// the profile's `base_tolerance`, from every run in `runs` (the baseline's run among them). A run written before contexts is
 /// not counted for the contexts it predates; `Err` names a variant a run lacks, or one no
 /// tolerance holds. `when` ends each reason: "H200, 2026-12-02, driver ..., NVRTC ...".
-pub fn wider(
+pub(crate) fn wider(
     variants: &[Variant],
     baseline: &RunResults,
     runs: &[&RunResults],

@@ -13,7 +13,7 @@
 //!   regular file;
 //! - a folder is refused with an error that says so.
 
-pub mod generated;
+pub(crate) mod generated;
 
 pub use generated::{refuse_if_ci, refuse_under_ci, write_generated, write_generated_unless_ci};
 
@@ -46,7 +46,7 @@ pub fn write_atomic(path: &Path, contents: &str) -> std::io::Result<()> {
 }
 
 /// [`write_atomic`] for bytes (a CUBIN).
-pub fn write_atomic_bytes(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomic_bytes(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     let target = resolve_links(path)?;
     match std::fs::metadata(&target) {
         Ok(m) if m.is_dir() => Err(Error::new(

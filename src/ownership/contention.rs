@@ -1,9 +1,9 @@
 //! Was the GPU ours while it measured? A [`Snapshot`] of the device (the compute processes
 //! with a context on it, the clock throttle reasons) is taken before and after each
-//! measurement; [`classify`] says from the two whether the measurement is clean, or
-//! disturbed by another process's work ([`Classification::Busy`]) or by slowed clocks
-//! ([`Classification::Throttled`]). Classification is pure and tested on injected
-//! snapshots; reading a snapshot is a thin adapter behind [`Monitor`]: [`NvmlMonitor`]
+//! measurement; `classify` says from the two whether the measurement is clean, or
+//! disturbed by another process's work (`Classification::Busy`) or by slowed clocks
+//! (`Classification::Throttled`). Classification is pure and tested on injected
+//! snapshots; reading a snapshot is a thin adapter behind [`Monitor`]: `NvmlMonitor`
 //! through NVML (`nvml-wrapper`, which loads libnvidia-ml at run time, as cudarc loads
 //! libcuda), or a fake in tests.
 
@@ -13,9 +13,9 @@ use std::sync::OnceLock;
 /// One compute process with a context on the GPU, as NVML reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuProcess {
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// The process's name, when it can be read.
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
 }
 
 impl GpuProcess {
@@ -47,7 +47,7 @@ pub struct Snapshot {
 /// NVML's clock throttle reason bits (nvml.h, `nvmlClocksThrottleReason*`), with whether
 /// each one slows the probe down. Idle, application or display clock settings and sync
 /// boost are states of the card, not disturbances of a measurement.
-pub const THROTTLE_REASONS: [(u64, &str, bool); 9] = [
+pub(crate) const THROTTLE_REASONS: [(u64, &str, bool); 9] = [
     (0x1, "gpu_idle", false),
     (0x2, "applications_clocks_setting", false),
     (0x4, "sw_power_cap", true),
@@ -60,7 +60,7 @@ pub const THROTTLE_REASONS: [(u64, &str, bool); 9] = [
 ];
 
 /// The reasons among `bits` that slow the probe down, by name.
-pub fn disturbing_reasons(bits: u64) -> Vec<&'static str> {
+pub(crate) fn disturbing_reasons(bits: u64) -> Vec<&'static str> {
     THROTTLE_REASONS
         .iter()
         .filter(|(bit, _, disturbs)| *disturbs && bits & bit != 0)
@@ -71,14 +71,14 @@ pub fn disturbing_reasons(bits: u64) -> Vec<&'static str> {
 /// Whose contexts are expected on the GPU: this process's and those of other accprobe
 /// processes that wait for it (they hold a context but run nothing while we hold the lock).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ours {
-    pub pid: u32,
-    pub peers: Vec<u32>,
+pub(crate) struct Ours {
+    pub(crate) pid: u32,
+    pub(crate) peers: Vec<u32>,
 }
 
 /// What a pair of checks says about the measurement between them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Classification {
+pub(crate) enum Classification {
     Clean,
     /// Other processes had a context on the GPU.
     Busy {
@@ -94,13 +94,13 @@ pub enum Classification {
 }
 
 impl Classification {
-    pub fn is_clean(&self) -> bool {
+    pub(crate) fn is_clean(&self) -> bool {
         *self == Classification::Clean
     }
 
     /// The cause, as the errors of the affected cases start: `GPU busy: PID 1234 (name) ...`
     /// or `GPU throttled: ...`.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             Classification::Clean => "the GPU was ours".into(),
             Classification::Busy {
@@ -158,7 +158,7 @@ fn foreign(s: &Snapshot, ours: &Ours) -> (Vec<GpuProcess>, bool) {
 /// Classifies the measurement between `before` and `after`. Another process's context
 /// (before or after) makes it busy; a throttle reason that slows the probe makes it
 /// throttled; busy wins when both hold.
-pub fn classify(before: &Snapshot, after: &Snapshot, ours: &Ours) -> Classification {
+pub(crate) fn classify(before: &Snapshot, after: &Snapshot, ours: &Ours) -> Classification {
     let mut processes: Vec<GpuProcess> = Vec::new();
     let mut other_namespace = false;
     for s in [before, after] {
@@ -209,20 +209,20 @@ pub trait Monitor: Send + Sync {
 }
 
 /// The device as NVML sees it, found by PCI bus id (or UUID).
-pub struct NvmlMonitor {
+pub(crate) struct NvmlMonitor {
     pci_bus_id: Option<String>,
     uuid: Option<String>,
 }
 
 impl NvmlMonitor {
-    pub fn new(pci_bus_id: Option<String>, uuid: Option<String>) -> NvmlMonitor {
+    pub(crate) fn new(pci_bus_id: Option<String>, uuid: Option<String>) -> NvmlMonitor {
         NvmlMonitor { pci_bus_id, uuid }
     }
 }
 
 /// Loads and initialises NVML on a thread of its own, so that the first contention check
 /// does not wait for it (it runs while the CUDA driver starts).
-pub fn start_nvml() {
+pub(crate) fn start_nvml() {
     std::thread::spawn(|| {
         let ok = nvml().is_ok();
         crate::trace::mark(format!(

@@ -53,12 +53,17 @@ pub fn ask_source(source: &PolicySource, contexts: &[PolicyContext], measured: &
 
 /// A profile's picks, asked at most once for the policy cases that need them.
 #[derive(Debug, Default)]
-pub struct Asked(OnceLock<Option<Picks>>);
+pub(crate) struct Asked(OnceLock<Option<Picks>>);
 
 impl Asked {
     /// The picks `case` is judged with: asked on the first policy case, with the run's
     /// `results`; `None` for other cases.
-    pub fn for_case(&self, case: &Case, profile: &Profile, results: &RunResults) -> Option<&Picks> {
+    pub(crate) fn for_case(
+        &self,
+        case: &Case,
+        profile: &Profile,
+        results: &RunResults,
+    ) -> Option<&Picks> {
         match case.check {
             Check::Policy { .. } | Check::PolicyPick { .. } => {
                 self.0.get_or_init(|| ask(profile, Some(results))).as_ref()

@@ -66,7 +66,7 @@ pub struct CaseRecord {
 
 impl CaseRecord {
     /// The whole text of the case: its failure's ([`Failure::text`]) or its message.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         self.failure
             .as_ref()
             .map_or_else(|| self.message.clone(), |f| f.text())
@@ -76,12 +76,12 @@ impl CaseRecord {
 /// How a case's body ended: its status, its text or its verdict's failure, and the kind
 /// of failure or skip.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Ended {
-    pub status: Status,
+pub(crate) struct Ended {
+    pub(crate) status: Status,
     /// As [`CaseRecord::message`]: empty when `failure` holds the failure.
-    pub message: String,
-    pub failure: Option<Box<Failure>>,
-    pub kind: Option<&'static str>,
+    pub(crate) message: String,
+    pub(crate) failure: Option<Box<Failure>>,
+    pub(crate) kind: Option<&'static str>,
 }
 
 impl From<(Status, String)> for Ended {
@@ -96,7 +96,7 @@ impl From<(Status, String)> for Ended {
 }
 
 impl Ended {
-    pub fn new(status: Status, message: impl Into<String>, kind: &'static str) -> Ended {
+    pub(crate) fn new(status: Status, message: impl Into<String>, kind: &'static str) -> Ended {
         Ended {
             status,
             message: message.into(),
@@ -115,13 +115,13 @@ pub struct SuiteInfo {
 }
 
 /// The type of a failure that says nothing more specific.
-pub const FAILED: &str = "failure";
+pub(crate) const FAILED: &str = "failure";
 /// The type of a skip that says nothing more specific.
-pub const SKIPPED: &str = "skipped";
+pub(crate) const SKIPPED: &str = "skipped";
 
 /// The classname of the cases of suite `suite`: the binary id (as cargo-nextest writes
 /// it) and the suite.
-pub fn classname(suite: &str) -> String {
+pub(crate) fn classname(suite: &str) -> String {
     format!("accprobe::probe [{suite}]")
 }
 
@@ -129,7 +129,7 @@ pub fn classname(suite: &str) -> String {
 pub const MESSAGE_CHARS: usize = 200;
 
 /// What goes in the `message` attribute of a verdict's failure: its verdict and the head
-/// of its first suspect ([`message`]).
+/// of its first suspect (`message`).
 pub fn failure_message(f: &Failure) -> String {
     viewed_message(f, |t| t.to_string())
 }
@@ -144,7 +144,7 @@ fn viewed_message(f: &Failure, view: impl Fn(&str) -> String) -> String {
 /// one, the head of its first suspect, on one line, within [`MESSAGE_CHARS`]. The
 /// suspect's head is kept whole; what does not fit is cut at a word, never inside one,
 /// and marked `…`. The body holds the whole text.
-pub fn message(verdict: &str, suspect: Option<&str>) -> String {
+pub(crate) fn message(verdict: &str, suspect: Option<&str>) -> String {
     let verdict = line(verdict.lines().next().unwrap_or("").trim_end());
     let suspect = suspect.map(|h| line(h.trim_end()));
     let Some(suspect) = suspect else {
@@ -167,7 +167,7 @@ fn chars(s: &str) -> usize {
 /// `text` within `max` characters: whole when it fits, else cut after the last whole word
 /// that fits with the `…` that marks the cut (inside a word only when one word alone is
 /// longer than `max`).
-pub fn fit(text: &str, max: usize) -> String {
+pub(crate) fn fit(text: &str, max: usize) -> String {
     if chars(text) <= max {
         return text.to_string();
     }
@@ -273,7 +273,7 @@ pub fn junit(suites: &[SuiteInfo], cases: &[CaseRecord]) -> String {
 }
 
 /// A verdict in JUnit's terms: the status, and the text or the failure that goes with it.
-pub fn status(outcome: Outcome) -> (Status, String, Option<Box<Failure>>) {
+pub(crate) fn status(outcome: Outcome) -> (Status, String, Option<Box<Failure>>) {
     match outcome {
         Outcome::Pass(d) => (Status::Passed, d, None),
         Outcome::Fail(f) => (Status::Failed, String::new(), Some(f)),
@@ -301,7 +301,7 @@ impl From<Outcome> for Ended {
 }
 
 /// A verdict in JUnit's terms, with the kind of failure or skip.
-pub fn ended(verdict: Verdict) -> Ended {
+pub(crate) fn ended(verdict: Verdict) -> Ended {
     let kind = match (&verdict.outcome, verdict.failure) {
         (Outcome::Fail(_), Some(k)) => Some(k.as_str()),
         (Outcome::Fail(_), None) => Some(FAILED),

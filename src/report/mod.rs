@@ -11,7 +11,7 @@ pub mod junit;
 use crate::text;
 
 /// `49078.0` -> `49,078.0`.
-pub fn thousands(x: f64) -> String {
+pub(crate) fn thousands(x: f64) -> String {
     let s = format!("{x:.1}");
     let (int, frac) = s.split_once('.').unwrap_or((&s, "0"));
     let (sign, digits) = int.strip_prefix('-').map_or(("", int), |d| ("-", d));
@@ -27,7 +27,7 @@ pub fn thousands(x: f64) -> String {
 
 /// Mean progress of one sink mode, per chain (rows, only chains with any result) and
 /// accumulator count (columns).
-pub fn grid(
+pub(crate) fn grid(
     results: &RunResults,
     chains: &[u32],
     accumulators: &[u32],

@@ -7,8 +7,8 @@ use crate::expectations::profile::{Invariant, PolicyGate, Profile};
 use crate::model::results::RunResults;
 use crate::model::variant::{Context, Sink, Variant};
 
-pub use super::policy::policy_context_name;
-pub use super::spills::SpillSource;
+pub(crate) use super::policy::policy_context_name;
+pub(crate) use super::spills::SpillSource;
 
 /// One generated test case: what it checks and which variants it needs measured.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,7 +49,7 @@ pub enum Check {
     /// Each launch took budget / SM clock, within the tolerance.
     Duration(Variant),
     /// The K the policy picks at this chain, asked about this sink mode and context as
-    /// measured (the policy context [`policy_context_name`] names), reaches
+    /// measured (the policy context `policy_context_name` names), reaches
     /// (1 - tolerance) of the best progress measured there.
     Policy {
         chain: u32,
@@ -215,7 +215,7 @@ fn policy_cases(h: &PolicyGate, profile: &Profile, all: &[Variant]) -> Vec<Case>
 /// the one `results` measured there (`verdict::policy::accumulation`); without results,
 /// or where they carry no ptxas register count (a recorded table), the policy's
 /// `probe_context` stands for it, its chain set. A context `results` predate (a file
-/// written before contexts, [`RunResults::predates`]) is left out: nothing measured it,
+/// written before contexts, `RunResults::predates`) is left out: nothing measured it,
 /// and its cases are skipped ([`unrecorded`]). Empty without a `policy_gate:`.
 pub fn policy_contexts(profile: &Profile, results: Option<&RunResults>) -> Vec<PolicyContext> {
     let Some(h) = &profile.policy_gate else {
@@ -270,7 +270,7 @@ pub fn policy_contexts(profile: &Profile, results: Option<&RunResults>) -> Vec<P
 }
 
 /// Why `case` is not judged on `results`, if it is not: it needs a context variant the
-/// results predate ([`RunResults::predates`]: a file written before contexts existed, such
+/// results predate (`RunResults::predates`: a file written before contexts existed, such
 /// as a recorded run older than the profile's contexts). Any other missing variant is no
 /// reason: that case fails, as a missing measurement always does.
 pub fn unrecorded(case: &Case, results: &RunResults) -> Option<String> {
@@ -283,7 +283,7 @@ pub fn unrecorded(case: &Case, results: &RunResults) -> Option<String> {
 
 /// A case's name on one device of a run: `gpuN::` in front, N being the device's ordinal,
 /// when the run has several devices (`ordinal` is then `Some`); the name as it is else.
-pub fn on_device(name: &str, ordinal: Option<usize>) -> String {
+pub(crate) fn on_device(name: &str, ordinal: Option<usize>) -> String {
     match ordinal {
         Some(n) => format!("gpu{n}::{name}"),
         None => name.to_string(),

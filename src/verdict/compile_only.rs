@@ -33,11 +33,11 @@ pub struct CompileCase {
     pub architecture: String,
     /// `12.8`, as the profile names it.
     pub toolchain: String,
-    pub check: CompileCheck,
+    pub(crate) check: CompileCheck,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum CompileCheck {
+pub(crate) enum CompileCheck {
     /// No variant spills: the ptxas report's spill stores and loads, and LDL/STL in the SASS.
     NoSpills,
     /// Every variant's loop schedule is the one blessed for the reference toolchain.
@@ -49,7 +49,7 @@ pub enum CompileCheck {
 }
 
 /// `compile::<arch>::nvrtc<toolchain>::<rest>`.
-pub fn case_name(arch: &str, toolchain: &str, rest: &str) -> String {
+pub(crate) fn case_name(arch: &str, toolchain: &str, rest: &str) -> String {
     format!("compile::{arch}::nvrtc{toolchain}::{rest}")
 }
 

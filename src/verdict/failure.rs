@@ -108,8 +108,8 @@ pub enum MeasuredWith {
 /// The bless that accepts an expected change: the baselines file and the profile.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Rebless {
-    pub file: PathBuf,
-    pub profile: String,
+    pub(crate) file: PathBuf,
+    pub(crate) profile: String,
 }
 
 impl Failure {
@@ -128,7 +128,7 @@ impl Failure {
     }
 
     /// This failure, about `subject` (a variant, a context, an architecture).
-    pub fn at(mut self, subject: impl Into<String>) -> Failure {
+    pub(crate) fn at(mut self, subject: impl Into<String>) -> Failure {
         self.place.subject = Some(subject.into());
         self
     }
@@ -144,7 +144,7 @@ impl Failure {
     }
 
     /// This failure, with `line` (or block of lines) added to its detail.
-    pub fn detail(mut self, line: impl Into<String>) -> Failure {
+    pub(crate) fn detail(mut self, line: impl Into<String>) -> Failure {
         self.detail.push(line.into());
         self
     }
@@ -156,7 +156,7 @@ impl Failure {
 
     /// The verdict and the detail alone, as an evaluator gave them (what a known deviation
     /// records as measured now).
-    pub fn own_text(&self) -> String {
+    pub(crate) fn own_text(&self) -> String {
         std::iter::once(&self.verdict)
             .chain(&self.detail)
             .cloned()
@@ -213,7 +213,7 @@ fn figure(x: f64) -> String {
 
 impl MeasuredWith {
     /// What the run was measured with, on one line.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         match self {
             MeasuredWith::Recorded {
                 gpu,
@@ -239,7 +239,7 @@ impl MeasuredWith {
 
 impl Rebless {
     /// How to accept an expected change, on one line.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!(
             "if the change is expected, re-bless {} from this run: cargo xtask bless \
              --profile {} --from RESULTS (the results file of this run)",

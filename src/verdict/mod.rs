@@ -177,8 +177,8 @@ pub fn comparable(profile: &Profile, results: &RunResults) -> Result<(), NotComp
     .differences.join(", ")
 )]
 pub struct NotComparable {
-    pub profile: String,
-    pub file: PathBuf,
+    pub(crate) profile: String,
+    pub(crate) file: PathBuf,
     pub differences: Vec<String>,
 }
 

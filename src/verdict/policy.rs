@@ -41,7 +41,7 @@ pub(super) struct Place {
 /// The name of the policy context at `chain` in sink mode `sink` and probe context
 /// `context`: `chain13`, `chain13_sinkB`, `chain13_w16` (the `policy::<name>::` cases'
 /// last part).
-pub fn policy_context_name(chain: u32, sink: Sink, context: Context) -> String {
+pub(crate) fn policy_context_name(chain: u32, sink: Sink, context: Context) -> String {
     let mut name = format!("chain{chain}");
     if sink != Sink::A {
         name.push_str(&format!("_sink{}", sink.letter()));
@@ -448,7 +448,7 @@ pub struct Standing {
 
 impl Standing {
     /// The pick's progress as a fraction of the best.
-    pub fn ratio(&self) -> f64 {
+    pub(crate) fn ratio(&self) -> f64 {
         self.progress / self.best_progress
     }
 

@@ -28,7 +28,7 @@ impl Scheduled<'_> {
 /// fields, a changed line marked `~` with what changed, an instruction only one loop has
 /// marked `-` or `+`; then the total stall of each. Scoreboards are as the summaries hold
 /// them, renumbered by first use in the loop, so a number in it is a renumbered one.
-pub fn side_by_side(blessed: Scheduled<'_>, measured: Scheduled<'_>) -> String {
+pub(crate) fn side_by_side(blessed: Scheduled<'_>, measured: Scheduled<'_>) -> String {
     let width = blessed
         .body
         .iter()
@@ -116,7 +116,7 @@ pub fn schedule_changes(blessed: Scheduled<'_>, measured: Scheduled<'_>, n: usiz
 /// A loop body with its registers renamed by first appearance (`R10` → `R#0`, `UR8` →
 /// `UR#0`, `P0` → `P#0`; `RZ`, `URZ`, `PT` kept): two bodies equal in it differ only in
 /// register allocation.
-pub fn registers_normalised(body: &[String]) -> Vec<String> {
+pub(crate) fn registers_normalised(body: &[String]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     body.iter()
         .map(|line| {
@@ -167,7 +167,7 @@ fn register_kind(word: &str) -> Option<&'static str> {
 
 /// The unified diff of two loop bodies, with the headers given: one line per instruction,
 /// whatever its text holds.
-pub fn unified(old: &[String], new: &[String], from: &str, to: &str) -> String {
+pub(crate) fn unified(old: &[String], new: &[String], from: &str, to: &str) -> String {
     let lines = |body: &[String]| body.iter().map(|l| l.shown() + "\n").collect::<String>();
     let (a, b) = (lines(old), lines(new));
     TextDiff::from_lines(&a, &b)
@@ -179,7 +179,7 @@ pub fn unified(old: &[String], new: &[String], from: &str, to: &str) -> String {
 /// What a changed loop text is, for the digest case: `opcodes unchanged; registers
 /// renamed` with the raw diff where the register-normalised loops are equal, else the raw
 /// diff and the register-normalised one beside it.
-pub fn text_change(blessed: &[String], measured: &[String]) -> TextChange {
+pub(crate) fn text_change(blessed: &[String], measured: &[String]) -> TextChange {
     let raw = unified(blessed, measured, "blessed loop", "measured loop");
     let (a, b) = (
         registers_normalised(blessed),
@@ -202,9 +202,9 @@ pub fn text_change(blessed: &[String], measured: &[String]) -> TextChange {
 }
 
 /// How a loop body's text changed: in a few words, and the diff.
-pub struct TextChange {
-    pub what: String,
-    pub diff: String,
+pub(crate) struct TextChange {
+    pub(crate) what: String,
+    pub(crate) diff: String,
 }
 
 impl std::fmt::Display for TextChange {

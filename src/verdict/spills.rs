@@ -19,13 +19,13 @@ pub enum SpillSource {
 }
 
 impl SpillSource {
-    pub const ALL: [SpillSource; 3] = [
+    pub(crate) const ALL: [SpillSource; 3] = [
         SpillSource::PtxasReport,
         SpillSource::LocalMemory,
         SpillSource::Sass,
     ];
 
-    pub fn id(&self) -> &'static str {
+    pub(crate) fn id(&self) -> &'static str {
         match self {
             SpillSource::PtxasReport => "ptxas_report",
             SpillSource::LocalMemory => "local_memory",

@@ -9,8 +9,8 @@
 //!
 //! A suspect is data ([`Suspect`]): who, what changed in a few words, and the detail. Its
 //! line has two parts: the head, `first suspect: <who> (<what changed, short>)`, which a
-//! JUnit message carries whole beside the verdict ([`Suspect::head`]), and after
-//! [`DETAIL`] the detail the body carries (digests, versions, clocks, contention).
+//! JUnit message carries whole beside the verdict (`Suspect::head`), and after
+//! `DETAIL` the detail the body carries (digests, versions, clocks, contention).
 
 use super::sass_diff::{schedule_changes, Scheduled};
 use crate::expectations::baselines::Baselines;
@@ -38,9 +38,9 @@ fn short(digest: &str) -> String {
 }
 
 /// What every suspect line starts with.
-pub const PREFIX: &str = "first suspect: ";
+pub(crate) const PREFIX: &str = "first suspect: ";
 /// What parts a suspect line's head from its detail.
-pub const DETAIL: &str = " — ";
+pub(crate) const DETAIL: &str = " — ";
 
 /// The first suspect of a red case.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -70,7 +70,7 @@ pub enum Who {
 }
 
 impl Who {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Who::Compiler => "the compiler",
             Who::CompileOptions => "the compile options",
@@ -92,12 +92,12 @@ impl Suspect {
     }
 
     /// The head: `first suspect: the compiler (SASS changed)`.
-    pub fn head(&self) -> String {
+    pub(crate) fn head(&self) -> String {
         format!("{PREFIX}{} ({})", self.who.as_str(), self.what)
     }
 
     /// The whole line: the head, then the detail.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!("{}{DETAIL}{}", self.head(), self.detail)
     }
 }
@@ -112,7 +112,7 @@ pub fn head(line: &str) -> Option<&str> {
 /// The NVRTC options added (`+--maxrregcount=16`) and removed (`-O3`) since the
 /// baselines were blessed; empty when the baselines recorded none (blessed before they
 /// were recorded) or the results carry no environment.
-pub fn option_changes(blessed: &[String], now: Option<&[String]>) -> Vec<String> {
+pub(crate) fn option_changes(blessed: &[String], now: Option<&[String]>) -> Vec<String> {
     let Some(now) = now.filter(|_| !blessed.is_empty()) else {
         return Vec::new();
     };
@@ -129,7 +129,7 @@ pub fn option_changes(blessed: &[String], now: Option<&[String]>) -> Vec<String>
 
 /// The first suspect for a failure of a case that needs `needs`; `None` when the profile
 /// has no baselines to compare with.
-pub fn first_suspect(
+pub(crate) fn first_suspect(
     needs: &[Variant],
     profile: &Profile,
     results: &RunResults,

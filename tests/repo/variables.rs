@@ -138,11 +138,12 @@ fn every_variable_the_code_reads_is_read_through_config_and_declared_there() {
     let config_dir = root.join("src/config");
     assert!(files.contains(&config));
     let config_text = std::fs::read_to_string(&config).unwrap();
-    // config's constants: `pub const X_ENV: &str = "ACCPROBE_..."`.
+    // config's constants: `pub const X_ENV: &str = "ACCPROBE_..."` (or `pub(crate) const`).
     let consts: Vec<&str> = config_text
         .lines()
         .filter_map(|l| {
-            l.strip_prefix("pub const ")?
+            l.strip_prefix("pub const ")
+                .or_else(|| l.strip_prefix("pub(crate) const "))?
                 .split_once(": &str = \"ACCPROBE_")
         })
         .map(|(name, _)| name)

@@ -38,16 +38,16 @@ pub const KNOWN_LAYOUT: &[&str] = &[
 
 /// One instruction's control field, decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Decoded {
-    pub control: Control,
+pub(crate) struct Decoded {
+    pub(crate) control: Control,
     /// Operand reuse flags (bit 0: the first source operand).
-    pub reuse: u8,
+    pub(crate) reuse: u8,
     /// Bits 126-127, which the layout leaves unused.
-    pub unused: u8,
+    pub(crate) unused: u8,
 }
 
 /// Decodes the control field from the second (high) 64-bit word of an instruction.
-pub fn decode(high: u64) -> Decoded {
+pub(crate) fn decode(high: u64) -> Decoded {
     let c = high >> 41; // bits 105-127 of the instruction are bits 41-63 of this word
     let sb = |v: u64| (v != 7).then_some(v as u8);
     Decoded {
@@ -64,7 +64,7 @@ pub fn decode(high: u64) -> Decoded {
 }
 
 /// Why `arch`'s control fields are not decoded, or `None` when its layout is known.
-pub fn unknown_layout(arch: Option<&str>) -> Option<String> {
+pub(crate) fn unknown_layout(arch: Option<&str>) -> Option<String> {
     match arch {
         None => {
             Some("control fields not decoded: the disassembly names no architecture".to_string())
@@ -80,7 +80,7 @@ pub fn unknown_layout(arch: Option<&str>) -> Option<String> {
 /// port (FADD is an FFMA's a x 1 + c): in the recorded H200 SASS every
 /// `FADD Rd, Ra, Rb.reuse` sets reuse bit 2, and every other instruction the bit of its
 /// operand's place (`recorded` tests in compile/sass.rs).
-pub fn reuse_marks(text: &str) -> u8 {
+pub(crate) fn reuse_marks(text: &str) -> u8 {
     let ops = crate::model::results::sass_operands(&text.replace(".reuse", ".REUSEMARK"));
     let fadd = text
         .split_whitespace()

@@ -12,25 +12,25 @@ const TARGETED: [&str; 2] = ["BRA", "BSSY"];
 /// One instruction, normalised: no address, no encoding, branch targets relative.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instruction {
-    pub address: u64,
+    pub(crate) address: u64,
     /// `@P0 BRA` keeps its predicate; `.reuse` flags are kept (they are ptxas decisions).
     pub text: String,
     /// For branches: the target address.
-    pub target: Option<u64>,
+    pub(crate) target: Option<u64>,
     /// The second (high) 64-bit word of the encoding, where the listing prints it: the
     /// control fields are in its top 23 bits.
-    pub high_word: Option<u64>,
+    pub(crate) high_word: Option<u64>,
 }
 
 impl Instruction {
     /// The opcode without predicate or modifiers: `FFMA`, `BRA`, `LDL`
     /// ([`crate::model::results::sass_opcode`]).
-    pub fn opcode(&self) -> &str {
+    pub(crate) fn opcode(&self) -> &str {
         results::sass_opcode(&self.text)
     }
 
     /// Operands, `.reuse` flags removed: `FFMA R10, R10, R9.reuse, UR8` -> [R10, R10, R9, UR8]
-    /// ([`crate::model::results::sass_operands`]).
+    /// (`crate::model::results::sass_operands`).
     pub fn operands(&self) -> Vec<String> {
         results::sass_operands(&self.text)
     }
@@ -270,7 +270,7 @@ pub fn architecture(text: &str) -> Option<String> {
 
 /// For each instruction of a loop body, the FFMA chain (partial accumulator) it extends,
 /// numbered in order of first appearance; `None` for anything but an FFMA
-/// ([`crate::model::results::chain_of_each`]).
+/// (`crate::model::results::chain_of_each`).
 pub fn chain_of_each(body: &[Instruction]) -> Vec<Option<usize>> {
     let texts: Vec<&str> = body.iter().map(|i| i.text.as_str()).collect();
     results::chain_of_each(&texts)

@@ -14,7 +14,7 @@ use std::path::Path;
 
 /// The most contexts a profile may measure besides the base: each multiplies the
 /// section's chains x accumulators kernels, all compiled for every run.
-pub const MAX_CONTEXTS: usize = 16;
+pub(crate) const MAX_CONTEXTS: usize = 16;
 
 /// Adds the checked `contexts:` section `c` to `probe` (whose chains, accumulators and
 /// block are already checked).

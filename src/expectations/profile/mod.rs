@@ -30,14 +30,11 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-pub use contexts::MAX_CONTEXTS;
-pub use probe::{MAX_BLOCKS, MAX_BUDGET_CYCLES, MAX_COUNT, MAX_REPEATS, MAX_VALUES, MAX_WARMUP};
-
 /// A loaded, checked profile.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
     pub name: String,
-    pub description: String,
+    pub(crate) description: String,
     /// The file it came from.
     pub file: PathBuf,
     pub matches: GpuMatch,
@@ -70,17 +67,17 @@ pub struct GpuMatch {
 impl GpuMatch {
     /// Whether `gpu` is one this profile is for: by name (case-insensitive), or by compute
     /// capability.
-    pub fn by_name(&self, gpu: &GpuIdentity) -> bool {
+    pub(crate) fn by_name(&self, gpu: &GpuIdentity) -> bool {
         self.gpu_names
             .iter()
             .any(|n| n.eq_ignore_ascii_case(&gpu.name))
     }
 
-    pub fn by_capability(&self, gpu: &GpuIdentity) -> bool {
+    pub(crate) fn by_capability(&self, gpu: &GpuIdentity) -> bool {
         self.compute_capabilities.contains(&gpu.compute_capability)
     }
 
-    pub fn matches(&self, gpu: &GpuIdentity) -> bool {
+    pub(crate) fn matches(&self, gpu: &GpuIdentity) -> bool {
         self.by_name(gpu) || self.by_capability(gpu)
     }
 }
@@ -121,8 +118,8 @@ pub struct KnownDeviation {
     /// where each was measured).
     pub unsteady: bool,
     /// 1-based line and column of the case name in the profile.
-    pub line: u64,
-    pub column: u64,
+    pub(crate) line: u64,
+    pub(crate) column: u64,
 }
 
 /// A documented property of the results.
@@ -143,7 +140,7 @@ pub enum Invariant {
 
 impl Invariant {
     /// The invariant's name in case names: `acc2_is_peak`, `acc2_gain_grows`, `no_spills`.
-    pub fn id(&self) -> String {
+    pub(crate) fn id(&self) -> String {
         match self {
             Invariant::Peak { accumulators, .. } => format!("acc{accumulators}_is_peak"),
             Invariant::GainGrows { accumulators, .. } => format!("acc{accumulators}_gain_grows"),

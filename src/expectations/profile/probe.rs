@@ -16,19 +16,19 @@ use std::path::Path;
 /// memory and the loop no longer measures a register accumulation, and an N-FFMA body
 /// per variant, for every variant of the matrix in one NVRTC program, is what compile time
 /// grows with.
-pub const MAX_COUNT: u32 = 256;
+pub(crate) const MAX_COUNT: u32 = 256;
 /// The most values `probe.chains` or `probe.accumulators` may list: 64 x 64 variants (and
 /// as many again per sink mode) already make one NVRTC program of thousands of kernels.
-pub const MAX_VALUES: usize = 64;
+pub(crate) const MAX_VALUES: usize = 64;
 /// The most counted repeats: each is one launch per variant (a wave in wave mode).
-pub const MAX_REPEATS: u32 = 1000;
+pub(crate) const MAX_REPEATS: u32 = 1000;
 /// The most warm-up launches: a few settle the clocks; more only add time.
-pub const MAX_WARMUP: u32 = 100;
+pub(crate) const MAX_WARMUP: u32 = 100;
 /// The most blocks per launch: more than any GPU has SMs (an H200 has 132).
-pub const MAX_BLOCKS: u32 = 1024;
+pub(crate) const MAX_BLOCKS: u32 = 1024;
 /// The longest clock64 budget: 10^10 cycles, a launch of about 5 s at 2 GHz, per variant
 /// and repeat.
-pub const MAX_BUDGET_CYCLES: u64 = 10_000_000_000;
+pub(crate) const MAX_BUDGET_CYCLES: u64 = 10_000_000_000;
 
 /// The checked probe settings of `p` (and of the sink isolation section `sink`, which
 /// adds sink modes at some of the probe's accumulator counts).

@@ -28,7 +28,7 @@ use merge::{merge, ProcessPart};
 
 /// Why a case was ignored, for the closing summary.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Skip {
+pub(crate) enum Skip {
     /// No usable GPU here: the reason.
     NoGpu(String),
     /// No SASS disassembler here, for a case that needs SASS: the reason.
@@ -57,7 +57,7 @@ pub enum Skip {
 
 impl Skip {
     /// The JUnit `type` of a case skipped for this reason.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Skip::NoGpu(_) => "no-gpu",
             Skip::NoDisassembler(_) => "no-disassembler",
@@ -72,15 +72,15 @@ impl Skip {
 
 /// One finished case.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Record {
-    pub case: CaseRecord,
-    pub skip: Option<Skip>,
+pub(crate) struct Record {
+    pub(crate) case: CaseRecord,
+    pub(crate) skip: Option<Skip>,
 }
 
 /// Collects how each case ended, for the JUnit file.
 #[derive(Default)]
-pub struct Recorder {
-    pub records: Mutex<Vec<Record>>,
+pub(crate) struct Recorder {
+    pub(crate) records: Mutex<Vec<Record>>,
     /// Where the JUnit file goes; `None` in unit tests.
     junit: Option<PathBuf>,
     /// Under nextest: the run's folder, where every process's records are merged.
@@ -115,10 +115,10 @@ enum WriteKind {
 
 /// How often, at most, the JUnit file is rewritten while cases finish, so that an
 /// interrupted or killed run leaves a complete file for what ran.
-pub const JUNIT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+pub(crate) const JUNIT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The recorder of the run in progress, for the interrupt handler.
-pub static CURRENT: Mutex<Option<Arc<Recorder>>> = Mutex::new(None);
+pub(crate) static CURRENT: Mutex<Option<Arc<Recorder>>> = Mutex::new(None);
 
 /// One JUnit write at a time in the process, whichever recorder writes (the file lock is
 /// per process), so that the interrupted file is the last one written.
@@ -128,7 +128,7 @@ static WRITING: Mutex<()> = Mutex::new(());
 static NOTHING_TO_REPORT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Says that this process writes no JUnit file (`--list`), also when interrupted.
-pub fn nothing_to_report() {
+pub(crate) fn nothing_to_report() {
     NOTHING_TO_REPORT.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
@@ -137,16 +137,16 @@ pub const INTERRUPTED_SUITE: &str = "interrupted";
 pub const INTERRUPTED_CASE: &str = "run::interrupted";
 /// The failing case every snapshot written while the run goes on holds (in the suite
 /// [`INTERRUPTED_SUITE`]), and the final write does not.
-pub const UNFINISHED_CASE: &str = "run::unfinished";
+pub(crate) const UNFINISHED_CASE: &str = "run::unfinished";
 
 /// The suite and name of the failing case a rebuilt JUnit file gets when a record of
 /// the run cannot be read (its cases are missing).
-pub const RECORDS_SUITE: &str = "records";
-pub const RECORDS_CASE: &str = "run::records";
+pub(crate) const RECORDS_SUITE: &str = "records";
+pub(crate) const RECORDS_CASE: &str = "run::records";
 
 impl Recorder {
     /// Writes to `junit` (when given); under nextest, `merge` is the run's folder.
-    pub fn new(junit: Option<PathBuf>) -> Recorder {
+    pub(crate) fn new(junit: Option<PathBuf>) -> Recorder {
         Recorder {
             junit,
             started: Some(SystemTime::now()),
@@ -154,12 +154,12 @@ impl Recorder {
         }
     }
 
-    pub fn merging(mut self, run_dir: Option<PathBuf>) -> Recorder {
+    pub(crate) fn merging(mut self, run_dir: Option<PathBuf>) -> Recorder {
         self.merge = run_dir;
         self
     }
 
-    pub fn push(&self, case: CaseRecord, skip: Option<Skip>) {
+    pub(crate) fn push(&self, case: CaseRecord, skip: Option<Skip>) {
         {
             let mut records = lock_ignoring_poison(&self.records);
             if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
@@ -182,7 +182,7 @@ impl Recorder {
 
     /// The suites of the JUnit file; after an interrupt the file is final and this does
     /// nothing.
-    pub fn set_suites(&self, suites: Vec<SuiteInfo>) {
+    pub(crate) fn set_suites(&self, suites: Vec<SuiteInfo>) {
         let mut known = lock_ignoring_poison(&self.suites);
         if !self.closed.load(std::sync::atomic::Ordering::SeqCst) {
             *known = suites;
@@ -193,7 +193,7 @@ impl Recorder {
     /// finished) and the cases this process is about to run (on interruption, those not
     /// finished are reported as such). After an interrupt it does nothing: the file then
     /// says the run was interrupted before its cases were planned.
-    pub fn plan(
+    pub(crate) fn plan(
         &self,
         suites: Vec<SuiteInfo>,
         ignored: Vec<Record>,
@@ -212,24 +212,24 @@ impl Recorder {
 
     /// The cases this process is about to run (the plan without suites or ignored cases).
     #[cfg(test)]
-    pub fn expect(&self, cases: Vec<(String, String)>) {
+    pub(crate) fn expect(&self, cases: Vec<(String, String)>) {
         self.plan(Vec::new(), Vec::new(), cases);
     }
 
     /// The finished cases so far, with why each ignored one was.
-    pub fn records(&self) -> Vec<Record> {
+    pub(crate) fn records(&self) -> Vec<Record> {
         lock_ignoring_poison(&self.records).clone()
     }
 
     /// Whether this process's records are one part of a run's (under nextest): then no
     /// process holds every case.
-    pub fn merges(&self) -> bool {
+    pub(crate) fn merges(&self) -> bool {
         self.merge.is_some()
     }
 
     /// The finished cases so far.
     #[cfg(test)]
-    pub fn cases(&self) -> Vec<CaseRecord> {
+    pub(crate) fn cases(&self) -> Vec<CaseRecord> {
         lock_ignoring_poison(&self.records)
             .iter()
             .map(|r| r.case.clone())
@@ -239,7 +239,7 @@ impl Recorder {
     /// Records every expected case that has not finished as skipped, interrupted by
     /// `signal`, and one failing case saying so; then writes the JUnit file. Before the
     /// plan, the failing case is all the file holds.
-    pub fn interrupt(&self, signal: &str) -> std::io::Result<()> {
+    pub(crate) fn interrupt(&self, signal: &str) -> std::io::Result<()> {
         let reason = format!("not finished: interrupted by {signal}");
         {
             let mut records = lock_ignoring_poison(&self.records);
@@ -308,14 +308,14 @@ impl Recorder {
     /// Writes the JUnit file of the completed run, atomically (under nextest: with what
     /// the run's other processes finished): what finished, without the failing
     /// [`UNFINISHED_CASE`] of the snapshots. Later snapshots do nothing.
-    pub fn write(&self) -> std::io::Result<()> {
+    pub(crate) fn write(&self) -> std::io::Result<()> {
         self.write_file(WriteKind::Final)
     }
 
     /// Writes the JUnit file for what has finished so far while the run goes on, with a
     /// failing [`UNFINISHED_CASE`]: a run that never gets to its final write leaves a red
     /// file. After the final write it does nothing.
-    pub fn snapshot(&self) -> std::io::Result<()> {
+    pub(crate) fn snapshot(&self) -> std::io::Result<()> {
         self.write_file(WriteKind::Snapshot)
     }
 
@@ -408,7 +408,7 @@ const NOT_GREEN: &str = "the run is not green because it was stopped before its 
 
 /// On a termination signal: write the JUnit file with what finished and what did not
 /// (before the plan: one failing `run::interrupted` case), then exit 128 + the signal
-/// (see [`crate::interrupt`]: within [`crate::interrupt::ACT_LIMIT`] even when the file
+/// (see [`crate::interrupt`]: within `crate::interrupt::ACT_LIMIT` even when the file
 /// cannot be written, and at once on a second signal). A compile worker and `--list`
 /// write nothing. Call it first in `main`, before the process starts any thread.
 pub fn install_interrupt_handler() {

@@ -36,11 +36,11 @@ pub struct GpuSession {
     pub profile: Profile,
     /// The settings this run measures with: the profile's `probe`, with what the run asked
     /// for over it (the mode: `ACCPROBE_MODE`, `--mode`, [`GpuSession::in_mode`]).
-    pub settings: ProbeSettings,
-    pub selection_note: String,
+    pub(crate) settings: ProbeSettings,
+    pub(crate) selection_note: String,
     /// What to run when no profile matches the device (the documented profile applies):
     /// the closing summary and every failing case say it.
-    pub onboarding: Option<String>,
+    pub(crate) onboarding: Option<String>,
     target: Result<Arc<dyn Target>, GpuError>,
     measured: Mutex<BTreeMap<Variant, Result<VariantResult, GpuError>>>,
     /// The variants the cases that will run need (after libtest's filters).
@@ -131,7 +131,7 @@ impl GpuSession {
 
     /// This session, its case names carrying the device when `several` devices are in the
     /// run ([`GpuSession::named_ordinal`]).
-    pub fn naming_the_device(mut self, several: bool) -> GpuSession {
+    pub(crate) fn naming_the_device(mut self, several: bool) -> GpuSession {
         self.prefix = several;
         self
     }
@@ -143,14 +143,14 @@ impl GpuSession {
         self
     }
 
-    /// The mode this run measures in ([`GpuSession::settings`]).
+    /// The mode this run measures in (`GpuSession::settings`).
     pub fn mode(&self) -> Mode {
         self.settings.mode
     }
 
     /// This session, saying `hint` (what to run to onboard its GPU) in the closing
     /// summary and in every failing case.
-    pub fn onboarding(mut self, hint: Option<String>) -> GpuSession {
+    pub(crate) fn onboarding(mut self, hint: Option<String>) -> GpuSession {
         self.onboarding = hint;
         self
     }
@@ -162,13 +162,13 @@ impl GpuSession {
     }
 
     /// The variants planned ([`GpuSession::plan`]).
-    pub fn planned(&self) -> Vec<Variant> {
+    pub(crate) fn planned(&self) -> Vec<Variant> {
         lock_ignoring_poison(&self.planned).clone()
     }
 
     /// What the contention checks saw so far, when the session makes them; else what the
     /// target carries from the process that measured (a shared nextest measurement).
-    pub fn contention(&self) -> Option<Contention> {
+    pub(crate) fn contention(&self) -> Option<Contention> {
         if self.exclusivity.active() {
             Some(lock_ignoring_poison(&self.contention).clone())
         } else {
@@ -291,7 +291,7 @@ impl GpuSession {
         self.target.as_ref()
     }
 
-    pub fn device_label(&self) -> String {
+    pub(crate) fn device_label(&self) -> String {
         match &self.target {
             Ok(t) => format!("gpu{} {}", t.ordinal(), t.identity().name.shown()),
             Err(_) => "no gpu".to_string(),
@@ -299,7 +299,7 @@ impl GpuSession {
     }
 
     /// The device's ordinal when case names carry it (several devices in the run).
-    pub fn named_ordinal(&self) -> Option<usize> {
+    pub(crate) fn named_ordinal(&self) -> Option<usize> {
         match (&self.target, self.prefix) {
             (Ok(t), true) => Some(t.ordinal()),
             _ => None,
@@ -418,12 +418,12 @@ impl GpuSession {
 
     /// The compile and measurement work the cases shared: when it began and how long it
     /// took; `None` when nothing was measured in this process.
-    pub fn shared_work(&self) -> Option<(SystemTime, Duration)> {
+    pub(crate) fn shared_work(&self) -> Option<(SystemTime, Duration)> {
         *lock_ignoring_poison(&self.shared_work)
     }
 
     /// Everything measured so far, with the environment, or `None` when nothing was.
-    pub fn measured_results(&self) -> Option<RunResults> {
+    pub(crate) fn measured_results(&self) -> Option<RunResults> {
         let target = self.target.as_ref().ok()?;
         let measured = lock_ignoring_poison(&self.measured);
         let variants: Vec<VariantResult> = self
@@ -441,7 +441,7 @@ impl GpuSession {
     }
 
     /// The compiled matrix (CUBIN and ptxas log), when it was compiled.
-    pub fn compiled(&self) -> Option<&compile::Compiled> {
+    pub(crate) fn compiled(&self) -> Option<&compile::Compiled> {
         self.target.as_ref().ok()?.compiled()
     }
 }

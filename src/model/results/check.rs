@@ -11,7 +11,7 @@ use crate::model::variant::Variant;
 pub struct Problem {
     pub entry: usize,
     pub variant: String,
-    pub what: String,
+    pub(crate) what: String,
 }
 
 /// Every [`Problem`] [`RunResults::check`] finds, in the order of the entries.
@@ -30,7 +30,7 @@ impl RunResults {
     /// never the poison value), its launch times and SMs one per repeat, every
     /// local-memory instruction in its loop must be listed in its SASS summary, and the
     /// summary's loop figures (FFMAs, destinations, in place, partials) must be what its
-    /// stored loop body gives ([`loop_shape`], the compile stage's own function).
+    /// stored loop body gives (`loop_shape`, the compile stage's own function).
     pub fn check(&self) -> Result<(), Inconsistent> {
         let problems = self.problems();
         if problems.is_empty() {

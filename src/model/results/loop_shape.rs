@@ -22,14 +22,14 @@ fn unpredicated(text: &str) -> &str {
 /// The opcode of a SASS instruction's text, its predicate and modifiers dropped:
 /// `@P0 STL.64 [R1], R2` -> `STL`. The one definition, which the compile stage's parser
 /// (`compile::sass`) and the results check share.
-pub fn sass_opcode(text: &str) -> &str {
+pub(crate) fn sass_opcode(text: &str) -> &str {
     let op = unpredicated(text).split_whitespace().next().unwrap_or("");
     op.split('.').next().unwrap_or(op)
 }
 
 /// A SASS instruction's operands, `.reuse` flags removed:
 /// `FFMA R10, R10, R9.reuse, UR8` -> [R10, R10, R9, UR8].
-pub fn sass_operands(text: &str) -> Vec<String> {
+pub(crate) fn sass_operands(text: &str) -> Vec<String> {
     let rest = unpredicated(text)
         .split_once(char::is_whitespace)
         .map_or("", |x| x.1);
@@ -90,17 +90,17 @@ pub fn chain_of_each<S: AsRef<str>>(body: &[S]) -> Vec<Option<usize>> {
 /// What a loop body alone determines of a [`SassSummary`](super::SassSummary): its FFMAs,
 /// their destinations, whether they accumulate in place, and the partials.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoopShape {
-    pub loop_ffma: u32,
-    pub loop_ffma_destinations: Vec<String>,
-    pub ffma_accumulates_in_place: bool,
-    pub loop_partials: Vec<u32>,
+pub(crate) struct LoopShape {
+    pub(crate) loop_ffma: u32,
+    pub(crate) loop_ffma_destinations: Vec<String>,
+    pub(crate) ffma_accumulates_in_place: bool,
+    pub(crate) loop_partials: Vec<u32>,
 }
 
 /// The [`LoopShape`] of a normalised loop body: what the compile stage stores in a
 /// summary, and what [`RunResults::check`](super::RunResults::check) recomputes from the
 /// stored body.
-pub fn loop_shape<S: AsRef<str>>(body: &[S]) -> LoopShape {
+pub(crate) fn loop_shape<S: AsRef<str>>(body: &[S]) -> LoopShape {
     let ffmas: Vec<&str> = body
         .iter()
         .map(AsRef::as_ref)
@@ -137,7 +137,7 @@ pub fn loop_shape<S: AsRef<str>>(body: &[S]) -> LoopShape {
 /// the next iteration). In place (`FFMA R0, R0, ...`) or through registers ptxas renames
 /// within the iteration (`R51 -> R34 -> ... -> R51`, as it does where registers are short),
 /// it is the one chain acc1 asks for.
-pub fn single_dependent_chain<S: AsRef<str>>(body: &[S]) -> bool {
+pub(crate) fn single_dependent_chain<S: AsRef<str>>(body: &[S]) -> bool {
     let chains = chain_of_each(body);
     let mut sizes: BTreeMap<usize, usize> = BTreeMap::new();
     for c in chains.iter().flatten() {
@@ -172,7 +172,7 @@ pub fn single_dependent_chain<S: AsRef<str>>(body: &[S]) -> bool {
 /// `side` side chains are taken out: the last `side` partials of exactly `unroll` FFMAs
 /// each (a side chain takes one FFMA per iteration, and the loop may be unrolled). `None`
 /// when fewer than `side` partials have that length.
-pub fn without_side_chains(partials: &[u32], side: u32, unroll: u32) -> Option<Vec<u32>> {
+pub(crate) fn without_side_chains(partials: &[u32], side: u32, unroll: u32) -> Option<Vec<u32>> {
     let mut out = partials.to_vec();
     for _ in 0..side {
         let i = out.iter().rposition(|&p| p == unroll)?;

@@ -13,11 +13,10 @@ mod contention;
 mod loop_shape;
 mod schedule;
 
-pub use check::{Inconsistent, Problem};
 pub use contention::Contention;
-pub use loop_shape::{
+pub(crate) use loop_shape::{
     chain_of_each, loop_shape, sass_opcode, sass_operands, single_dependent_chain,
-    without_side_chains, LoopShape,
+    without_side_chains,
 };
 pub use schedule::{renumber, schedule_digest, total_stall, Control};
 
@@ -38,7 +37,7 @@ fn is_sink_a(s: &Sink) -> bool {
 /// context in older files). Files of schema 1 to 3 are still read.
 pub const SCHEMA: u32 = 4;
 /// The oldest schema this accprobe reads.
-pub const OLDEST_SCHEMA: u32 = 1;
+pub(crate) const OLDEST_SCHEMA: u32 = 1;
 /// The first schema that can hold a context other than the base.
 pub const CONTEXTS_SCHEMA: u32 = 4;
 
@@ -110,7 +109,7 @@ pub struct SassSummary {
     /// Distinct FFMA destination registers in the loop, in order of first appearance.
     pub loop_ffma_destinations: Vec<String>,
     /// Every loop FFMA's destination is also one of its sources (the accumulator).
-    pub ffma_accumulates_in_place: bool,
+    pub(crate) ffma_accumulates_in_place: bool,
     /// FFMAs per independent partial in the loop: a partial's dependency path starts at an
     /// FFMA whose sources no earlier loop FFMA wrote, and follows through FFMAs and MOVs.
     /// This counts partials even where ptxas renames registers between iterations (it does
@@ -135,7 +134,7 @@ pub struct SassSummary {
 /// The first 16 characters of a SASS digest, for messages. Safe on any text: a digest
 /// read from a file may be short, or not hex at all (never slice it by bytes); control
 /// characters are shown as U+FFFD so a message stays one line.
-pub fn short_digest(digest: &str) -> String {
+pub(crate) fn short_digest(digest: &str) -> String {
     digest
         .chars()
         .take(16)
@@ -144,7 +143,7 @@ pub fn short_digest(digest: &str) -> String {
 }
 
 impl SassSummary {
-    /// [`short_digest`] of this summary's digest.
+    /// `short_digest` of this summary's digest.
     pub fn short_digest(&self) -> String {
         short_digest(&self.digest)
     }
@@ -153,7 +152,7 @@ impl SassSummary {
 /// What timed a variant's launches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum LaunchTimer {
+pub(crate) enum LaunchTimer {
     /// CUDA events around each launch on its stream (they include the launch latency):
     /// serial mode.
     #[default]
@@ -164,12 +163,12 @@ pub enum LaunchTimer {
 }
 
 impl LaunchTimer {
-    pub fn is_events(&self) -> bool {
+    pub(crate) fn is_events(&self) -> bool {
         *self == LaunchTimer::Events
     }
 
     /// How a report names it.
-    pub fn describe(&self) -> &'static str {
+    pub(crate) fn describe(&self) -> &'static str {
         match self {
             LaunchTimer::Events => "by CUDA events",
             LaunchTimer::Kernel => "by the kernel's %globaltimer",
@@ -183,7 +182,7 @@ pub struct VariantResult {
     pub name: String,
     pub chain: u32,
     pub accumulators: u32,
-    pub effective: u32,
+    pub(crate) effective: u32,
     /// The sink mode (`A`, the documented probe, when absent).
     #[serde(default, skip_serializing_if = "is_sink_a")]
     pub sink: Sink,
@@ -211,7 +210,7 @@ pub struct VariantResult {
     pub launch_ms: Vec<f64>,
     /// What timed `launch_ms` (CUDA events when absent: every file before schema 3).
     #[serde(default, skip_serializing_if = "LaunchTimer::is_events")]
-    pub launch_timer: LaunchTimer,
+    pub(crate) launch_timer: LaunchTimer,
     /// The SM (`%smid`) of each block of each counted launch: `sm_ids[repeat][block]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sm_ids: Vec<Vec<u32>>,
@@ -231,7 +230,11 @@ impl VariantResult {
     }
 
     /// A result carrying only the study's averaged figure.
-    pub fn recorded(variant: Variant, mean_progress: f64, resources: Option<Resources>) -> Self {
+    pub(crate) fn recorded(
+        variant: Variant,
+        mean_progress: f64,
+        resources: Option<Resources>,
+    ) -> Self {
         VariantResult {
             name: variant.name(),
             chain: variant.chain,
@@ -277,7 +280,7 @@ pub struct Resources {
 
 impl Resources {
     /// Everything that says registers went to local memory, as text; `None` when clean.
-    pub fn spill_report(&self) -> Option<String> {
+    pub(crate) fn spill_report(&self) -> Option<String> {
         let mut found = Vec::new();
         if self.spill_store_bytes > 0 {
             found.push(format!("{} bytes spill stores", self.spill_store_bytes));
@@ -296,20 +299,20 @@ impl Resources {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Summary {
-    pub count: u64,
+    pub(crate) count: u64,
     pub mean: f64,
     /// The middle sample, or the mean of the two middle ones for an even count
     /// (`model::median`).
     pub median: f64,
-    pub min: u64,
+    pub(crate) min: u64,
     pub max: u64,
     /// (max - min) / mean.
-    pub relative_spread: f64,
+    pub(crate) relative_spread: f64,
 }
 
 impl Summary {
     /// `None` for no samples.
-    pub fn of(samples: impl IntoIterator<Item = u64>) -> Option<Summary> {
+    pub(crate) fn of(samples: impl IntoIterator<Item = u64>) -> Option<Summary> {
         let mut v: Vec<u64> = samples.into_iter().collect();
         if v.is_empty() {
             return None;
@@ -343,7 +346,7 @@ impl RunResults {
     /// Whether `v` is a context variant this file cannot hold: it was written before
     /// contexts existed (schema below [`CONTEXTS_SCHEMA`]) and holds no result for it.
     /// Such a run is not judged on `v`, never failed or passed for it.
-    pub fn predates(&self, v: Variant) -> bool {
+    pub(crate) fn predates(&self, v: Variant) -> bool {
         !v.is_base() && self.schema < CONTEXTS_SCHEMA && self.get(v).is_none()
     }
 

@@ -13,15 +13,15 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Control {
     /// Cycles the scheduler waits before issuing the next instruction of the warp (0-15).
-    pub stall: u8,
+    pub(crate) stall: u8,
     /// The yield hint: the scheduler may switch to another warp after this instruction.
-    pub yield_hint: bool,
+    pub(crate) yield_hint: bool,
     /// The scoreboard (0-5) this instruction's result releases, if any.
-    pub write: Option<u8>,
+    pub(crate) write: Option<u8>,
     /// The scoreboard (0-5) released once its sources are read, if any.
-    pub read: Option<u8>,
+    pub(crate) read: Option<u8>,
     /// The scoreboards (bit i: scoreboard i) it waits on before issuing.
-    pub wait: u8,
+    pub(crate) wait: u8,
 }
 
 impl fmt::Display for Control {
@@ -93,7 +93,7 @@ impl Control {
 
     /// What changed from `old` to `self`, in words: `stall 7 → 1`, `yield → no yield`,
     /// `waits SB1 → SB0`; empty when nothing did.
-    pub fn changes_from(&self, old: &Control) -> Vec<String> {
+    pub(crate) fn changes_from(&self, old: &Control) -> Vec<String> {
         let mut out = Vec::new();
         if old.stall != self.stall {
             out.push(format!("stall {} → {}", old.stall, self.stall));

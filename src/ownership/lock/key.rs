@@ -25,7 +25,7 @@ impl DeviceKey {
     }
 
     /// `GPU 0 (0000:19:00.0)`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self.pci_bus_id.as_ref().or(self.uuid.as_ref()) {
             Some(id) => format!("GPU {} ({id})", self.ordinal),
             None => format!("GPU {}", self.ordinal),

@@ -16,9 +16,7 @@ mod registration;
 mod settings;
 
 pub use key::{format_uuid, normalize_bus_id, DeviceKey};
-pub use registration::{
-    peers, register, register_device, register_device_in, RegisterError, Registration,
-};
+pub(crate) use registration::{peers, register, register_device, Registration};
 pub use settings::{
     LockDirRefused, LockSettings, DEFAULT_DIR, DEFAULT_TIMEOUT, LOCK_DIR_ENV, LOCK_TIMEOUT_ENV,
 };
@@ -34,8 +32,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Holder {
-    pub pid: Option<u32>,
-    pub since: Option<String>,
+    pub(crate) pid: Option<u32>,
+    pub(crate) since: Option<String>,
 }
 
 impl Holder {
@@ -52,7 +50,7 @@ impl Holder {
     }
 
     /// `held by PID 1234 since <its start, RFC 3339 UTC>`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match (self.pid, &self.since) {
             (Some(p), Some(s)) => format!("held by PID {p} since {s}"),
             (Some(p), None) => format!("held by PID {p}"),
@@ -65,9 +63,9 @@ impl Holder {
 #[derive(Debug)]
 pub struct DeviceLock {
     _file: File,
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// How long this process waited for it.
-    pub waited: Duration,
+    pub(crate) waited: Duration,
 }
 
 /// Why a lock could not be had.
@@ -93,9 +91,9 @@ pub enum Waiting<'a> {
 /// The shared lock directory could not be made.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot create the lock directory {}: {source}", dir.shown())]
-pub struct LockDirError {
-    pub dir: PathBuf,
-    pub source: std::io::Error,
+pub(crate) struct LockDirError {
+    pub(crate) dir: PathBuf,
+    pub(crate) source: std::io::Error,
 }
 
 /// Makes the shared lock directory where it is missing (sticky and writable by all).
@@ -200,7 +198,7 @@ fn shared<T, E>(
 /// The lock of `stem` for this process: taken at the first call, shared by every session
 /// of the process on that device (a second `try_lock` from the same process would wait on
 /// itself), released when the last one drops it or the process ends.
-pub fn acquire_shared(
+pub(crate) fn acquire_shared(
     dir: &Path,
     stem: &str,
     timeout: Duration,

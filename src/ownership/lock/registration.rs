@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 /// directory, removed when dropped.
 #[derive(Debug)]
-pub struct Registration {
+pub(crate) struct Registration {
     path: PathBuf,
 }
 
@@ -25,7 +25,7 @@ impl Drop for Registration {
 
 /// Why this process could not register as a user of a device.
 #[derive(Debug, thiserror::Error)]
-pub enum RegisterError {
+pub(crate) enum RegisterError {
     #[error(transparent)]
     Dir(#[from] LockDirError),
     #[error("cannot register in {}: {source}", dir.shown())]
@@ -38,7 +38,7 @@ pub enum RegisterError {
 /// Registers this process as a user of the device `stem` (once per process, shared). The
 /// file holds the process's start time, so that a registration left by a killed process
 /// never vouches for another process that was given its PID.
-pub fn register(dir: &Path, stem: &str) -> Result<Arc<Registration>, RegisterError> {
+pub(crate) fn register(dir: &Path, stem: &str) -> Result<Arc<Registration>, RegisterError> {
     static REGISTERED: Slots<Registration> = Mutex::new(BTreeMap::new());
     shared(&REGISTERED, dir.join(stem), || {
         open_shared_dir(dir)?;
@@ -60,7 +60,9 @@ pub fn register(dir: &Path, stem: &str) -> Result<Arc<Registration>, RegisterErr
 /// the device has no stable name, the settings are wrong or the default directory cannot
 /// be used (the session says why); `Err` where the directory the user named cannot be
 /// used, a configuration error.
-pub fn register_device(key: &DeviceKey) -> Result<Option<Arc<Registration>>, LockDirRefused> {
+pub(crate) fn register_device(
+    key: &DeviceKey,
+) -> Result<Option<Arc<Registration>>, LockDirRefused> {
     match LockSettings::from_env() {
         Ok(settings) => register_device_in(&settings, key),
         Err(_) => Ok(None),
@@ -68,7 +70,7 @@ pub fn register_device(key: &DeviceKey) -> Result<Option<Arc<Registration>>, Loc
 }
 
 /// [`register_device`] with the given settings.
-pub fn register_device_in(
+pub(crate) fn register_device_in(
     settings: &LockSettings,
     key: &DeviceKey,
 ) -> Result<Option<Arc<Registration>>, LockDirRefused> {
@@ -85,7 +87,7 @@ pub fn register_device_in(
 /// of processes that are gone (killed before they could remove theirs) are ignored and
 /// removed where we may; those whose PID now names a process started at another time, or
 /// run by another user than the file's owner, are ignored.
-pub fn peers(dir: &Path, stem: &str) -> Vec<u32> {
+pub(crate) fn peers(dir: &Path, stem: &str) -> Vec<u32> {
     let prefix = format!("{stem}.pid-");
     let own = std::process::id();
     let Ok(entries) = std::fs::read_dir(dir) else {

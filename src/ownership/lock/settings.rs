@@ -37,7 +37,7 @@ impl LockSettings {
     }
 
     /// The settings for a lock directory and a timeout as given (`None`: the defaults).
-    pub fn from_values(dir: Option<PathBuf>, timeout: Option<Duration>) -> LockSettings {
+    pub(crate) fn from_values(dir: Option<PathBuf>, timeout: Option<Duration>) -> LockSettings {
         let dir = dir.filter(|d| !d.as_os_str().is_empty());
         LockSettings {
             named: dir.is_some(),
@@ -48,7 +48,7 @@ impl LockSettings {
 
     /// The configuration error for a lock directory the user named that cannot be used
     /// (`why`); `None` for the default one, which is measured without instead.
-    pub fn refusal(&self, why: &str) -> Option<LockDirRefused> {
+    pub(crate) fn refusal(&self, why: &str) -> Option<LockDirRefused> {
         self.named.then(|| LockDirRefused {
             variable: LOCK_DIR_ENV.into(),
             dir: self.dir.clone(),
