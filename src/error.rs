@@ -164,7 +164,8 @@ pub enum ConfigError {
 impl ConfigError {
     /// The variable the error names, where it names one (a device list checked by
     /// itself does not).
-    pub fn variable(&self) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn variable(&self) -> Option<&str> {
         match self {
             ConfigError::Malformed { variable, .. } | ConfigError::NotUtf8 { variable, .. } => {
                 Some(variable)

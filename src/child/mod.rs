@@ -137,11 +137,6 @@ impl Job {
         self
     }
 
-    /// The time limit.
-    pub fn limit(&self) -> Duration {
-        self.limit
-    }
-
     /// Runs it to its end, or to its time limit: what it left, or why it gave nothing.
     pub fn run(&self) -> Result<Ran, RunError> {
         run(self)

@@ -484,7 +484,8 @@ pub(crate) fn nvrtc_active() -> Option<PathBuf> {
 }
 
 /// Test only: [`TEST_MARK_USED_ENV`].
-pub fn test_mark_used() -> Option<PathBuf> {
+#[cfg(test)]
+pub(crate) fn test_mark_used() -> Option<PathBuf> {
     var_os(TEST_MARK_USED_ENV).map(PathBuf::from)
 }
 

@@ -73,6 +73,7 @@ required!(f64);
 pub(crate) trait Row: Sized {
     const TABLE: &'static Table;
     /// The field names, in order: the table's column names.
+    #[cfg(test)]
     const FIELDS: &'static [&'static str];
     fn to_values(&self) -> Vec<Value>;
     fn from_values(v: &[Value]) -> Result<Self, StoreError>;
@@ -96,6 +97,7 @@ macro_rules! row {
     ($ty:ident in $table:ident { $($field:ident),* $(,)? }) => {
         impl Row for $ty {
             const TABLE: &'static Table = &$table;
+            #[cfg(test)]
             const FIELDS: &'static [&'static str] = &[$(stringify!($field)),*];
             fn to_values(&self) -> Vec<Value> {
                 vec![$(Cell::to_value(&self.$field)),*]

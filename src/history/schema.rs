@@ -1,7 +1,7 @@
 //! The history's schema: its tables as data (every statement is built from them, for
 //! both backends) and the migrations that create them, applied in order, each once, under
 //! a lock, and recorded in `accprobe_schema`. A migration once released is never edited:
-//! a change of the schema is a new migration, and [`TABLES`] says what the last one made.
+//! a change of the schema is a new migration, and `TABLES` says what the last one made.
 
 /// A column's type, as both backends store it: `BIGINT`, `DOUBLE PRECISION`, `TEXT`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +119,8 @@ pub(crate) static CASES: Table = Table {
 };
 
 /// Every table, `runs` first (the order rows are inserted in).
-pub static TABLES: [&Table; 3] = [&RUNS, &VARIANTS, &CASES];
+#[cfg(test)]
+pub(crate) static TABLES: [&Table; 3] = [&RUNS, &VARIANTS, &CASES];
 
 /// The table that records which migrations a store has had.
 pub const VERSIONS_TABLE: &str = "accprobe_schema";

@@ -60,10 +60,6 @@ impl Spool {
         }
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Keeps `record`; the file it is in.
     pub fn keep(&self, record: &RunRecord) -> Result<PathBuf, SpoolError> {
         let path = self.dir.join(format!(

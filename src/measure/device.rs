@@ -60,15 +60,10 @@ pub fn detect() -> Result<Device, GpuError> {
 /// Every device the suite should test: those `ACCPROBE_DEVICES` names (or the one
 /// `ACCPROBE_DEVICE` names), else all visible devices. `Err` is the reason there is none;
 /// a malformed list is a [`GpuError::Config`] before the driver is loaded, an ordinal out
-/// of range one as soon as the device count is known.
-pub fn detect_all() -> Result<Vec<Device>, GpuError> {
-    detect_all_with(|_| {})
-}
-
-/// [`detect_all`], calling `found` for each device as soon as the driver names it, before
-/// its context is created (which takes a while): what depends only on the device's
-/// identity, compiling its matrix say, can start then.
-pub fn detect_all_with(found: impl FnMut(&Found)) -> Result<Vec<Device>, GpuError> {
+/// of range one as soon as the device count is known. `found` is called for each device
+/// as soon as the driver names it, before its context is created (which takes a while):
+/// what depends only on the device's identity, compiling its matrix say, can start then.
+pub(crate) fn detect_all_with(found: impl FnMut(&Found)) -> Result<Vec<Device>, GpuError> {
     let named = selection_from_env()?;
     start(
         |count| match &named {
@@ -176,7 +171,9 @@ pub(crate) fn selection_from_env() -> Result<Option<Vec<usize>>, GpuError> {
     Ok(crate::config::devices()?)
 }
 
-use crate::config::{ordinal_list as parse_ordinal_list, ConfigError};
+#[cfg(test)]
+use crate::config::ordinal_list as parse_ordinal_list;
+use crate::config::ConfigError;
 
 /// Each of `ordinals` must be below `count`, the number of visible devices.
 fn check_range(ordinals: &[usize], count: usize) -> Result<Vec<usize>, GpuError> {
@@ -187,7 +184,8 @@ fn check_range(ordinals: &[usize], count: usize) -> Result<Vec<usize>, GpuError>
 }
 
 /// `0,2` -> [0, 2], each below `count`, none twice.
-pub fn parse_ordinals(text: &str, count: usize) -> Result<Vec<usize>, GpuError> {
+#[cfg(test)]
+pub(crate) fn parse_ordinals(text: &str, count: usize) -> Result<Vec<usize>, GpuError> {
     let ordinals = parse_ordinal_list(text).map_err(ConfigError::from)?;
     check_range(&ordinals, count)
 }

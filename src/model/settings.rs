@@ -73,10 +73,6 @@ impl ProbeSettings {
         matrix(&self.chains, &self.accumulators)
     }
 
-    pub fn warps(&self) -> u32 {
-        self.blocks * self.block_threads / 32
-    }
-
     /// The threads of each block of `v`: its context's, else the profile's.
     pub fn block_threads_of(&self, v: &Variant) -> u32 {
         v.context.block_threads(self.block_threads)
@@ -106,10 +102,6 @@ pub struct RunSettings {
 }
 
 impl RunSettings {
-    pub fn warps(&self) -> u32 {
-        self.blocks * self.block_threads / 32
-    }
-
     /// The threads of each block of `v`: its context's, else the run's.
     pub(crate) fn block_threads_of(&self, v: &Variant) -> u32 {
         v.context.block_threads(self.block_threads)

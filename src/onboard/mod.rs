@@ -9,7 +9,7 @@
 //! ceilings as measured ([`ceilings`]), a known deviation for every case that does not
 //! hold (`deviations`), the wider baselines of the variants that moved between runs
 //! ([`steadiness`]), the text laid out by `render`; the baselines are the blessing of
-//! the chosen mode's results (`bless::check`, `bless::prepare`). [`Draft::write`] puts it
+//! the chosen mode's results (`bless::check`, `bless::prepare`). [`Draft::write_unless_ci`] puts it
 //! on disk through `bless::write_generated` (the folder's lock, never under CI, never
 //! over a file), after `Draft::refuse_existing`: onboarding never replaces a profile,
 //! baselines or recorded results file. `cargo xtask onboard` measures and calls these.
@@ -173,14 +173,10 @@ impl Draft {
             .join(separator)
     }
 
-    /// Writes the draft: refused under CI (`bless::refuse_under_ci`) and where a file
-    /// exists ([`Draft::refuse_existing`]); each file through `bless::write_generated`,
-    /// under the folder's lock, which refuses a file that appeared meanwhile.
-    pub fn write(&self) -> Result<()> {
-        self.write_unless_ci(|name| std::env::var(name).ok())
-    }
-
-    /// [`Draft::write`] with the environment read through `var` (`bless::refuse_if_ci`).
+    /// Writes the draft: refused under CI (`bless::refuse_if_ci`, the environment read
+    /// through `var`) and where a file exists (`Draft::refuse_existing`); each file through
+    /// `bless::write_generated`, under the folder's lock, which refuses a file that appeared
+    /// meanwhile.
     pub fn write_unless_ci(&self, var: impl Fn(&str) -> Option<String>) -> Result<()> {
         crate::output::refuse_if_ci(&var)?;
         self.refuse_existing()?;

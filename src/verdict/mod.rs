@@ -58,14 +58,6 @@ impl From<Failure> for Outcome {
 }
 
 impl Outcome {
-    /// The failure, when the outcome is one.
-    pub fn failure(&self) -> Option<&Failure> {
-        match self {
-            Outcome::Fail(f) => Some(f),
-            _ => None,
-        }
-    }
-
     pub fn is_fail(&self) -> bool {
         matches!(self, Outcome::Fail(_))
     }

@@ -63,7 +63,6 @@ impl Holder {
 #[derive(Debug)]
 pub struct DeviceLock {
     _file: File,
-    pub(crate) path: PathBuf,
     /// How long this process waited for it.
     pub(crate) waited: Duration,
 }
@@ -171,7 +170,6 @@ pub fn acquire(
     }
     Ok(DeviceLock {
         _file: file,
-        path,
         waited,
     })
 }
@@ -233,7 +231,7 @@ mod tests {
             |_| {},
         )
         .unwrap();
-        let text = std::fs::read_to_string(&first.path).unwrap();
+        let text = std::fs::read_to_string(dir.join("pci-x.lock")).unwrap();
         assert!(
             text.starts_with(&format!("pid {}\nsince ", std::process::id())),
             "{text}"
