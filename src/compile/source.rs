@@ -6,14 +6,34 @@ use crate::model::variant::{Sink, Variant};
 /// The probe kernel, built into the binary so that it runs without the source tree.
 pub const KERNEL_SOURCE: &str = include_str!("../../kernels/probe.cu");
 
+/// The real accumulations (docs/study.md, "Real reductions"), compiled after the probe
+/// kernel in the same program when a matrix holds one.
+pub const REDUCTIONS_SOURCE: &str = include_str!("../../kernels/reductions.cu");
+
 /// The ceilings microbenchmark (`measure::ceilings`), built in the same way.
 pub const CEILINGS_SOURCE: &str = include_str!("../../kernels/ceilings.cu");
 
-/// The kernel source plus one instantiation per variant.
+/// The kernel source (the probe's, then the real accumulations' where `variants` holds
+/// one) plus one instantiation per variant.
 pub fn source(variants: &[Variant]) -> String {
     let mut s = String::from(KERNEL_SOURCE);
+    if variants.iter().any(|v| !v.workload.is_probe()) {
+        s.push('\n');
+        s.push_str(REDUCTIONS_SOURCE);
+    }
     s.push_str("\n// Instantiations appended by accprobe's compile stage.\n");
     for v in variants {
+        if !v.workload.is_probe() {
+            let warps = v.context.warps;
+            s.push_str(&format!(
+                "ACCPROBE_REDUCTION_VARIANT({v}, {}, {}, {}, {})\n",
+                v.workload.kernel_macro(),
+                v.effective(),
+                warps.unwrap_or(0),
+                bounds(warps)
+            ));
+            continue;
+        }
         if !v.is_base() {
             let c = v.context;
             s.push_str(&format!(
@@ -24,8 +44,7 @@ pub fn source(variants: &[Variant]) -> String {
                 c.side_chains,
                 c.live_values,
                 c.warps.unwrap_or(0),
-                c.warps
-                    .map_or(String::new(), |w| format!("__launch_bounds__({})", w * 32))
+                bounds(c.warps)
             ));
             continue;
         }
@@ -46,6 +65,11 @@ pub fn source(variants: &[Variant]) -> String {
         }
     }
     s
+}
+
+/// A context's launch bounds: its block's threads, where it sets its own warps.
+fn bounds(warps: Option<u32>) -> String {
+    warps.map_or(String::new(), |w| format!("__launch_bounds__({})", w * 32))
 }
 
 /// NVRTC options for compute capability `major.minor`: real architecture (so NVRTC
@@ -100,7 +124,7 @@ pub(super) fn reads_a_file(option: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::variant::Context;
+    use crate::model::variant::{Context, Workload};
 
     #[test]
     fn source_instantiates_each_variant_once_with_its_effective_count() {
@@ -133,6 +157,30 @@ mod tests {
         ));
         let in_kernel = KERNEL_SOURCE.matches("ACCPROBE_VARIANT(").count();
         assert_eq!(s.matches("ACCPROBE_VARIANT(").count(), in_kernel + 2);
+        // The real accumulations' kernels come in only with a variant of theirs.
+        assert!(!s.contains(REDUCTIONS_SOURCE) && !c.contains(REDUCTIONS_SOURCE));
+    }
+
+    #[test]
+    fn a_real_accumulation_is_instantiated_after_its_kernels() {
+        let w32 = Context {
+            warps: Some(32),
+            ..Context::BASE
+        };
+        let s = source(&[
+            Variant::new(7, 2),
+            Variant::reduction(Workload::Softmax, 4),
+            Variant::reduction(Workload::Gemv, 16).with_context(w32),
+        ]);
+        let kernels = s.find(REDUCTIONS_SOURCE).expect("the reductions' source");
+        let line = s
+            .find("ACCPROBE_REDUCTION_VARIANT(softmax_acc4, SOFTMAX, 4, 0, )\n")
+            .expect("softmax_acc4");
+        assert!(kernels < line);
+        assert!(s.contains(
+            "ACCPROBE_REDUCTION_VARIANT(gemv_acc16_w32, GEMV, 16, 32, __launch_bounds__(1024))\n"
+        ));
+        assert!(s.contains("ACCPROBE_VARIANT(7, 2, 2)\n"));
     }
 
     #[test]

@@ -276,6 +276,9 @@ pub(super) mod tests {
             contexts: vec![],
             context_chains: vec![],
             context_accumulators: vec![],
+            reductions: Vec::new(),
+            reduction_accumulators: Vec::new(),
+            reduction_contexts: Vec::new(),
             mode: crate::model::settings::Mode::Wave,
         }
     }

@@ -10,3 +10,4 @@ pub mod median;
 pub mod results;
 pub mod settings;
 pub mod variant;
+pub mod workload;

@@ -1,6 +1,6 @@
 //! How the probe runs: the settings a profile asks for and a results file records.
 
-use crate::model::variant::{matrix, Context, Sink, Variant};
+use crate::model::variant::{matrix, Context, Sink, Variant, Workload};
 use serde::{Deserialize, Serialize};
 
 /// How variants share the GPU while measured.
@@ -43,12 +43,19 @@ pub struct ProbeSettings {
     pub contexts: Vec<Context>,
     pub context_chains: Vec<u32>,
     pub context_accumulators: Vec<u32>,
+    /// The real accumulations measured beside the probe (docs/study.md, "Real
+    /// reductions"), each at `reduction_accumulators` in each of `reduction_contexts`.
+    pub reductions: Vec<Workload>,
+    pub reduction_accumulators: Vec<u32>,
+    /// The contexts the real accumulations run in: the base first, then other warps.
+    pub reduction_contexts: Vec<Context>,
     /// Serial (one variant at a time) or wave (all at once, one SM each).
     pub mode: Mode,
 }
 
 impl ProbeSettings {
-    /// Every variant: the documented matrix, then each sink mode's, then each context's.
+    /// Every variant: the documented matrix, then each sink mode's, then each context's,
+    /// then the real accumulations ([`ProbeSettings::reduction_variants`]).
     pub fn variants(&self) -> Vec<Variant> {
         let mut all = self.main_variants();
         for &m in &self.sink_modes {
@@ -64,6 +71,20 @@ impl ProbeSettings {
                     .into_iter()
                     .map(|v| v.with_context(c)),
             );
+        }
+        all.extend(self.reduction_variants());
+        all
+    }
+
+    /// The real accumulations: each kernel, in each of its contexts, at each K.
+    pub fn reduction_variants(&self) -> Vec<Variant> {
+        let mut all = Vec::new();
+        for &w in &self.reductions {
+            for &c in &self.reduction_contexts {
+                for &k in &self.reduction_accumulators {
+                    all.push(Variant::reduction(w, k).with_context(c));
+                }
+            }
         }
         all
     }

@@ -4,8 +4,11 @@
 //! effective accumulator count E = min(K, N): a chain of 7 FFMAs cannot feed 8 partials.
 //! Names follow the study: `chainN_accK_effectiveE`, then `_sinkM` for a sink mode other
 //! than A, then the context's suffix (`Context::suffix`) for a context other than the base.
+//! A real accumulation ([`Workload`]) is named by its kernel and K: `dot_acc4`, then the
+//! context's suffix (`dot_acc4_w16`).
 
 pub use crate::model::context::Context;
+pub use crate::model::workload::{Workload, REDUCTION_ITEMS};
 use std::fmt;
 
 /// What happens to the partials after (or inside) the loop: the study's sink-isolation
@@ -74,6 +77,8 @@ pub struct Variant {
     pub(crate) sink: Sink,
     /// The context the accumulation runs in; the base context is the documented probe.
     pub(crate) context: Context,
+    /// The kernel: the probe, or a real accumulation (whose chain is [`REDUCTION_ITEMS`]).
+    pub workload: Workload,
 }
 
 impl Variant {
@@ -84,6 +89,17 @@ impl Variant {
             accumulators,
             sink: Sink::A,
             context: Context::BASE,
+            workload: Workload::Probe,
+        }
+    }
+
+    /// Real accumulation `workload` split over `accumulators` partials, in the base
+    /// context. `workload` must not be the probe.
+    pub fn reduction(workload: Workload, accumulators: u32) -> Self {
+        debug_assert!(!workload.is_probe());
+        Variant {
+            workload,
+            ..Variant::new(REDUCTION_ITEMS, accumulators)
         }
     }
 
@@ -122,6 +138,18 @@ impl Variant {
     /// Parses a name back; `None` unless it is exactly what [`Variant::name`] writes for
     /// some variant (E = min(K, N), no `_sinkA`, the context's parts in order).
     pub fn parse(name: &str) -> Option<Variant> {
+        if let Some((kernel, rest)) = name.split_once("_acc") {
+            if let Some(w) = Workload::reduction(kernel) {
+                let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+                let (k, rest) = rest.split_at(digits);
+                if k.starts_with('0') {
+                    return None;
+                }
+                let k = number(k)?;
+                (k <= REDUCTION_ITEMS).then_some(())?;
+                return Some(Variant::reduction(w, k).with_context(Context::parse_suffix(rest)?));
+            }
+        }
         let rest = name.strip_prefix("chain")?;
         let (n, rest) = rest.split_once("_acc")?;
         let (k, rest) = rest.split_once("_effective")?;
@@ -154,6 +182,10 @@ fn number(s: &str) -> Option<u32> {
 
 impl fmt::Display for Variant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.workload.is_probe() {
+            write!(f, "{}_acc{}", self.workload, self.accumulators)?;
+            return f.write_str(&self.context.suffix());
+        }
         write!(
             f,
             "chain{}_acc{}_effective{}",
@@ -229,6 +261,34 @@ mod tests {
         ] {
             assert_eq!(Variant::parse(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_real_accumulation_is_named_by_its_kernel_and_k() {
+        let v = Variant::reduction(Workload::Dot, 4);
+        assert_eq!((v.chain, v.effective()), (REDUCTION_ITEMS, 4));
+        assert_eq!(v.name(), "dot_acc4");
+        let w = Variant::reduction(Workload::BlockReduce, 16).with_context(Context {
+            warps: Some(32),
+            ..Context::BASE
+        });
+        assert_eq!(w.name(), "blockreduce_acc16_w32");
+        for v in [v, w] {
+            assert_eq!(Variant::parse(&v.name()), Some(v));
+        }
+        for bad in [
+            "dot_acc0",
+            "dot_acc17",
+            "dot_acc4_",
+            "dot_acc04",
+            "probe_acc4",
+            "Dot_acc4",
+            "dot_acc",
+            "dot_acc4_sinkB",
+        ] {
+            assert_eq!(Variant::parse(bad), None, "{bad}");
+        }
+        assert_ne!(v, Variant::new(REDUCTION_ITEMS, 4));
     }
 
     #[test]

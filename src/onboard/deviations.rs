@@ -108,7 +108,10 @@ fn at_chain(results: &RunResults, chain: u32) -> Vec<&VariantResult> {
         .variants
         .iter()
         .filter(|r| {
-            r.chain == chain && r.variant().sink == Default::default() && r.context.is_base()
+            r.workload.is_probe()
+                && r.chain == chain
+                && r.variant().sink == Default::default()
+                && r.context.is_base()
         })
         .collect()
 }

@@ -175,7 +175,10 @@ fn policy_cases(h: &PolicyGate, profile: &Profile, all: &[Variant]) -> Vec<Case>
         all.iter()
             .copied()
             .filter(|v| {
-                v.chain == c.accumulation.chain && v.sink == c.sink && v.context == c.context
+                v.workload.is_probe()
+                    && v.chain == c.accumulation.chain
+                    && v.sink == c.sink
+                    && v.context == c.context
             })
             .collect()
     };
@@ -275,9 +278,14 @@ pub fn policy_contexts(profile: &Profile, results: Option<&RunResults>) -> Vec<P
 /// reason: that case fails, as a missing measurement always does.
 pub fn unrecorded(case: &Case, results: &RunResults) -> Option<String> {
     let v = case.needs.iter().find(|v| results.predates(**v))?;
+    let what = if v.workload.is_probe() {
+        format!("context {}", v.context)
+    } else {
+        "the real accumulations".to_string()
+    };
     Some(format!(
-        "the results (schema {}) predate context {}: they hold no {v}; a run measured since judges it",
-        results.schema, v.context
+        "the results (schema {}) predate {what}: they hold no {v}; a run measured since judges it",
+        results.schema
     ))
 }
 

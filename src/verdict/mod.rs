@@ -13,6 +13,7 @@ mod known_deviations;
 mod policy;
 mod probe;
 mod red;
+mod reduction_shape;
 mod sass;
 pub mod sass_diff;
 mod spills;

@@ -505,6 +505,8 @@ pub fn main_at_chain(results: &RunResults, chain: u32) -> Vec<&VariantResult> {
     results
         .variants
         .iter()
-        .filter(|r| r.chain == chain && r.sink == Sink::A && r.context.is_base())
+        .filter(|r| {
+            r.workload.is_probe() && r.chain == chain && r.sink == Sink::A && r.context.is_base()
+        })
         .collect()
 }

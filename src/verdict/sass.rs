@@ -46,6 +46,9 @@ pub(super) fn measured_shape(v: Variant, r: &VariantResult, results: &RunResults
 /// The loop of `v`'s SASS has N FFMAs plus one per side chain (or a multiple, if unrolled)
 /// over E round-robin partials plus the S side chains, and acc1 accumulates in place.
 pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
+    if !v.workload.is_probe() {
+        return super::reduction_shape::shape(v, s);
+    }
     let (n, e, side) = (v.chain, v.effective(), v.context.side_chains);
     let per_iteration = n + side;
     let mut problems = Vec::new();

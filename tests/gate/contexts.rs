@@ -350,7 +350,12 @@ fn bless_takes_a_context_spill_as_that_contexts_baseline() {
     let p = crate::common::load("h200");
     let mut r = p.recorded.clone().unwrap();
     r.schema = SCHEMA;
-    for v in p.probe.variants().into_iter().filter(|v| !v.is_base()) {
+    for v in p
+        .probe
+        .variants()
+        .into_iter()
+        .filter(|v| !v.is_base() && v.workload.is_probe())
+    {
         let base = r.get(Variant::new(v.chain, v.accumulators)).unwrap();
         let warps = p.probe.warps_of(&v) as usize;
         let samples = base.samples.iter().map(|s| vec![s[0]; warps]).collect();

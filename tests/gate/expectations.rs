@@ -492,6 +492,42 @@ fn a_symlink_out_of_the_profile_folder_is_refused_and_its_content_never_shown() 
 }
 
 #[test]
+fn a_reductions_section_adds_each_kernel_at_each_k_in_the_base_and_at_each_warps() {
+    let text = format!(
+        "{GOOD}reductions:\n  kernels: [softmax, dot]\n  accumulators: [1, 4]\n  warps: [32]\n"
+    );
+    let p = catalog::parse(&text, Path::new("expectations/t.yaml")).unwrap();
+    let names: Vec<String> = p
+        .probe
+        .variants()
+        .iter()
+        .filter(|v| !v.workload.is_probe())
+        .map(|v| v.name())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "softmax_acc1",
+            "softmax_acc4",
+            "softmax_acc1_w32",
+            "softmax_acc4_w32",
+            "dot_acc1",
+            "dot_acc4",
+            "dot_acc1_w32",
+            "dot_acc4_w32",
+        ]
+    );
+    // Each is its own case, and the probe's variants are as they were.
+    let cases = accprobe::verdict::cases::cases(&p);
+    assert!(cases
+        .iter()
+        .any(|c| c.name == "sass::softmax_acc4_w32::shape"));
+    assert!(cases.iter().any(|c| c.name == "probe::dot_acc1"));
+    let without = catalog::parse(GOOD, Path::new("expectations/t.yaml")).unwrap();
+    assert_eq!(without.probe.main_variants(), p.probe.main_variants());
+}
+
+#[test]
 fn a_contexts_section_adds_each_input_alone_and_each_corner() {
     let text = format!(
         "{GOOD}contexts:\n  chains: [13]\n  accumulators: [1, 2]\n  warps: [16, 32]\n  side_chains: [4]\n  live_values: [48]\n  corners:\n    - {{warps: 32, live_values: 48}}\n"

@@ -39,13 +39,14 @@ pub fn summarise_on(
         .map(|i| format!("/*{:04x}*/ {}", i.address, i.text))
         .collect();
     // The measured loop: the first backward branch whose body reads the clock and holds an
-    // FFMA (a phased start's wait loop reads the clock too, but does no arithmetic).
+    // FFMA or an FADD (a phased start's wait loop reads the clock too, but does no
+    // floating-point arithmetic; a softmax or block reduction accumulates with FADD).
     let back = instructions.iter().enumerate().find_map(|(end, i)| {
         let t = i.target.filter(|&t| t <= i.address)?;
         let start = instructions[..=end].iter().rposition(|x| x.address == t)?;
         let body = &instructions[start..=end];
         (body.iter().any(|x| x.text.contains("SR_CLOCKLO"))
-            && body.iter().any(|x| x.opcode() == "FFMA"))
+            && body.iter().any(|x| matches!(x.opcode(), "FFMA" | "FADD")))
         .then_some((start, end))
     });
     let (start, end) = back.ok_or(SummaryError::NoMeasuredLoop)?;

@@ -99,7 +99,7 @@ fn list(l: &Option<Spanned<Vec<Spanned<u32>>>>) -> &[Spanned<u32>] {
 }
 
 /// A block's warps: one of [`CONTEXT_WARPS`], and not the base's own.
-fn warps(file: &Path, w: &Spanned<u32>, what: &str, base: u32) -> Result<u32> {
+pub(super) fn warps(file: &Path, w: &Spanned<u32>, what: &str, base: u32) -> Result<u32> {
     if !CONTEXT_WARPS.contains(&w.value) {
         return Err(at(
             file,

@@ -29,6 +29,7 @@ pub(super) struct ProfileFile {
     pub(super) validity: Option<Spanned<Validity>>,
     pub(super) sink_isolation: Option<SinkFile>,
     pub(super) contexts: Option<Spanned<ContextsFile>>,
+    pub(super) reductions: Option<Spanned<ReductionsFile>>,
     pub(super) policy_gate: Option<Spanned<PolicyGateFile>>,
     pub(super) compile_only: Option<CompileOnlyFile>,
 }
@@ -58,6 +59,18 @@ pub(super) struct ContextsFile {
     pub(super) live_values: Option<Spanned<Vec<Spanned<u32>>>>,
     #[serde(default)]
     pub(super) corners: Vec<Spanned<CornerFile>>,
+}
+
+/// The `reductions:` section (docs/reference.md, "reductions"): real accumulations, at
+/// these accumulator counts, in the base context and at these warps.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ReductionsFile {
+    pub(super) kernels: Spanned<Vec<Spanned<String>>>,
+    #[serde(deserialize_with = "number::spanned_seq")]
+    pub(super) accumulators: Spanned<Vec<Spanned<u32>>>,
+    #[serde(default, deserialize_with = "number::optional_spanned_seq")]
+    pub(super) warps: Option<Spanned<Vec<Spanned<u32>>>>,
 }
 
 /// One corner: two or more inputs set together.

@@ -17,6 +17,7 @@ mod known_deviations;
 mod policy_gate;
 mod probe;
 mod read;
+mod reductions;
 
 use crate::expectations::baselines::Baselines;
 use crate::expectations::compile_only::CompileOnly;

@@ -51,6 +51,9 @@ pub(super) fn probe(file: &Path, p: &ProbeFile, sink: Option<&SinkFile>) -> Resu
         contexts: Vec::new(),
         context_chains: Vec::new(),
         context_accumulators: Vec::new(),
+        reductions: Vec::new(),
+        reduction_accumulators: Vec::new(),
+        reduction_contexts: Vec::new(),
         mode: p.mode,
     };
     if let Some(si) = sink {

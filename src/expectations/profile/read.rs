@@ -1,7 +1,9 @@
 //! Reading a profile: the file's format ([`super::file`]) into the checked [`Profile`].
 
 use super::file::{BaselinesRef, InvariantFile, ProfileFile};
-use super::{contexts, known_deviations, policy_gate, probe, Invariant, Profile, Validity};
+use super::{
+    contexts, known_deviations, policy_gate, probe, reductions, Invariant, Profile, Validity,
+};
 use crate::error::{Error, Result};
 use crate::expectations::baselines::{self, Baselines, Wider};
 use crate::expectations::recorded;
@@ -56,6 +58,9 @@ impl Profile {
         let mut probe = probe::probe(file, &raw.probe, raw.sink_isolation.as_ref())?;
         if let Some(c) = &raw.contexts {
             contexts::contexts(file, c, &mut probe)?;
+        }
+        if let Some(r) = &raw.reductions {
+            reductions::reductions(file, r, &mut probe)?;
         }
         let invariants = invariants(file, &raw.invariants, &probe)?;
         let mut profile = Profile {

@@ -8,11 +8,13 @@
 //! self-consistency check every file passes before a verdict reads it, `loop_shape.rs` the
 //! shape of a SASS loop body, and `contention.rs` what the contention checks saw.
 
+mod carried;
 mod check;
 mod contention;
 mod loop_shape;
 mod schedule;
 
+pub(crate) use carried::carried_chains;
 pub use contention::Contention;
 pub(crate) use loop_shape::{
     chain_of_each, loop_shape, sass_opcode, sass_operands, single_dependent_chain,
@@ -23,7 +25,7 @@ pub use schedule::{renumber, schedule_digest, total_stall, Control};
 use crate::error::{Error, Result};
 use crate::model::gpu::Environment;
 use crate::model::settings::{Mode, RunSettings};
-use crate::model::variant::{Context, Sink, Variant};
+use crate::model::variant::{Context, Sink, Variant, Workload};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -34,12 +36,15 @@ fn is_sink_a(s: &Sink) -> bool {
 /// Bumped whenever a field changes meaning. 2 added `settings` (and renamed a SASS
 /// summary's `loop_chains` to `loop_partials`); 3 added a variant's `launch_timer` (what
 /// timed its `launch_ms`; events in older files); 4 added a variant's `context` (the base
-/// context in older files). Files of schema 1 to 3 are still read.
-pub const SCHEMA: u32 = 4;
+/// context in older files); 5 added a variant's `workload` (the probe in older files).
+/// Files of schema 1 to 4 are still read.
+pub const SCHEMA: u32 = 5;
 /// The oldest schema this accprobe reads.
 pub(crate) const OLDEST_SCHEMA: u32 = 1;
 /// The first schema that can hold a context other than the base.
 pub const CONTEXTS_SCHEMA: u32 = 4;
+/// The first schema that can hold a real accumulation (docs/study.md, "Real reductions").
+pub const REDUCTIONS_SCHEMA: u32 = 5;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -189,6 +194,9 @@ pub struct VariantResult {
     /// The context (the base, the documented probe's, when absent).
     #[serde(default, skip_serializing_if = "Context::is_base")]
     pub context: Context,
+    /// The kernel (the probe when absent).
+    #[serde(default, skip_serializing_if = "Workload::is_probe_ref")]
+    pub workload: Workload,
     /// Average progress (loop iterations per warp) over warps and repeats: the study's figure.
     pub mean_progress: f64,
     /// Present when per-warp samples exist (measured, not a recorded table).
@@ -218,9 +226,12 @@ pub struct VariantResult {
 
 impl VariantResult {
     pub fn variant(&self) -> Variant {
-        Variant::new(self.chain, self.accumulators)
-            .with_sink(self.sink)
-            .with_context(self.context)
+        Variant {
+            workload: self.workload,
+            ..Variant::new(self.chain, self.accumulators)
+                .with_sink(self.sink)
+                .with_context(self.context)
+        }
     }
 
     /// The figure baselines hold: the median over warps and repeats when there are
@@ -242,6 +253,7 @@ impl VariantResult {
             effective: variant.effective(),
             sink: variant.sink,
             context: variant.context,
+            workload: variant.workload,
             mean_progress,
             summary: None,
             samples: Vec::new(),
@@ -343,11 +355,19 @@ impl RunResults {
         self.variants.iter().find(|r| r.variant() == v)
     }
 
-    /// Whether `v` is a context variant this file cannot hold: it was written before
-    /// contexts existed (schema below [`CONTEXTS_SCHEMA`]) and holds no result for it.
+    /// Whether `v` is a variant this file cannot hold: a context variant in a file written
+    /// before contexts existed (schema below [`CONTEXTS_SCHEMA`]), or a real accumulation
+    /// in one written before them ([`REDUCTIONS_SCHEMA`]), and no result for it.
     /// Such a run is not judged on `v`, never failed or passed for it.
     pub(crate) fn predates(&self, v: Variant) -> bool {
-        !v.is_base() && self.schema < CONTEXTS_SCHEMA && self.get(v).is_none()
+        let newer = if !v.workload.is_probe() {
+            REDUCTIONS_SCHEMA
+        } else if !v.is_base() {
+            CONTEXTS_SCHEMA
+        } else {
+            return false;
+        };
+        self.schema < newer && self.get(v).is_none()
     }
 
     pub fn to_json(&self) -> String {
