@@ -6,11 +6,10 @@
 //! an iteration (16 elements, E - 1 to combine the partials, 5 for the shuffle tree, 1 into
 //! the running total).
 
-use super::{Failure, Outcome};
+use super::Outcome;
 use crate::model::results::{carried_chains, sass_opcode, SassSummary};
 use crate::model::variant::{Variant, Workload, REDUCTION_ITEMS};
 use crate::model::workload::SHUFFLE_STEPS;
-use crate::text::joined;
 
 /// The loop of real accumulation `v`'s SASS has its kernel's shape at E = `v.effective()`.
 pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
@@ -19,15 +18,7 @@ pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
     } else {
         carried(v, s)
     };
-    if problems.is_empty() {
-        Outcome::Pass(detail)
-    } else {
-        Failure::new(format!("{v}: {}", problems.join("; ")))
-            .at(v.name())
-            .detail(format!("({detail})"))
-            .detail(format!("loop body:\n  {}", joined(&s.loop_body, "\n  ")))
-            .into()
-    }
+    super::sass::shape_outcome(v, s, problems, detail)
 }
 
 /// E carried chains of each accumulating opcode, round-robin over the iteration's elements.
@@ -187,9 +178,15 @@ CS2R R4, SR_CLOCKLO
     fn the_compiled_split_passes_and_another_k_fails() {
         let dot = summary(DOT_ACC2);
         let at = |w, k| Variant::reduction(w, k);
-        assert!(matches!(shape(at(Workload::Dot, 2), &dot), Outcome::Pass(_)));
+        assert!(matches!(
+            shape(at(Workload::Dot, 2), &dot),
+            Outcome::Pass(_)
+        ));
         let four = failure_text(shape(at(Workload::Dot, 4), &dot));
-        assert!(four.contains("carries 2 FFMA chains [8, 8], expected E = 4"), "{four}");
+        assert!(
+            four.contains("carries 2 FFMA chains [8, 8], expected E = 4"),
+            "{four}"
+        );
         let w32 = at(Workload::Dot, 2).with_context(Context {
             warps: Some(32),
             ..Context::BASE
@@ -217,9 +214,15 @@ CS2R R4, SR_CLOCKLO
         let v = Variant::reduction(Workload::BlockReduce, 2);
         assert!(matches!(shape(v, &b), Outcome::Pass(_)));
         let four = failure_text(shape(Variant::reduction(Workload::BlockReduce, 4), &b));
-        assert!(four.contains("23 FADDs, expected 25 an iteration"), "{four}");
+        assert!(
+            four.contains("23 FADDs, expected 25 an iteration"),
+            "{four}"
+        );
         let short = BLOCKREDUCE_ACC2.replace("SHFL.BFLY PT, R9, R6, 0x1, 0x1f\n", "");
         let text = failure_text(shape(v, &summary(&short)));
-        assert!(text.contains("4 SHFL, expected a 5-step shuffle tree"), "{text}");
+        assert!(
+            text.contains("4 SHFL, expected a 5-step shuffle tree"),
+            "{text}"
+        );
     }
 }

@@ -75,7 +75,17 @@ pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
                 .into(),
         );
     }
-    let detail = shape_detail(s, unroll, side, strict);
+    shape_outcome(v, s, problems, shape_detail(s, unroll, side, strict))
+}
+
+/// A shape case's outcome: a pass saying what the loop is, or the problems with that and
+/// the loop body beside them.
+pub(super) fn shape_outcome(
+    v: Variant,
+    s: &SassSummary,
+    problems: Vec<String>,
+    detail: String,
+) -> Outcome {
     if problems.is_empty() {
         Outcome::Pass(detail)
     } else {
