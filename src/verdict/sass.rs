@@ -47,7 +47,8 @@ pub(super) fn measured_shape(v: Variant, r: &VariantResult, results: &RunResults
 /// over E round-robin partials plus the S side chains, and acc1 accumulates in place.
 pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
     if !v.workload.is_probe() {
-        return super::reduction_shape::shape(v, s);
+        let (problems, detail) = super::reduction_shape::problems(v, s);
+        return shape_outcome(v, s, problems, detail);
     }
     let (n, e, side) = (v.chain, v.effective(), v.context.side_chains);
     let per_iteration = n + side;
@@ -80,12 +81,7 @@ pub(crate) fn shape(v: Variant, s: &SassSummary) -> Outcome {
 
 /// A shape case's outcome: a pass saying what the loop is, or the problems with that and
 /// the loop body beside them.
-pub(super) fn shape_outcome(
-    v: Variant,
-    s: &SassSummary,
-    problems: Vec<String>,
-    detail: String,
-) -> Outcome {
+fn shape_outcome(v: Variant, s: &SassSummary, problems: Vec<String>, detail: String) -> Outcome {
     if problems.is_empty() {
         Outcome::Pass(detail)
     } else {
