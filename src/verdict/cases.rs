@@ -3,9 +3,9 @@
 
 use crate::expectations::policy::Accumulation;
 use crate::expectations::policy_source::PolicyContext;
-use crate::expectations::profile::{Invariant, PolicyGate, Profile};
+use crate::expectations::profile::{Invariant, PolicyGate, Profile, ReductionInvariant};
 use crate::model::results::RunResults;
-use crate::model::variant::{Context, Sink, Variant};
+use crate::model::variant::{Context, Sink, Variant, Workload};
 
 pub(crate) use super::policy::policy_context_name;
 pub(crate) use super::spills::SpillSource;
@@ -32,6 +32,13 @@ pub enum Check {
         accumulators: u32,
         over: u32,
         min_increase: f64,
+    },
+    /// One [`ReductionInvariant::Peak`] in one context.
+    KernelPeak {
+        kernel: Workload,
+        context: Context,
+        accumulators: u32,
+        tolerance: f64,
     },
     /// No variant spills, by one source.
     NoSpills(SpillSource),
@@ -105,6 +112,9 @@ pub fn cases(profile: &Profile) -> Vec<Case> {
     for inv in &profile.invariants {
         cases.extend(invariant_cases(inv, profile, &all, &main));
     }
+    for inv in &profile.reduction_invariants {
+        cases.extend(reduction_invariant_cases(inv, profile));
+    }
     if let Some(h) = &profile.policy_gate {
         cases.extend(policy_cases(h, profile, &all));
     }
@@ -165,6 +175,37 @@ fn invariant_cases(
             })
             .collect(),
     }
+}
+
+/// The cases of real-accumulation invariant `inv`, one a context the kernel is measured
+/// in: `invariant::acc8_is_peak::dot`, `invariant::acc8_is_peak::dot_w16`.
+fn reduction_invariant_cases(inv: &ReductionInvariant, profile: &Profile) -> Vec<Case> {
+    let ReductionInvariant::Peak {
+        kernel,
+        accumulators,
+        tolerance,
+    } = *inv;
+    let p = &profile.probe;
+    p.reduction_contexts
+        .iter()
+        .map(|&context| Case {
+            name: format!(
+                "invariant::acc{accumulators}_is_peak::{kernel}{}",
+                context.suffix()
+            ),
+            check: Check::KernelPeak {
+                kernel,
+                context,
+                accumulators,
+                tolerance,
+            },
+            needs: p
+                .reduction_accumulators
+                .iter()
+                .map(|&k| Variant::reduction(kernel, k).with_context(context))
+                .collect(),
+        })
+        .collect()
 }
 
 /// The cases of the policy gate `h`: one a policy context, and with baselines one a

@@ -7,11 +7,12 @@ use super::{pct, Failure, Outcome};
 use crate::model::results::{RunResults, VariantResult};
 use crate::model::variant::Variant;
 
-/// At `chain`, no other accumulator count beats acc`k` by more than `tolerance`.
-pub(super) fn peak(chain: u32, k: u32, tolerance: f64, found: &[&VariantResult]) -> Outcome {
+/// At `place` (`chain 13`, or a real accumulation in a context: `dot_w16`), among the
+/// variants `found` there, no other accumulator count beats acc`k` by more than `tolerance`.
+pub(super) fn peak(place: &str, k: u32, tolerance: f64, found: &[&VariantResult]) -> Outcome {
     let Some(target) = found.iter().find(|r| r.accumulators == k) else {
-        return Failure::new(format!("no acc{k} result at chain {chain}"))
-            .at(format!("chain {chain}"))
+        return Failure::new(format!("no acc{k} result at {place}"))
+            .at(place)
             .into();
     };
     let best = found
@@ -19,12 +20,12 @@ pub(super) fn peak(chain: u32, k: u32, tolerance: f64, found: &[&VariantResult])
         .filter(|r| r.accumulators != k)
         .max_by(|a, b| a.mean_progress.total_cmp(&b.mean_progress));
     let Some(best) = best else {
-        return Outcome::Pass(format!("acc{k} is the only variant at chain {chain}"));
+        return Outcome::Pass(format!("acc{k} is the only variant at {place}"));
     };
     let limit = target.mean_progress * (1.0 + tolerance);
     let over = best.mean_progress / target.mean_progress - 1.0;
     let text = format!(
-        "chain {chain}: acc{k} {:.1}, best other acc{} {:.1} ({} vs acc{k}, tolerance {})",
+        "{place}: acc{k} {:.1}, best other acc{} {:.1} ({} vs acc{k}, tolerance {})",
         target.mean_progress,
         best.accumulators,
         best.mean_progress,
@@ -33,7 +34,7 @@ pub(super) fn peak(chain: u32, k: u32, tolerance: f64, found: &[&VariantResult])
     );
     if best.mean_progress > limit || !target.mean_progress.is_finite() {
         Failure::new(format!("acc{k} is not the peak: {text}"))
-            .at(format!("chain {chain}"))
+            .at(place)
             .figures(
                 best.mean_progress,
                 "progress",

@@ -74,7 +74,9 @@ pub(super) fn kind_of(check: &Check, profile: &Profile, found: &[&VariantResult]
                 FailureKind::Regression
             }
         }
-        Check::Peak { .. } | Check::GainGrows { .. } => FailureKind::Invariant,
+        Check::Peak { .. } | Check::GainGrows { .. } | Check::KernelPeak { .. } => {
+            FailureKind::Invariant
+        }
         Check::NoSpills(src) => {
             if found
                 .iter()

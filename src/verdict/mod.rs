@@ -216,7 +216,18 @@ fn evaluate_raw(
             chain,
             accumulators,
             tolerance,
-        } => invariants::peak(chain, accumulators, tolerance, found),
+        } => invariants::peak(&format!("chain {chain}"), accumulators, tolerance, found),
+        Check::KernelPeak {
+            kernel,
+            context,
+            accumulators,
+            tolerance,
+        } => invariants::peak(
+            &format!("{kernel}{}", context.suffix()),
+            accumulators,
+            tolerance,
+            found,
+        ),
         Check::GainGrows {
             accumulators,
             over,

@@ -14,6 +14,7 @@ fn judges_timing(check: &Check) -> bool {
         check,
         Check::Variant(_)
             | Check::Peak { .. }
+            | Check::KernelPeak { .. }
             | Check::GainGrows { .. }
             | Check::Ceiling(_)
             | Check::Duration(_)

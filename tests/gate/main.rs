@@ -18,6 +18,7 @@ mod onboard;
 mod onboard_contexts;
 mod policy_gate;
 mod policy_picks;
+mod reductions;
 mod schedule;
 mod suspect;
 mod validity;

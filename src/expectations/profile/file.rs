@@ -71,6 +71,25 @@ pub(super) struct ReductionsFile {
     pub(super) accumulators: Spanned<Vec<Spanned<u32>>>,
     #[serde(default, deserialize_with = "number::optional_spanned_seq")]
     pub(super) warps: Option<Spanned<Vec<Spanned<u32>>>>,
+    #[serde(default)]
+    pub(super) invariants: Vec<ReductionInvariantFile>,
+}
+
+/// One invariant of the `reductions:` section, about one kernel in each of its contexts.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub(super) enum ReductionInvariantFile {
+    Peak(KernelPeakFile),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct KernelPeakFile {
+    pub(super) kernel: Spanned<String>,
+    #[serde(deserialize_with = "number::spanned")]
+    pub(super) accumulators: Spanned<u32>,
+    #[serde(deserialize_with = "number::spanned")]
+    pub(super) tolerance: Spanned<f64>,
 }
 
 /// One corner: two or more inputs set together.

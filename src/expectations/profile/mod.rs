@@ -26,6 +26,7 @@ use crate::expectations::yaml::number;
 use crate::model::gpu::GpuIdentity;
 use crate::model::results::RunResults;
 use crate::model::settings::ProbeSettings;
+use crate::model::workload::Workload;
 use crate::text::{joined, Shown};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -41,6 +42,8 @@ pub struct Profile {
     pub matches: GpuMatch,
     pub probe: ProbeSettings,
     pub invariants: Vec<Invariant>,
+    /// The invariants of the real accumulations (the `reductions:` section's).
+    pub reduction_invariants: Vec<ReductionInvariant>,
     /// Case name -> why it is expected to fail on this GPU.
     pub known_deviations: BTreeMap<String, KnownDeviation>,
     pub baselines: Option<Baselines>,
@@ -148,6 +151,19 @@ impl Invariant {
             Invariant::NoSpills => "no_spills".to_string(),
         }
     }
+}
+
+/// A documented property of one real accumulation, judged in each context it is
+/// measured in (the base and each of `reductions.warps`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReductionInvariant {
+    /// No accumulator count beats `accumulators` by more than `tolerance` (relative) for
+    /// `kernel`.
+    Peak {
+        kernel: Workload,
+        accumulators: u32,
+        tolerance: f64,
+    },
 }
 
 /// Settings of the measurement-validity checks: the physical ceilings of a launch.

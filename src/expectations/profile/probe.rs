@@ -226,3 +226,18 @@ pub(super) fn counts(
     }
     Ok(out)
 }
+
+/// A tolerance: a fraction in [0, 1).
+pub(super) fn tolerance(file: &Path, what: &str, t: &Spanned<f64>) -> Result<f64> {
+    if !(t.value.is_finite() && (0.0..1.0).contains(&t.value)) {
+        return Err(at(
+            file,
+            t,
+            format!(
+                "{what} {} is out of range: expected a fraction in [0, 1), e.g. 0.02 for 2%",
+                t.value
+            ),
+        ));
+    }
+    Ok(t.value)
+}

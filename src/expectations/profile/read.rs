@@ -1,6 +1,7 @@
 //! Reading a profile: the file's format ([`super::file`]) into the checked [`Profile`].
 
 use super::file::{BaselinesRef, InvariantFile, ProfileFile};
+use super::probe::tolerance;
 use super::{
     contexts, known_deviations, policy_gate, probe, reductions, Invariant, Profile, Validity,
 };
@@ -59,8 +60,9 @@ impl Profile {
         if let Some(c) = &raw.contexts {
             contexts::contexts(file, c, &mut probe)?;
         }
+        let mut reduction_invariants = Vec::new();
         if let Some(r) = &raw.reductions {
-            reductions::reductions(file, r, &mut probe)?;
+            reduction_invariants = reductions::reductions(file, r, &mut probe)?;
         }
         let invariants = invariants(file, &raw.invariants, &probe)?;
         let mut profile = Profile {
@@ -70,6 +72,7 @@ impl Profile {
             matches: raw.matches,
             probe,
             invariants,
+            reduction_invariants,
             known_deviations: BTreeMap::new(),
             baselines: None,
             validity: None,
@@ -241,19 +244,4 @@ fn wider(
         wider.insert(name.clone(), w.value.clone());
     }
     Ok(wider)
-}
-
-/// A tolerance: a fraction in [0, 1).
-fn tolerance(file: &Path, what: &str, t: &Spanned<f64>) -> Result<f64> {
-    if !(t.value.is_finite() && (0.0..1.0).contains(&t.value)) {
-        return Err(at(
-            file,
-            t,
-            format!(
-                "{what} {} is out of range: expected a fraction in [0, 1), e.g. 0.02 for 2%",
-                t.value
-            ),
-        ));
-    }
-    Ok(t.value)
 }

@@ -1,10 +1,12 @@
 //! The `reductions:` section of a profile (docs/reference.md, "reductions"): the real
 //! accumulations measured beside the probe, checked. Each kernel is measured at each of
-//! `accumulators` in the base context (the profile's block) and at each of `warps`.
+//! `accumulators` in the base context (the profile's block) and at each of `warps`; its
+//! `invariants` are judged in each of those contexts.
 
 use super::contexts::warps;
-use super::file::ReductionsFile;
-use super::probe::counts;
+use super::file::{ReductionInvariantFile, ReductionsFile};
+use super::probe::{counts, tolerance};
+use super::ReductionInvariant;
 use crate::error::Result;
 use crate::expectations::yaml::at;
 use crate::model::context::Context;
@@ -13,12 +15,13 @@ use crate::model::variant::{Workload, REDUCTION_ITEMS};
 use serde_saphyr::Spanned;
 use std::path::Path;
 
-/// Adds the checked `reductions:` section `r` to `probe` (whose block is already checked).
+/// Adds the checked `reductions:` section `r` to `probe` (whose block is already checked)
+/// and gives its invariants.
 pub(super) fn reductions(
     file: &Path,
     r: &Spanned<ReductionsFile>,
     probe: &mut ProbeSettings,
-) -> Result<()> {
+) -> Result<Vec<ReductionInvariant>> {
     let s = &r.value;
     if s.kernels.value.is_empty() {
         return Err(at(
@@ -84,10 +87,67 @@ pub(super) fn reductions(
         }
         contexts.push(ctx);
     }
+    let invariants = invariants(file, &s.invariants, &kernels, &accumulators)?;
     probe.reductions = kernels;
     probe.reduction_accumulators = accumulators;
     probe.reduction_contexts = contexts;
-    Ok(())
+    Ok(invariants)
+}
+
+/// The section's invariants, each about one of `kernels` at one of `accumulators`; a
+/// kernel has at most one peak.
+fn invariants(
+    file: &Path,
+    raw: &[ReductionInvariantFile],
+    kernels: &[Workload],
+    accumulators: &[u32],
+) -> Result<Vec<ReductionInvariant>> {
+    let mut out = Vec::new();
+    for inv in raw {
+        let ReductionInvariantFile::Peak(p) = inv;
+        let Some(kernel) = Workload::reduction(&p.kernel.value).filter(|w| kernels.contains(w))
+        else {
+            return Err(at(
+                file,
+                &p.kernel,
+                format!(
+                    "reductions.invariants: peak.kernel {:?} is not one of reductions.kernels ({})",
+                    p.kernel.value,
+                    kernels
+                        .iter()
+                        .map(|w| w.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        };
+        if !accumulators.contains(&p.accumulators.value) {
+            return Err(at(
+                file,
+                &p.accumulators,
+                format!(
+                    "reductions.invariants: peak.accumulators {} is not in reductions.accumulators {accumulators:?}",
+                    p.accumulators.value
+                ),
+            ));
+        }
+        if out
+            .iter()
+            .any(|ReductionInvariant::Peak { kernel: k, .. }| *k == kernel)
+        {
+            return Err(at(
+                file,
+                &p.kernel,
+                format!("reductions.invariants: {kernel} has a peak already (one a kernel)"),
+            ));
+        }
+        out.push(ReductionInvariant::Peak {
+            kernel,
+            accumulators: p.accumulators.value,
+            tolerance: tolerance(file, "reductions.invariants: peak.tolerance", &p.tolerance)?,
+        });
+    }
+    Ok(out)
 }
 
 fn names() -> String {

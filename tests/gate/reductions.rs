@@ -1,0 +1,106 @@
+//! The real accumulations' invariants (a profile's `reductions.invariants`), judged on
+//! results built here: a kernel's peak K in each context it is measured in, and a failure
+//! that names the kernel, the context and both figures.
+
+use crate::common::{fail_text, load, outcome};
+use accprobe::catalog;
+use accprobe::expectations::profile::Profile;
+use accprobe::model::results::{RunResults, VariantResult};
+use accprobe::model::variant::{Context, Variant, Workload};
+use accprobe::verdict::cases::cases;
+use accprobe::verdict::Outcome;
+use std::path::Path;
+
+const PROFILE: &str = "\
+name: t
+description: d
+probe:
+  blocks: 1
+  block_threads: 256
+  warmup_launches: 1
+  repeats: 10
+  budget_cycles: 1000
+  chains: [7, 13]
+  accumulators: [1, 2]
+invariants:
+  - no_spills: {}
+reductions:
+  kernels: [dot, softmax]
+  accumulators: [1, 2, 4, 8]
+  warps: [32]
+  invariants:
+    - peak: {kernel: dot, accumulators: 4, tolerance: 0.02}
+";
+
+/// The documented study's recorded run, with `kernel` measured at each (K, progress) of
+/// `rates` in the base context and, 10% slower, in `p`'s other reductions context (32
+/// warps).
+fn results_with(p: &Profile, kernel: Workload, rates: &[(u32, u64)]) -> RunResults {
+    let mut r = load("documented").recorded.unwrap();
+    let w32 = p.probe.reduction_contexts[1];
+    assert!(!w32.is_base());
+    for &(k, progress) in rates {
+        for (context, p) in [(Context::BASE, progress), (w32, progress * 9 / 10)] {
+            let v = Variant::reduction(kernel, k).with_context(context);
+            r.variants
+                .push(VariantResult::measured(v, vec![vec![p; 8]; 10]));
+        }
+    }
+    r
+}
+
+#[test]
+fn a_kernel_peak_is_a_case_in_each_context_and_only_for_its_kernel() {
+    let p = catalog::parse(PROFILE, Path::new("expectations/t.yaml")).unwrap();
+    let names: Vec<String> = cases(&p)
+        .into_iter()
+        .map(|c| c.name)
+        .filter(|n| n.contains("_is_peak"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "invariant::acc4_is_peak::dot",
+            "invariant::acc4_is_peak::dot_w32"
+        ]
+    );
+}
+
+#[test]
+fn the_peak_holds_within_its_tolerance_and_fails_naming_kernel_context_and_figures() {
+    let p = catalog::parse(PROFILE, Path::new("expectations/t.yaml")).unwrap();
+    // acc8 within 1% of acc4: the peak holds in both contexts.
+    let near = results_with(
+        &p,
+        Workload::Dot,
+        &[(1, 500), (2, 800), (4, 1000), (8, 1010)],
+    );
+    for name in [
+        "invariant::acc4_is_peak::dot",
+        "invariant::acc4_is_peak::dot_w32",
+    ] {
+        assert!(
+            matches!(outcome(&p, &near, name), Outcome::Pass(_)),
+            "{name}: {:?}",
+            outcome(&p, &near, name)
+        );
+    }
+    // acc8 5% above acc4: red, with the kernel, the context and both figures.
+    let far = results_with(
+        &p,
+        Workload::Dot,
+        &[(1, 500), (2, 800), (4, 1000), (8, 1050)],
+    );
+    let text = fail_text(outcome(&p, &far, "invariant::acc4_is_peak::dot_w32"));
+    assert!(
+        text.contains("acc4 is not the peak: dot_w32: acc4 900.0, best other acc8 945.0"),
+        "{text}"
+    );
+    // Another kernel's figures do not count for dot: without dot's own results the case
+    // cannot pass.
+    let softmax = results_with(&p, Workload::Softmax, &[(1, 500), (4, 1000), (8, 2000)]);
+    assert!(!matches!(
+        outcome(&p, &softmax, "invariant::acc4_is_peak::dot"),
+        Outcome::Pass(_)
+    ));
+}
