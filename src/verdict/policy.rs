@@ -485,8 +485,10 @@ pub fn standing(k: u32, found: &[&VariantResult]) -> Result<Standing, Unjudged> 
     })
 }
 
-/// The variants of `results` at `chain` in sink mode `sink` and probe context `context`:
-/// what a pick for that policy context is judged among.
+/// The probe's variants of `results` at `chain` in sink mode `sink` and probe context
+/// `context`: what a pick for that policy context is judged among. A real accumulation
+/// handles as many elements a thread as some probe chain may be long, so the workload is
+/// part of the place: a kernel's rate is never a probe variant's rival.
 pub fn at_place(
     results: &RunResults,
     chain: u32,
@@ -496,7 +498,9 @@ pub fn at_place(
     results
         .variants
         .iter()
-        .filter(|r| r.chain == chain && r.sink == sink && r.context == context)
+        .filter(|r| {
+            r.workload.is_probe() && r.chain == chain && r.sink == sink && r.context == context
+        })
         .collect()
 }
 

@@ -7,8 +7,9 @@ use accprobe::catalog;
 use accprobe::expectations::profile::Profile;
 use accprobe::model::results::{RunResults, VariantResult};
 use accprobe::model::variant::{Context, Variant, Workload};
+use accprobe::model::variant::{Sink, REDUCTION_ITEMS};
 use accprobe::verdict::cases::cases;
-use accprobe::verdict::Outcome;
+use accprobe::verdict::{at_place, Outcome};
 use std::path::Path;
 
 const PROFILE: &str = "\
@@ -103,4 +104,18 @@ fn the_peak_holds_within_its_tolerance_and_fails_naming_kernel_context_and_figur
         outcome(&p, &softmax, "invariant::acc4_is_peak::dot"),
         Outcome::Pass(_)
     ));
+}
+
+#[test]
+fn a_policy_place_at_a_chain_as_long_as_a_kernel_judges_only_the_probe() {
+    let p = catalog::parse(PROFILE, Path::new("expectations/t.yaml")).unwrap();
+    // A kernel's rates far above any probe variant's, and a probe variant with a chain of
+    // as many dependent FMAs as a kernel handles elements a thread.
+    let mut r = results_with(&p, Workload::Dot, &[(1, 1 << 40), (8, 1 << 41)]);
+    let probe = Variant::new(REDUCTION_ITEMS, 2);
+    r.variants
+        .push(VariantResult::measured(probe, vec![vec![100; 8]; 10]));
+    let found = at_place(&r, REDUCTION_ITEMS, Sink::A, Context::BASE);
+    let names: Vec<String> = found.iter().map(|v| v.name.clone()).collect();
+    assert_eq!(names, [probe.name()]);
 }
