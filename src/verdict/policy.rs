@@ -506,11 +506,5 @@ pub fn at_place(
 
 /// The main variants (sink A) of `results` at `chain`: what a pick there is judged among.
 pub fn main_at_chain(results: &RunResults, chain: u32) -> Vec<&VariantResult> {
-    results
-        .variants
-        .iter()
-        .filter(|r| {
-            r.workload.is_probe() && r.chain == chain && r.sink == Sink::A && r.context.is_base()
-        })
-        .collect()
+    at_place(results, chain, Sink::A, Context::BASE)
 }
