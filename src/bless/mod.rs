@@ -257,7 +257,7 @@ pub fn policy_picks(
             context: c.name.clone(),
             source,
         })?;
-        let found = verdict::at_place(results, c.accumulation.chain, c.sink, c.context);
+        let found = verdict::at_place(results, &c.place);
         let st = verdict::standing(k, &found).map_err(|_| BlessError::PickNotMeasured {
             policy: picks.policy.clone(),
             context: c.name.clone(),

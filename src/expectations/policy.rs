@@ -7,6 +7,8 @@
 
 use crate::error::Result;
 use crate::expectations::yaml::{at, is_case_name, number, parse_document, read_text, CASE_NAME};
+use crate::model::place::Place;
+use crate::model::workload::{Loads, Workload};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::path::{Path, PathBuf};
@@ -36,6 +38,34 @@ pub struct Accumulation {
     /// The most registers a thread may hold at that occupancy (the architecture's limit).
     #[serde(default, deserialize_with = "number::plain")]
     pub register_limit: u32,
+    /// The kernel the accumulation is in: the probe, or a real accumulation. A policy
+    /// file's `probe_context` is the probe's, so these three are never read from one.
+    #[serde(skip_deserializing)]
+    pub kernel: Workload,
+    /// The accumulations each element feeds (2 for a layer norm's sum and sum of squares).
+    #[serde(skip_deserializing, default = "one")]
+    pub accumulations: u32,
+    /// Where the elements are loaded from.
+    #[serde(skip_deserializing)]
+    pub loads: Loads,
+}
+
+/// One accumulation an element, the probe's.
+fn one() -> u32 {
+    1
+}
+
+impl Accumulation {
+    /// This accumulation as it stands at `place`: its chain and its kernel's fields.
+    pub(crate) fn at(self, place: &Place) -> Accumulation {
+        Accumulation {
+            chain: place.chain,
+            kernel: place.workload,
+            accumulations: place.workload.accumulations(),
+            loads: place.workload.loads(),
+            ..self
+        }
+    }
 }
 
 /// When K >= 3 is allowed, and which K.
@@ -251,7 +281,24 @@ probe_context:
             side_chains: 0,
             warps_per_sm: 0,
             register_limit: 0,
+            kernel: Workload::Probe,
+            accumulations: 1,
+            loads: Loads::None,
         }
+    }
+
+    #[test]
+    fn a_probe_context_is_the_probe_s_and_cannot_name_a_kernel() {
+        let p = policy();
+        assert_eq!(p.probe_context.kernel, Workload::Probe);
+        assert_eq!(p.probe_context.accumulations, 1);
+        assert_eq!(p.probe_context.loads, Loads::None);
+        let with_kernel = STUDY.replace("probe_context:", "probe_context:\n  kernel: dot");
+        assert_ne!(with_kernel, STUDY);
+        let e = Policy::parse(&with_kernel, Path::new("p.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("kernel"), "{e}");
     }
 
     #[test]

@@ -142,8 +142,14 @@ pub(crate) enum AnswerFault {
     #[error("K {} is out of range: expected {}", excerpt(.word, 20), k_is())]
     OutOfRange { word: String },
     /// A K the profile does not measure.
-    #[error("K {k} is not measured: expected one of probe.accumulators {measured:?}")]
-    NotMeasured { k: u32, measured: Vec<u32> },
+    #[error("K {k} is not measured: expected one of {key} {measured:?}")]
+    NotMeasured {
+        k: u32,
+        /// The profile key the counts come from (`probe.accumulators`,
+        /// `reductions.accumulators`).
+        key: &'static str,
+        measured: Vec<u32>,
+    },
     /// More lines than contexts asked.
     #[error("found {found}: expected the end of the answer, after one line for each of the {asked} contexts asked")]
     Extra { found: Found, asked: usize },

@@ -6,7 +6,7 @@
 
 use crate::expectations::policy::{Accumulation, Policy};
 use crate::expectations::policy_error::PolicyError;
-use crate::model::variant::{Context, Sink};
+use crate::model::place::Place;
 use crate::text::Shown;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,13 +22,12 @@ pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(10);
 pub(crate) const MAX_TIME_LIMIT_S: u64 = 600;
 
 /// One accumulation the gate asks the policy about, by name (`chain13`, `chain13_sinkB`,
-/// `chain13_w16`): where it was measured (the chain is the accumulation's) and what the
-/// policy is told about it.
+/// `chain13_w16`, `dot_w16`: [`Place::name`]): where it was measured and what the policy
+/// is told about it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicyContext {
     pub name: String,
-    pub sink: Sink,
-    pub context: Context,
+    pub place: Place,
     pub accumulation: Accumulation,
 }
 

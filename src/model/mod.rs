@@ -7,6 +7,7 @@ pub mod compiled;
 pub mod context;
 pub mod gpu;
 pub mod median;
+pub mod place;
 pub mod results;
 pub mod settings;
 pub mod variant;

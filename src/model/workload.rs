@@ -122,6 +122,24 @@ impl Workload {
         }
     }
 
+    /// The accumulations each element feeds: 2 for the layer norm (the sum and the sum of
+    /// squares), 1 for every other kernel and for the probe.
+    pub fn accumulations(self) -> u32 {
+        match self {
+            Workload::Layernorm => 2,
+            _ => 1,
+        }
+    }
+
+    /// Where the elements the accumulation reads come from, as the policy is told.
+    pub fn loads(self) -> Loads {
+        match self {
+            Workload::Dot => Loads::Shared,
+            Workload::Gemv => Loads::Global,
+            _ => Loads::None,
+        }
+    }
+
     /// Bytes one element reads from global memory (the GEMV's row); 0 where the inputs are
     /// in shared memory or registers.
     pub fn global_bytes_per_element(self) -> u32 {
@@ -130,6 +148,19 @@ impl Workload {
             _ => 0,
         }
     }
+}
+
+/// Where an accumulation's elements are loaded from, for the policy protocol's `loads`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Loads {
+    /// No load in the loop: the elements are computed or held in registers (the probe).
+    #[default]
+    None,
+    /// From shared memory (LDS).
+    Shared,
+    /// From global memory (LDG).
+    Global,
 }
 
 impl fmt::Display for Workload {
@@ -152,5 +183,10 @@ mod tests {
         assert_eq!(Workload::reduction("Dot"), None);
         assert!(Workload::default().is_probe());
         assert_eq!(Workload::Layernorm.carried_opcodes(), ["FADD", "FFMA"]);
+        assert_eq!(Workload::Layernorm.accumulations(), 2);
+        assert_eq!(Workload::Probe.accumulations(), 1);
+        assert_eq!(Workload::Gemv.loads(), Loads::Global);
+        assert_eq!(Workload::Dot.loads(), Loads::Shared);
+        assert_eq!(Workload::Probe.loads(), Loads::None);
     }
 }

@@ -4,9 +4,10 @@
 
 use super::OnboardError;
 use crate::expectations::profile::Profile;
+use crate::model::place::Place;
 use crate::model::results::{RunResults, VariantResult};
 use crate::report::thousands as figure;
-use crate::verdict::cases::{cases, policy_context_name, Check};
+use crate::verdict::cases::{cases, Check};
 use crate::verdict::{at_place, evaluate, judged_standing, Basis, Outcome};
 
 /// A case that does not hold, and why, in the reason's words.
@@ -50,15 +51,8 @@ pub(crate) fn find(
                         accumulators,
                         tolerance,
                     } => peak(&gpu, chain, accumulators, tolerance, results),
-                    Check::Policy {
-                        chain,
-                        sink,
-                        context,
-                        ..
-                    } => file_pick(profile, results, &policy_context_name(chain, sink, context))
-                        .and_then(|k| {
-                            policy(profile, chain, k, &at_place(results, chain, sink, context))
-                        }),
+                    Check::Policy { place, .. } => file_pick(profile, results, &place.name())
+                        .and_then(|k| policy(profile, &place, k, &at_place(results, &place))),
                     _ => None,
                 }
                 .unwrap_or_else(|| format!("on the {gpu}: {}", failure.text()));
@@ -199,7 +193,7 @@ fn file_pick(profile: &Profile, results: &RunResults, context: &str) -> Option<u
 /// acc16: 149,253.0) by the blessed progress, below the 98% the gate asks": the figures
 /// the policy case judges on (the blessed progress while every variant holds its
 /// baseline, else this run's).
-fn policy(profile: &Profile, chain: u32, k: u32, found: &[&VariantResult]) -> Option<String> {
+fn policy(profile: &Profile, place: &Place, k: u32, found: &[&VariantResult]) -> Option<String> {
     let gate = profile.policy_gate.as_ref()?;
     let (pick, basis) = judged_standing(k, found, profile).ok()?;
     let figures = match (basis, &profile.baselines) {
@@ -212,8 +206,13 @@ fn policy(profile: &Profile, chain: u32, k: u32, found: &[&VariantResult]) -> Op
     let (ks, top) = best(&figures)?;
     let names: Vec<String> = ks.iter().map(|k| format!("acc{k}")).collect();
     Some(format!(
-        "the {}'s policy picks acc{k} at N={chain} ({}), {:.2}% of the best ({}: {}) by {basis}, below the {}% the gate asks",
+        "the {}'s policy picks acc{k} at {} ({}), {:.2}% of the best ({}: {}) by {basis}, below the {}% the gate asks",
         gate.source.name(),
+        if place.workload.is_probe() {
+            format!("N={}", place.chain)
+        } else {
+            place.describe()
+        },
         figure(pick.progress),
         pick.progress / top * 100.0,
         names.join(", "),

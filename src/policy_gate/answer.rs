@@ -4,7 +4,7 @@
 //! ```text
 //! answer  = *(line LF) line [LF]   ; exactly n lines: one per context asked, in order
 //! line    = *blank k *blank
-//! k       = nonzero *digit         ; 1 to 256, and one of probe.accumulators
+//! k       = nonzero *digit         ; 1 to 256, and one the profile measures there
 //! blank   = %x20 / %x09            ; space, tab
 //! nonzero = %x31-39
 //! digit   = %x30-39
@@ -15,18 +15,19 @@
 //! column (1-based, in characters), the context that line answers, what was found there and
 //! what was expected.
 
+use super::Measured;
 use crate::expectations::policy::MAX_POLICY_ACCUMULATORS;
 use crate::expectations::policy_error::{AnswerFault, BadAnswer, Found};
 use crate::expectations::policy_source::PolicyContext;
 use std::collections::BTreeMap;
 
-/// The K of each context from the program's `stdout`, each among `measured` (the
-/// accumulator counts the profile measures); where and how the answer breaks the grammar,
-/// when it does.
+/// The K of each context from the program's `stdout`, each among the accumulator counts
+/// `measured` holds for its place; where and how the answer breaks the grammar, when it
+/// does.
 pub(super) fn answers(
     contexts: &[PolicyContext],
     stdout: &[u8],
-    measured: &[u32],
+    measured: Measured,
 ) -> Result<BTreeMap<String, u32>, BadAnswer> {
     let body = stdout.strip_suffix(b"\n").unwrap_or(stdout);
     let lines: Vec<&[u8]> = if stdout.is_empty() {
@@ -52,10 +53,12 @@ pub(super) fn answers(
             ));
         };
         let k = read_k(line).map_err(|(column, fault)| bad(column, fault))?;
-        if !measured.contains(&k) {
+        let (key, counts) = measured.at(&ctx.place);
+        if !counts.contains(&k) {
             let fault = AnswerFault::NotMeasured {
                 k,
-                measured: measured.to_vec(),
+                key,
+                measured: counts.to_vec(),
             };
             return Err(bad(1 + leading_blanks(line), fault));
         }
@@ -144,29 +147,51 @@ fn found(line: &[u8], at: usize) -> Found {
 mod tests {
     use super::*;
     use crate::expectations::policy::Accumulation;
+    use crate::model::place::Place;
     use crate::model::variant::{Context, Sink};
+    use crate::model::workload::Workload;
+
+    fn context(name: String, place: Place) -> PolicyContext {
+        let probe = Accumulation {
+            chain: 7,
+            register_headroom: 200,
+            sink_isolated: true,
+            surrounding_ilp: false,
+            occupancy_safe: true,
+            side_chains: 0,
+            warps_per_sm: 0,
+            register_limit: 0,
+            kernel: Workload::Probe,
+            accumulations: 1,
+            loads: Default::default(),
+        };
+        PolicyContext {
+            name,
+            place,
+            accumulation: probe.at(&place),
+        }
+    }
 
     fn contexts(n: usize) -> Vec<PolicyContext> {
         (0..n)
-            .map(|i| PolicyContext {
-                name: format!("c{}", i + 1),
-                sink: Sink::A,
-                context: Context::BASE,
-                accumulation: Accumulation {
-                    chain: 7,
-                    register_headroom: 200,
-                    sink_isolated: true,
-                    surrounding_ilp: false,
-                    occupancy_safe: true,
-                    side_chains: 0,
-                    warps_per_sm: 0,
-                    register_limit: 0,
-                },
+            .map(|i| {
+                context(
+                    format!("c{}", i + 1),
+                    Place::probe(7, Sink::A, Context::BASE),
+                )
             })
             .collect()
     }
 
     const MEASURED: [u32; 4] = [1, 2, 3, 16];
+    const REDUCTIONS: [u32; 2] = [1, 8];
+
+    fn measured() -> Measured<'static> {
+        Measured {
+            probe: &MEASURED,
+            reductions: &REDUCTIONS,
+        }
+    }
 
     fn read(stdout: &str) -> Result<Vec<u32>, String> {
         typed(stdout).map_err(|e| e.to_string())
@@ -174,7 +199,7 @@ mod tests {
 
     fn typed(stdout: &str) -> Result<Vec<u32>, BadAnswer> {
         let asked = contexts(3);
-        answers(&asked, stdout.as_bytes(), &MEASURED)
+        answers(&asked, stdout.as_bytes(), measured())
             .map(|m| asked.iter().map(|c| m[&c.name]).collect())
     }
 
@@ -213,7 +238,7 @@ mod tests {
 
     #[test]
     fn bytes_that_are_not_text_are_shown_escaped() {
-        let e = answers(&contexts(1), b"2\xff\n", &MEASURED)
+        let e = answers(&contexts(1), b"2\xff\n", measured())
             .unwrap_err()
             .to_string();
         assert!(
@@ -232,6 +257,7 @@ mod tests {
                 context: Some("c2".into()),
                 fault: AnswerFault::NotMeasured {
                     k: 4,
+                    key: "probe.accumulators",
                     measured: MEASURED.to_vec()
                 },
             })
@@ -246,5 +272,20 @@ mod tests {
         );
         let e = typed("2\n2\n2\n2\n").unwrap_err();
         assert_eq!((e.line, e.context), (4, None), "no context answers line 4");
+    }
+
+    #[test]
+    fn a_kernel_context_is_answered_among_the_counts_its_kernel_is_measured_at() {
+        let asked = vec![
+            context("chain7".into(), Place::probe(7, Sink::A, Context::BASE)),
+            context("dot".into(), Place::kernel(Workload::Dot, Context::BASE)),
+        ];
+        let got = answers(&asked, b"16\n8\n", measured()).unwrap();
+        assert_eq!((got["chain7"], got["dot"]), (16, 8));
+        let e = answers(&asked, b"2\n2\n", measured()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 2, column 1 (context dot): K 2 is not measured: expected one of reductions.accumulators [1, 8]"
+        );
     }
 }

@@ -14,6 +14,7 @@ use crate::expectations::policy_source::{
     Picks, PolicyCommand, PolicyContext, PolicySource, Program, PROTOCOL,
 };
 use crate::expectations::profile::Profile;
+use crate::model::place::Place;
 use crate::model::results::RunResults;
 use crate::verdict::cases::{policy_contexts, Case, Check};
 use std::collections::BTreeMap;
@@ -30,16 +31,39 @@ pub const STDERR_LIMIT: usize = 4096;
 pub fn ask(profile: &Profile, results: Option<&RunResults>) -> Option<Picks> {
     let gate = profile.policy_gate.as_ref()?;
     let contexts = policy_contexts(profile, results);
-    Some(ask_source(
-        &gate.source,
-        &contexts,
-        &profile.probe.accumulators,
-    ))
+    Some(ask_source(&gate.source, &contexts, Measured::of(profile)))
 }
 
-/// The picks of `source` for `contexts`; a program's answers must be among `measured`
-/// (the accumulator counts the profile measures).
-pub fn ask_source(source: &PolicySource, contexts: &[PolicyContext], measured: &[u32]) -> Picks {
+/// The accumulator counts a profile measures, by kind of place: a program's answer for a
+/// context must be one of those its place is measured at.
+#[derive(Debug, Clone, Copy)]
+pub struct Measured<'a> {
+    /// The probe's (`probe.accumulators`).
+    pub probe: &'a [u32],
+    /// The real accumulations' (`reductions.accumulators`).
+    pub reductions: &'a [u32],
+}
+
+impl<'a> Measured<'a> {
+    pub fn of(profile: &'a Profile) -> Measured<'a> {
+        Measured {
+            probe: &profile.probe.accumulators,
+            reductions: &profile.probe.reduction_accumulators,
+        }
+    }
+
+    /// The counts a pick at `place` must be among, and the profile key naming them.
+    fn at(&self, place: &Place) -> (&'static str, &'a [u32]) {
+        if place.workload.is_probe() {
+            ("probe.accumulators", self.probe)
+        } else {
+            ("reductions.accumulators", self.reductions)
+        }
+    }
+}
+
+/// The picks of `source` for `contexts`; a program's answers must be among `measured`.
+pub fn ask_source(source: &PolicySource, contexts: &[PolicyContext], measured: Measured) -> Picks {
     match source {
         PolicySource::File(_) => source
             .file_picks(contexts)
@@ -87,6 +111,9 @@ pub fn request_line(c: &PolicyContext) -> String {
         "side_chains": a.side_chains,
         "warps_per_sm": a.warps_per_sm,
         "register_limit": a.register_limit,
+        "kernel": a.kernel.name(),
+        "accumulations": a.accumulations,
+        "loads": a.loads,
     })
     .to_string()
 }
@@ -94,7 +121,7 @@ pub fn request_line(c: &PolicyContext) -> String {
 fn ask_program(
     c: &PolicyCommand,
     contexts: &[PolicyContext],
-    measured: &[u32],
+    measured: Measured,
 ) -> Result<BTreeMap<String, u32>, PolicyError> {
     let mut input = String::new();
     for ctx in contexts {

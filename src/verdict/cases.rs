@@ -1,13 +1,12 @@
 //! The cases a profile generates: the verdict stage's vocabulary. Each case names what it
 //! checks and which variants it needs measured.
 
-use crate::expectations::policy::Accumulation;
 use crate::expectations::policy_source::PolicyContext;
 use crate::expectations::profile::{Invariant, PolicyGate, Profile, ReductionInvariant};
+use crate::model::place::Place;
 use crate::model::results::RunResults;
 use crate::model::variant::{Context, Sink, Variant, Workload};
 
-pub(crate) use super::policy::policy_context_name;
 pub(crate) use super::spills::SpillSource;
 
 /// One generated test case: what it checks and which variants it needs measured.
@@ -55,23 +54,13 @@ pub enum Check {
     Ceiling(Variant),
     /// Each launch took budget / SM clock, within the tolerance.
     Duration(Variant),
-    /// The K the policy picks at this chain, asked about this sink mode and context as
-    /// measured (the policy context `policy_context_name` names), reaches
-    /// (1 - tolerance) of the best progress measured there.
-    Policy {
-        chain: u32,
-        sink: Sink,
-        context: Context,
-        tolerance: f64,
-    },
+    /// The K the policy picks at this place (a probe chain in a sink mode and context, or
+    /// a real accumulation in a context), asked about it as measured (the policy context
+    /// [`Place::name`] names), reaches (1 - tolerance) of the best progress measured there.
+    Policy { place: Place, tolerance: f64 },
     /// The K the policy picks for the same policy context measures no worse than its
     /// blessed pick, beyond the tolerance.
-    PolicyPick {
-        chain: u32,
-        sink: Sink,
-        context: Context,
-        tolerance: f64,
-    },
+    PolicyPick { place: Place, tolerance: f64 },
 }
 
 /// Every case `profile` generates, in a stable order.
@@ -213,24 +202,14 @@ fn reduction_invariant_cases(inv: &ReductionInvariant, profile: &Profile) -> Vec
 fn policy_cases(h: &PolicyGate, profile: &Profile, all: &[Variant]) -> Vec<Case> {
     let contexts = policy_contexts(profile, None);
     let at = |c: &PolicyContext| -> Vec<Variant> {
-        all.iter()
-            .copied()
-            .filter(|v| {
-                v.workload.is_probe()
-                    && v.chain == c.accumulation.chain
-                    && v.sink == c.sink
-                    && v.context == c.context
-            })
-            .collect()
+        all.iter().copied().filter(|v| c.place.holds(v)).collect()
     };
     let mut cases = Vec::new();
     for c in &contexts {
         cases.push(Case {
             name: format!("policy::{}::{}", h.source.name(), c.name),
             check: Check::Policy {
-                chain: c.accumulation.chain,
-                sink: c.sink,
-                context: c.context,
+                place: c.place,
                 tolerance: h.tolerance,
             },
             needs: at(c),
@@ -241,9 +220,7 @@ fn policy_cases(h: &PolicyGate, profile: &Profile, all: &[Variant]) -> Vec<Case>
             cases.push(Case {
                 name: format!("policy::{}::picks::{}", h.source.name(), c.name),
                 check: Check::PolicyPick {
-                    chain: c.accumulation.chain,
-                    sink: c.sink,
-                    context: c.context,
+                    place: c.place,
                     tolerance: h.tolerance,
                 },
                 needs: at(c),
@@ -253,60 +230,67 @@ fn policy_cases(h: &PolicyGate, profile: &Profile, all: &[Variant]) -> Vec<Case>
     cases
 }
 
-/// The contexts a profile's policy is asked about, in a stable order: the base probe
+/// Every place a profile's policy is asked about, in a stable order: the base probe
 /// kernel at each chain (`chain<N>`), each sink mode at each chain (`chain<N>_sink<M>`),
-/// each probe context at each context chain (`chain<N>_<context>`). Each accumulation is
-/// the one `results` measured there (`verdict::policy::accumulation`); without results,
-/// or where they carry no ptxas register count (a recorded table), the policy's
-/// `probe_context` stands for it, its chain set. A context `results` predate (a file
-/// written before contexts, `RunResults::predates`) is left out: nothing measured it,
-/// and its cases are skipped ([`unrecorded`]). Empty without a `policy_gate:`.
+/// each probe context at each context chain (`chain<N>_<context>`), then each real
+/// accumulation in each of its contexts (`dot`, `dot_w16`).
+pub fn policy_places(profile: &Profile) -> Vec<Place> {
+    let p = &profile.probe;
+    let mut places = Vec::new();
+    for &chain in &p.chains {
+        places.push(Place::probe(chain, Sink::A, Context::BASE));
+    }
+    for &sink in &p.sink_modes {
+        for &chain in &p.chains {
+            places.push(Place::probe(chain, sink, Context::BASE));
+        }
+    }
+    for &context in &p.contexts {
+        for &chain in &p.context_chains {
+            places.push(Place::probe(chain, Sink::A, context));
+        }
+    }
+    for &kernel in &p.reductions {
+        for &context in &p.reduction_contexts {
+            places.push(Place::kernel(kernel, context));
+        }
+    }
+    places
+}
+
+/// The contexts a profile's policy is asked about ([`policy_places`]). Each accumulation
+/// is the one `results` measured there (`verdict::policy::accumulation`); without
+/// results, or where they carry no ptxas register count (a recorded table), the policy's
+/// `probe_context` stands for it, with the place's chain and kernel. A place `results`
+/// predate (a file written before contexts or real accumulations,
+/// `RunResults::predates`) is left out: nothing measured it, and its cases are skipped
+/// ([`unrecorded`]). Empty without a `policy_gate:`.
 pub fn policy_contexts(profile: &Profile, results: Option<&RunResults>) -> Vec<PolicyContext> {
     let Some(h) = &profile.policy_gate else {
         return Vec::new();
     };
     let p = &profile.probe;
-    let mut places = Vec::new();
-    for &chain in &p.chains {
-        places.push((chain, Sink::A, Context::BASE));
-    }
-    for &sink in &p.sink_modes {
-        for &chain in &p.chains {
-            places.push((chain, sink, Context::BASE));
+    let counts = |place: &Place| {
+        if place.workload.is_probe() {
+            &p.context_accumulators
+        } else {
+            &p.reduction_accumulators
         }
-    }
-    for &context in &p.contexts {
-        for &chain in &p.context_chains {
-            places.push((chain, Sink::A, context));
-        }
-    }
-    let predated = |chain: u32, context: Context| {
-        results.is_some_and(|r| {
-            p.context_accumulators
-                .iter()
-                .any(|&k| r.predates(Variant::new(chain, k).with_context(context)))
-        })
     };
-    places
+    let predated = |place: &Place| {
+        results.is_some_and(|r| counts(place).iter().any(|&k| r.predates(place.variant(k))))
+    };
+    policy_places(profile)
         .into_iter()
-        .filter(|&(chain, _, context)| !predated(chain, context))
-        .map(|(chain, sink, context)| {
-            let place = super::policy::Place {
-                chain,
-                sink,
-                context,
-            };
+        .filter(|place| !predated(place))
+        .map(|place| {
             let accumulation = match results {
                 Some(r) => super::policy::accumulation_on(&h.source, place, profile, r),
-                None => Accumulation {
-                    chain,
-                    ..h.source.probe_context()
-                },
+                None => h.source.probe_context().at(&place),
             };
             PolicyContext {
-                name: policy_context_name(chain, sink, context),
-                sink,
-                context,
+                name: place.name(),
+                place,
                 accumulation,
             }
         })

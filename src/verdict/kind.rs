@@ -111,13 +111,8 @@ pub(super) fn kind_of(check: &Check, profile: &Profile, found: &[&VariantResult]
                 FailureKind::Policy
             }
         }
-        Check::PolicyPick {
-            chain,
-            sink,
-            context,
-            ..
-        } => {
-            let name = super::cases::policy_context_name(*chain, *sink, *context);
+        Check::PolicyPick { place, .. } => {
+            let name = place.name();
             let blessed = profile
                 .baselines
                 .as_ref()

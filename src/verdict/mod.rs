@@ -23,6 +23,7 @@ mod validity;
 
 use crate::expectations::policy_source::Picks;
 use crate::expectations::profile::Profile;
+use crate::model::place::Place;
 use crate::model::results::{RunResults, VariantResult};
 use crate::text::Shown;
 use cases::{Case, Check};
@@ -177,30 +178,12 @@ pub struct NotComparable {
 
 /// Where a policy case judges (and whether it is the case of the pick against the best K,
 /// not against the blessed pick); `None` for any other check.
-fn policy_place(check: &Check) -> Option<(policy::Place, bool)> {
-    let (chain, sink, context, own) = match *check {
-        Check::Policy {
-            chain,
-            sink,
-            context,
-            ..
-        } => (chain, sink, context, true),
-        Check::PolicyPick {
-            chain,
-            sink,
-            context,
-            ..
-        } => (chain, sink, context, false),
-        _ => return None,
-    };
-    Some((
-        policy::Place {
-            chain,
-            sink,
-            context,
-        },
-        own,
-    ))
+fn policy_place(check: &Check) -> Option<(Place, bool)> {
+    match *check {
+        Check::Policy { place, .. } => Some((place, true)),
+        Check::PolicyPick { place, .. } => Some((place, false)),
+        _ => None,
+    }
 }
 
 fn evaluate_raw(
@@ -246,39 +229,12 @@ fn evaluate_raw(
         Check::BaselineEnvironment => environment::matches_baselines(profile, results),
         Check::Ceiling(v) => validity::ceiling(v, found[0], profile, results),
         Check::Duration(_) => validity::duration(found[0], profile, results),
-        Check::Policy {
-            chain,
-            sink,
-            context,
-            tolerance,
-        } => policy::pick(
-            policy::Place {
-                chain,
-                sink,
-                context,
-            },
-            tolerance,
-            picks,
-            profile,
-            results,
-            found,
-        ),
-        Check::PolicyPick {
-            chain,
-            sink,
-            context,
-            tolerance,
-        } => policy::against_blessed(
-            policy::Place {
-                chain,
-                sink,
-                context,
-            },
-            tolerance,
-            picks,
-            profile,
-            found,
-        ),
+        Check::Policy { place, tolerance } => {
+            policy::pick(place, tolerance, picks, profile, results, found)
+        }
+        Check::PolicyPick { place, tolerance } => {
+            policy::against_blessed(place, tolerance, picks, profile, found)
+        }
     }
 }
 

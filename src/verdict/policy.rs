@@ -1,6 +1,8 @@
-//! The `policy::<name>::chain<N>[_sink<M>][_<context>]` cases: the policy is asked about
-//! the accumulation as it was measured in that sink mode and context, and the K it picks
-//! must reach (1 - tolerance) of the best progress measured there. The
+//! The `policy::<name>::chain<N>[_sink<M>][_<context>]` and
+//! `policy::<name>::<kernel>[_<context>]` cases: the policy is asked about the
+//! accumulation as it was measured at that place ([`Place`]: a probe chain in a sink mode
+//! and context, or a real accumulation in a context), and the K it picks must reach
+//! (1 - tolerance) of the best progress measured there. The
 //! `policy::<name>::picks::<context>` cases hold the same pick against the blessed one.
 //!
 //! What the policy is told ([`accumulation`], docs/study.md, "Contexts"):
@@ -12,6 +14,9 @@
 //! - `sink_isolated`: the sink is after the loop (modes A, B, C), not summed inside every
 //!   iteration (D);
 //! - `side_chains` and `surrounding_ilp` (side chains > 0): the context's;
+//! - `kernel`, `accumulations`, `loads`: the place's kernel and what it is
+//!   (`Workload::accumulations`, `Workload::loads`); a kernel's `chain` is its
+//!   `REDUCTION_ITEMS` elements a thread;
 //! - `occupancy_safe`: the policy's wide K fits the limit: its variant, where measured,
 //!   uses at most `register_limit` registers and does not spill; where not measured, the
 //!   lowest-K count plus the policy's registers per extra partial stays within the limit.
@@ -27,58 +32,9 @@ use crate::expectations::policy::Accumulation;
 use crate::expectations::policy_source::{Picks, PolicySource};
 use crate::expectations::profile::Profile;
 use crate::model::context::{register_limit, Context};
+use crate::model::place::Place;
 use crate::model::results::{RunResults, VariantResult};
 use crate::model::variant::Sink;
-
-/// Where a case's accumulation was measured.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Place {
-    pub(super) chain: u32,
-    pub(super) sink: Sink,
-    pub(super) context: Context,
-}
-
-/// The name of the policy context at `chain` in sink mode `sink` and probe context
-/// `context`: `chain13`, `chain13_sinkB`, `chain13_w16` (the `policy::<name>::` cases'
-/// last part).
-pub(crate) fn policy_context_name(chain: u32, sink: Sink, context: Context) -> String {
-    let mut name = format!("chain{chain}");
-    if sink != Sink::A {
-        name.push_str(&format!("_sink{}", sink.letter()));
-    }
-    name.push_str(&context.suffix());
-    name
-}
-
-impl Place {
-    /// How a message names it: `chain 13`, `chain 13 in context w16`, `chain 13, sink D`.
-    fn describe(&self) -> String {
-        let mut s = format!("chain {}", self.chain);
-        if self.sink != Sink::A {
-            s.push_str(&format!(", sink {}", self.sink.letter()));
-        }
-        if !self.context.is_base() {
-            s.push_str(&format!(" in context {}", self.context));
-        }
-        s
-    }
-
-    /// The policy context's name ([`policy_context_name`]).
-    pub(super) fn name(&self) -> String {
-        policy_context_name(self.chain, self.sink, self.context)
-    }
-
-    /// The profile key whose accumulator counts measure this place.
-    fn accumulators_key(&self) -> &'static str {
-        if !self.context.is_base() {
-            "contexts.accumulators"
-        } else if self.sink != Sink::A {
-            "sink_isolation.accumulators"
-        } else {
-            "probe.accumulators"
-        }
-    }
-}
 
 /// What `source` is told about the accumulation at `place`, from `found` (its variants
 /// at that place) and the run's block: see the module's documentation.
@@ -92,10 +48,7 @@ pub(super) fn accumulation(
     let counted = |r: &&&VariantResult| r.resources.is_some_and(|res| res.registers > 0);
     let lowest = found.iter().filter(counted).min_by_key(|r| r.accumulators);
     let Some(lowest) = lowest.and_then(|r| r.resources.map(|res| (r, res))) else {
-        return Accumulation {
-            chain: place.chain,
-            ..source.probe_context()
-        };
+        return source.probe_context().at(&place);
     };
     let warps = place.context.block_threads(block_threads) / 32;
     let limit = register_limit(warps);
@@ -124,6 +77,9 @@ pub(super) fn accumulation(
     let side_chains = place.context.side_chains;
     Accumulation {
         chain: place.chain,
+        kernel: place.workload,
+        accumulations: place.workload.accumulations(),
+        loads: place.workload.loads(),
         register_headroom: limit.saturating_sub(used),
         sink_isolated: place.sink != Sink::D,
         surrounding_ilp: side_chains > 0,
@@ -142,7 +98,7 @@ pub(super) fn accumulation_on(
     profile: &Profile,
     results: &RunResults,
 ) -> Accumulation {
-    let found = at_place(results, place.chain, place.sink, place.context);
+    let found = at_place(results, &place);
     let block_threads = results
         .settings
         .map_or(profile.probe.block_threads, |s| s.block_threads);
@@ -485,26 +441,17 @@ pub fn standing(k: u32, found: &[&VariantResult]) -> Result<Standing, Unjudged> 
     })
 }
 
-/// The probe's variants of `results` at `chain` in sink mode `sink` and probe context
-/// `context`: what a pick for that policy context is judged among. A real accumulation
-/// handles as many elements a thread as some probe chain may be long, so the workload is
-/// part of the place: a kernel's rate is never a probe variant's rival.
-pub fn at_place(
-    results: &RunResults,
-    chain: u32,
-    sink: Sink,
-    context: Context,
-) -> Vec<&VariantResult> {
+/// The variants of `results` measured at `place` ([`Place::holds`]): what a pick for
+/// that policy context is judged among.
+pub fn at_place<'a>(results: &'a RunResults, place: &Place) -> Vec<&'a VariantResult> {
     results
         .variants
         .iter()
-        .filter(|r| {
-            r.workload.is_probe() && r.chain == chain && r.sink == sink && r.context == context
-        })
+        .filter(|r| place.holds(&r.variant()))
         .collect()
 }
 
 /// The main variants (sink A) of `results` at `chain`: what a pick there is judged among.
 pub fn main_at_chain(results: &RunResults, chain: u32) -> Vec<&VariantResult> {
-    at_place(results, chain, Sink::A, Context::BASE)
+    at_place(results, &Place::probe(chain, Sink::A, Context::BASE))
 }

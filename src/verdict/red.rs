@@ -23,19 +23,8 @@ pub(super) fn complete(
     failed.place.case = case.name.clone();
     failed.suspect = match case.check {
         Check::BaselineEnvironment => None,
-        Check::Policy {
-            chain,
-            sink,
-            context,
-            ..
-        }
-        | Check::PolicyPick {
-            chain,
-            sink,
-            context,
-            ..
-        } => {
-            let name = super::cases::policy_context_name(chain, sink, context);
+        Check::Policy { place, .. } | Check::PolicyPick { place, .. } => {
+            let name = place.name();
             suspect::policy_suspect(&name, picks, &case.needs, profile, results)
         }
         _ => suspect::first_suspect(&case.needs, profile, results),

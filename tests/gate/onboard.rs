@@ -59,8 +59,8 @@ fn the_draft_on_the_h200_runs_has_the_hand_written_profiles_known_deviations() {
     for name in &unmeasured {
         let case = hand_cases.iter().find(|c| &&c.name == name).unwrap();
         assert!(
-            matches!(case.check, accprobe::verdict::cases::Check::Policy { context, .. }
-                if !context.is_base()),
+            matches!(case.check, accprobe::verdict::cases::Check::Policy { place, .. }
+                if !place.context.is_base()),
             "{name}: {case:?}"
         );
         assert!(!draft_cases.contains(name), "{name}");

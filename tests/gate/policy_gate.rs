@@ -10,8 +10,9 @@ use accprobe::expectations::policy_source::{
     Picks, PolicyCommand, PolicyContext, PolicySource, Program,
 };
 use accprobe::expectations::profile::Profile;
-use accprobe::model::variant::{Context, Sink};
-use accprobe::policy_gate::{ask, ask_source, STDERR_LIMIT};
+use accprobe::model::place::Place;
+use accprobe::model::variant::{Context, Sink, Workload};
+use accprobe::policy_gate::{ask, ask_source, Measured, STDERR_LIMIT};
 use accprobe::verdict::cases::{cases, policy_contexts, Check};
 use accprobe::verdict::{judge_with, Outcome};
 use std::path::Path;
@@ -112,10 +113,10 @@ fn study_py_gives_the_policy_files_picks_over_a_grid_of_contexts() {
     for chain in 0..=40 {
         for register_headroom in [0, 1, 2, 3, 200, 255] {
             for bits in 0..8u32 {
+                let kernel = Workload::REDUCTIONS[bits as usize % 5];
                 contexts.push(PolicyContext {
                     name: format!("c{}", contexts.len()),
-                    sink: Sink::A,
-                    context: Context::BASE,
+                    place: Place::probe(chain, Sink::A, Context::BASE),
                     accumulation: Accumulation {
                         chain,
                         register_headroom,
@@ -125,6 +126,9 @@ fn study_py_gives_the_policy_files_picks_over_a_grid_of_contexts() {
                         side_chains: bits,
                         warps_per_sm: 8,
                         register_limit: 255,
+                        kernel,
+                        accumulations: kernel.accumulations(),
+                        loads: kernel.loads(),
                     },
                 });
             }
@@ -132,7 +136,11 @@ fn study_py_gives_the_policy_files_picks_over_a_grid_of_contexts() {
     }
     let program = study_py(&yaml).policy_gate.unwrap().source;
     let measured: Vec<u32> = (1..=256).collect();
-    let picks = ask_source(&program, &contexts, &measured).answers.unwrap();
+    let measured = Measured {
+        probe: &measured,
+        reductions: &measured,
+    };
+    let picks = ask_source(&program, &contexts, measured).answers.unwrap();
     let mut wide = 0;
     for c in &contexts {
         let want = policy.choose(&c.accumulation);

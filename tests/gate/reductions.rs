@@ -2,13 +2,15 @@
 //! results built here: a kernel's peak K in each context it is measured in, and a failure
 //! that names the kernel, the context and both figures.
 
-use crate::common::{fail_text, load, outcome};
+use crate::common::{fail_text, failed, load, outcome};
 use accprobe::catalog;
 use accprobe::expectations::profile::Profile;
+use accprobe::model::place::Place;
 use accprobe::model::results::{RunResults, VariantResult};
 use accprobe::model::variant::{Context, Variant, Workload};
 use accprobe::model::variant::{Sink, REDUCTION_ITEMS};
-use accprobe::verdict::cases::cases;
+use accprobe::policy_gate::request_line;
+use accprobe::verdict::cases::{cases, policy_contexts};
 use accprobe::verdict::{at_place, Outcome};
 use std::path::Path;
 
@@ -115,7 +117,111 @@ fn a_policy_place_at_a_chain_as_long_as_a_kernel_judges_only_the_probe() {
     let probe = Variant::new(REDUCTION_ITEMS, 2);
     r.variants
         .push(VariantResult::measured(probe, vec![vec![100; 8]; 10]));
-    let found = at_place(&r, REDUCTION_ITEMS, Sink::A, Context::BASE);
+    let found = at_place(&r, &Place::probe(REDUCTION_ITEMS, Sink::A, Context::BASE));
     let names: Vec<String> = found.iter().map(|v| v.name.clone()).collect();
     assert_eq!(names, [probe.name()]);
+    let found = at_place(&r, &Place::kernel(Workload::Dot, Context::BASE));
+    let names: Vec<String> = found.iter().map(|v| v.name.clone()).collect();
+    assert_eq!(names, ["dot_acc1", "dot_acc8"]);
+}
+
+/// [`PROFILE`] gating the documented study's policy file (K = 2 past chain 4; its wide K
+/// needs side work no place here has).
+fn gated() -> Profile {
+    let text = format!("{PROFILE}policy_gate:\n  file: policies/study.yaml\n  tolerance: 0.02\n");
+    catalog::parse(&text, Path::new("expectations/t.yaml")).unwrap()
+}
+
+#[test]
+fn the_policy_is_asked_about_each_kernel_in_each_of_its_contexts() {
+    let p = gated();
+    let names: Vec<String> = cases(&p)
+        .into_iter()
+        .map(|c| c.name)
+        .filter(|n| n.starts_with("policy::"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "policy::study::chain7",
+            "policy::study::chain13",
+            "policy::study::dot",
+            "policy::study::dot_w32",
+            "policy::study::softmax",
+            "policy::study::softmax_w32",
+        ]
+    );
+    let contexts = policy_contexts(&p, None);
+    let dot = contexts.iter().find(|c| c.name == "dot_w32").unwrap();
+    assert_eq!(
+        dot.place,
+        Place::kernel(Workload::Dot, p.probe.reduction_contexts[1])
+    );
+    assert_eq!(dot.accumulation.chain, REDUCTION_ITEMS);
+    assert_eq!(dot.accumulation.kernel, Workload::Dot);
+    let line = request_line(dot);
+    for field in [
+        "\"context\":\"dot_w32\"",
+        "\"kernel\":\"dot\"",
+        "\"accumulations\":1",
+        "\"loads\":\"shared\"",
+        "\"chain\":16",
+    ] {
+        assert!(line.contains(field), "{field} in {line}");
+    }
+    let probe = request_line(&contexts[0]);
+    assert!(probe.contains("\"kernel\":\"probe\""), "{probe}");
+    assert!(probe.contains("\"loads\":\"none\""), "{probe}");
+}
+
+#[test]
+fn a_policy_right_on_the_probe_and_wrong_on_a_kernel_is_red_naming_the_kernel() {
+    let p = gated();
+    // dot's best K is 8, 25% above the policy's K = 2; softmax's is 2.
+    let mut r = results_with(
+        &p,
+        Workload::Dot,
+        &[(1, 500), (2, 800), (4, 900), (8, 1000)],
+    );
+    let softmax = results_with(
+        &p,
+        Workload::Softmax,
+        &[(1, 700), (2, 1000), (4, 990), (8, 980)],
+    );
+    r.variants.extend(
+        softmax
+            .variants
+            .into_iter()
+            .filter(|v| v.workload == Workload::Softmax),
+    );
+    for name in [
+        "policy::study::chain7",
+        "policy::study::softmax",
+        "policy::study::softmax_w32",
+    ] {
+        assert!(
+            matches!(outcome(&p, &r, name), Outcome::Pass(_)),
+            "{name}: {:?}",
+            outcome(&p, &r, name)
+        );
+    }
+    for (name, context) in [
+        ("policy::study::dot", ""),
+        ("policy::study::dot_w32", " in context w32"),
+    ] {
+        let f = failed(outcome(&p, &r, name));
+        let text = f.text();
+        assert!(
+            text.contains(&format!("policy study picks acc2 at kernel dot{context}")),
+            "{text}"
+        );
+        assert!(text.contains("acc8"), "{text}");
+        assert!(text.contains("clearly below the best K"), "{text}");
+    }
+    // Without dot's figures its cases cannot pass: another kernel's rates never stand in.
+    let only_softmax = results_with(&p, Workload::Softmax, &[(1, 700), (2, 1000)]);
+    assert!(!matches!(
+        outcome(&p, &only_softmax, "policy::study::dot"),
+        Outcome::Pass(_)
+    ));
 }

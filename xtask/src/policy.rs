@@ -12,7 +12,7 @@ use accprobe::expectations::policy_source::{
 };
 use accprobe::expectations::profile::Profile;
 use accprobe::model::results::RunResults;
-use accprobe::policy_gate::ask_source;
+use accprobe::policy_gate::{ask_source, Measured};
 use accprobe::text::Shown;
 use accprobe::verdict::{self, cases::policy_contexts, Standing};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
@@ -122,7 +122,7 @@ pub fn compare(
     b: &PolicySource,
 ) -> Result<Vec<Row>, PolicyError> {
     let contexts = policy_contexts_for(profile, a, results);
-    let measured = &profile.probe.accumulators;
+    let measured = Measured::of(profile);
     let picks_a = placed(&contexts, results, &ask_source(a, &contexts, measured))?;
     let picks_b = placed(&contexts, results, &ask_source(b, &contexts, measured))?;
     Ok(contexts
@@ -148,7 +148,7 @@ pub fn placed(
         .iter()
         .map(|c| {
             let k = picks.of(&c.name)?;
-            let found = verdict::at_place(results, c.accumulation.chain, c.sink, c.context);
+            let found = verdict::at_place(results, &c.place);
             Ok(verdict::standing(k, &found).map_err(|_| k))
         })
         .collect()

@@ -38,10 +38,15 @@ pub(super) struct Cell {
     pub(super) pick: Result<Standing, u32>,
 }
 
-/// The row a context is drawn in: its name without the leading `chain<N>` and `_` of its
-/// chain (`chain13_w16` -> `w16`), `probe kernel` when nothing is left. For the drawing
-/// only: a context name means nothing else to the gate.
+/// The row a context is drawn in: for the probe, its name without the leading `chain<N>`
+/// and `_` of its chain (`chain13_w16` -> `w16`), `probe kernel` when nothing is left; for
+/// a real accumulation, `kernel` and its name (`kernel dot_w16`), in the column of the
+/// elements it handles a thread. For the drawing only: a context name means nothing else
+/// to the gate.
 fn row_of(c: &PolicyContext) -> String {
+    if !c.place.workload.is_probe() {
+        return format!("kernel {}", c.name);
+    }
     let prefix = format!("chain{}", c.accumulation.chain);
     match c.name.strip_prefix(&prefix) {
         Some(rest) => {
