@@ -2,7 +2,8 @@
 //! (several GPUs or drivers side by side), with the study's recorded numbers as reference.
 //! This file reads the inputs and names and writes the files; `markdown.rs` writes
 //! report.md's text, `charts.rs` draws the charts in their frame (`frame.rs`), `policy_map.rs` the policy
-//! map, and `layout.rs` says how much room text takes on them.
+//! map, `probe_vs_real.rs` the probe beside the real accumulations, and `layout.rs` says how
+//! much room text takes on them.
 
 pub(crate) mod charts;
 #[cfg(test)]
@@ -11,6 +12,7 @@ pub(crate) mod frame;
 mod layout;
 mod markdown;
 mod policy_map;
+mod probe_vs_real;
 #[cfg(test)]
 mod tests;
 pub(crate) mod trends;
@@ -279,6 +281,7 @@ pub fn run(
         write_file(&out.join(&chart), &svg)?;
         md.push_str(&markdown::section(i, &chart));
         md.push_str(&policy_map(i, out, &mut charts_written)?);
+        md.push_str(&probe_vs_real::section(i));
     }
     md.push_str(&markdown::invariants(&inputs));
     md.push_str(&markdown::toolchain_view(&inputs));

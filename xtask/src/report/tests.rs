@@ -453,3 +453,123 @@ fn the_report_shows_the_history_of_each_input_with_its_change_points_and_trends(
         .to_string_lossy()
         .starts_with("trend-")));
 }
+
+/// Copies the folder `from` into `to`, recursively.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_probe_stands_beside_each_real_kernel_and_disagreements_are_named() {
+    use accprobe::model::results::VariantResult;
+    use accprobe::model::variant::{Context, Sink, Variant, Workload};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("expectations");
+    copy_tree(&expectations(), &dir);
+    let h200 = dir.join("h200.yaml");
+    let text = std::fs::read_to_string(&h200).unwrap();
+    let text = format!(
+        "{}\nreductions:\n  kernels: [dot, softmax]\n  accumulators: [1, 2, 4, 8]\n  warps: [16]\n",
+        text.trim_end()
+    );
+    std::fs::write(&h200, text).unwrap();
+    let mut r = accprobe::model::results::RunResults::load(&committed()).unwrap();
+    let w16 = accprobe::catalog::load(&h200)
+        .unwrap()
+        .probe
+        .reduction_contexts[1];
+    assert_eq!(w16.to_string(), "w16");
+    r.variants.retain(|v| v.context != w16);
+    // One sample a warp: 8 in the base block, 16 at 16 warps.
+    let rate = |v: Variant, progress: u64| {
+        let warps = if v.is_base() { 8 } else { 16 };
+        VariantResult::measured(v, vec![vec![progress; warps]; 10])
+    };
+    // The probe at chain 13 (the nearest 16 of 7, 13, 29): acc2 best in the base context,
+    // acc4 at 16 warps.
+    for v in r.variants.iter_mut().filter(|v| {
+        v.workload.is_probe() && v.chain == 13 && v.sink == Sink::A && v.context.is_base()
+    }) {
+        *v = rate(v.variant(), if v.accumulators == 2 { 1000 } else { 900 });
+    }
+    let probe = |k| Variant::new(13, k).with_context(w16);
+    r.variants
+        .extend([rate(probe(1), 500), rate(probe(4), 1000)]);
+    let kernel = |w, k, c| Variant::reduction(w, k).with_context(c);
+    for (w, c, rates) in [
+        (
+            Workload::Dot,
+            Context::BASE,
+            &[(1, 400), (2, 800), (4, 900), (8, 1000)][..],
+        ),
+        (
+            Workload::Softmax,
+            Context::BASE,
+            &[(1, 700), (2, 1000), (4, 995), (8, 990)],
+        ),
+        (
+            Workload::Dot,
+            w16,
+            &[(1, 400), (2, 800), (4, 1000), (8, 990)],
+        ),
+        (Workload::Softmax, w16, &[(1, 700), (2, 1000), (8, 990)]),
+    ] {
+        r.variants
+            .extend(rates.iter().map(|&(k, p)| rate(kernel(w, k, c), p)));
+    }
+    // Measured since real accumulations exist: a K it lacks was not measured, not
+    // predated.
+    r.schema = accprobe::model::results::SCHEMA;
+    let file = tmp.path().join("kernels.json");
+    accprobe::output::write_atomic(&file, &r.to_json()).unwrap();
+    let out = tmp.path().join("out");
+    report::run(&dir, &[file], &out, None).unwrap();
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("### Does the probe predict real code?"), "{md}");
+    for row in [
+        "| base | acc2 (N=13) | dot | acc8 | 80.00% of its best | **disagree** |",
+        "| base | acc2 (N=13) | softmax | acc2 | 100.00% of its best | agree |",
+        "| w16 | acc4 (N=13) | dot | acc4 | 100.00% of its best | agree |",
+        "| w16 | acc4 (N=13) | softmax | acc2 | not measured | not measured |",
+    ] {
+        assert!(md.contains(row), "lacks {row}:\n{md}");
+    }
+    assert!(
+        md.contains("They disagree in 1 of 3 measured pairs."),
+        "{md}"
+    );
+    // The policy map shows the kernels beside the probe, each in its own row.
+    let map = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("policy-map-")
+        })
+        .unwrap();
+    let svg = std::fs::read_to_string(map).unwrap();
+    for row in [
+        "probe kernel",
+        "kernel dot",
+        "kernel dot_w16",
+        "kernel softmax_w16",
+    ] {
+        assert!(svg.contains(row), "the policy map lacks {row}");
+    }
+    // Without real accumulations in the profile: no such section.
+    let plain = tmp.path().join("plain");
+    report::run(&expectations(), &[committed()], &plain, None).unwrap();
+    let md = std::fs::read_to_string(plain.join("report.md")).unwrap();
+    assert!(!md.contains("Does the probe predict"), "{md}");
+}
