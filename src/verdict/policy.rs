@@ -76,10 +76,6 @@ pub(super) fn accumulation(
     };
     let side_chains = place.context.side_chains;
     Accumulation {
-        chain: place.chain,
-        kernel: place.workload,
-        accumulations: place.workload.accumulations(),
-        loads: place.workload.loads(),
         register_headroom: limit.saturating_sub(used),
         sink_isolated: place.sink != Sink::D,
         surrounding_ilp: side_chains > 0,
@@ -87,7 +83,9 @@ pub(super) fn accumulation(
         side_chains,
         warps_per_sm: warps,
         register_limit: limit,
+        ..source.probe_context()
     }
+    .at(&place)
 }
 
 /// [`accumulation`] at `place` as `results` measured it, with the run's block (the
