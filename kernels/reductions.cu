@@ -3,8 +3,11 @@
 // Five loops people write, each with its accumulator split K ways, timed as the probe is
 // (one block on one SM, a clock64() budget, lane 0 of each warp writes its iterations, its
 // %globaltimer nanoseconds and its SM). This file is compiled after probe.cu, in the same
-// NVRTC program, and uses its phased starts (accprobe_phase, ACCPROBE_PHASES,
-// ACCPROBE_PHASED_FROM_WARPS). The compile stage appends one
+// NVRTC program, and uses its phased starts (accprobe_phase, ACCPROBE_PHASES) in every
+// context, the base one too: unphased, a latency-bound split (GEMV at K = 1 to 4, dot,
+// softmax and block reduction at K = 2) locks into one of several rates per process,
+// moving up to 3.7% between processes where phased it stays within 0.5% (H100, 2026-12-07;
+// docs/study.md, "Real reductions beside the probe"). The compile stage appends one
 // ACCPROBE_REDUCTION_VARIANT(NAME, KERNEL, E, WARPS, BOUNDS) line per variant, named
 // `kernel_accK` plus the context's suffix (`dot_acc4_w16`).
 //
@@ -98,7 +101,7 @@ __device__ __forceinline__ void accprobe_reduction_step(const float4 *__restrict
     }
 }
 
-template <int KERNEL, int E, int PHASES>
+template <int KERNEL, int E>
 __device__ __forceinline__ void accprobe_reduction(float a, float b, long long budget,
                                                    float *__restrict__ out,
                                                    unsigned long long *__restrict__ progress,
@@ -149,30 +152,22 @@ __device__ __forceinline__ void accprobe_reduction(float a, float b, long long b
 #define ACCPROBE_REDUCTION_AT(it)                                                          \
     accprobe_reduction_step<KERNEL, E>(x, row, w, (unsigned int)((it) & 3) * 128 + lane,  \
                                        (unsigned int)((it) & 127) * 4, m, acc, acc2, total)
-    if (PHASES == 0) {
-        const long long start = clock64();
-        while (clock64() - start < budget) {
+    // Phased starts, as the probe's (probe.cu, "Phased starts").
+    const long long share = budget / ACCPROBE_PHASES;
+    const long long begin = clock64();
+    for (int p = 0; p < ACCPROBE_PHASES; ++p) {
+        if (p > 0) {
+            __syncthreads();
+        }
+        const long long wait = accprobe_phase(warp_in_block, p);
+        const long long waited = clock64();
+        while (clock64() - waited < wait) {
+        }
+        ACCPROBE_REDUCTION_AT(iterations);
+        const long long deadline = share * (p + 1);
+        while (clock64() - begin < deadline) {
             ACCPROBE_REDUCTION_AT(iterations);
             ++iterations;
-        }
-    } else {
-        // Phased starts, as the probe's (probe.cu, "Phased starts").
-        const long long share = budget / (PHASES > 0 ? PHASES : 1);
-        const long long begin = clock64();
-        for (int p = 0; p < PHASES; ++p) {
-            if (p > 0) {
-                __syncthreads();
-            }
-            const long long wait = accprobe_phase(warp_in_block, p);
-            const long long waited = clock64();
-            while (clock64() - waited < wait) {
-            }
-            ACCPROBE_REDUCTION_AT(iterations);
-            const long long deadline = share * (p + 1);
-            while (clock64() - begin < deadline) {
-                ACCPROBE_REDUCTION_AT(iterations);
-                ++iterations;
-            }
         }
     }
 #undef ACCPROBE_REDUCTION_AT
@@ -205,7 +200,6 @@ __device__ __forceinline__ void accprobe_reduction(float a, float b, long long b
                                            unsigned long long *elapsed_ns,                 \
                                            unsigned int *sm_ids)                           \
     {                                                                                      \
-        accprobe_reduction<ACCPROBE_##KERNEL, E,                                           \
-                           (WARPS >= ACCPROBE_PHASED_FROM_WARPS ? ACCPROBE_PHASES : 0)>(   \
-            a, b, budget, out, progress, elapsed_ns, sm_ids);                              \
+        accprobe_reduction<ACCPROBE_##KERNEL, E>(a, b, budget, out, progress, elapsed_ns,  \
+                                                 sm_ids);                                  \
     }
