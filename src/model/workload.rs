@@ -43,7 +43,8 @@ pub enum Workload {
     Layernorm,
     /// A block reduction's per-thread stage, as CUB's BlockReduce runs it with several
     /// items a thread: the items into E partials, the partials combined, a warp-shuffle
-    /// tree (SHFL.BFLY, FADD).
+    /// tree (SHFL.BFLY, FADD). Written `blockreduce`, as in its variants' names.
+    #[serde(rename = "blockreduce")]
     BlockReduce,
 }
 
@@ -188,5 +189,14 @@ mod tests {
         assert_eq!(Workload::Gemv.loads(), Loads::Global);
         assert_eq!(Workload::Dot.loads(), Loads::Shared);
         assert_eq!(Workload::Probe.loads(), Loads::None);
+    }
+
+    #[test]
+    fn a_results_file_spells_each_workload_as_its_variants_names_do() {
+        for w in Workload::REDUCTIONS {
+            let json = serde_json::to_string(&w).unwrap();
+            assert_eq!(json, format!("\"{}\"", w.name()));
+            assert_eq!(serde_json::from_str::<Workload>(&json).unwrap(), w);
+        }
     }
 }
