@@ -54,6 +54,14 @@ pub(crate) const MAX_CONTEXT_VALUES: u32 = 255;
 /// The warps a context may put on the SM: one block of 256, 512 or 1024 threads.
 pub(crate) const CONTEXT_WARPS: [u32; 3] = [8, 16, 32];
 
+/// Those of `warps` a context may have besides a block of `base_warps` warps.
+pub(crate) fn other_warps(warps: &[u32], base_warps: u32) -> impl Iterator<Item = u32> + '_ {
+    warps
+        .iter()
+        .copied()
+        .filter(move |&w| CONTEXT_WARPS.contains(&w) && w != base_warps)
+}
+
 impl Context {
     /// The documented probe's context.
     pub const BASE: Context = Context {

@@ -11,7 +11,7 @@
 //! comment saying what each is for.
 
 use crate::expectations::profile::Profile;
-use crate::model::context::{register_limit, Context, CONTEXT_WARPS};
+use crate::model::context::{other_warps, register_limit, Context};
 use crate::model::results::RunResults;
 use crate::model::settings::ProbeSettings;
 
@@ -29,11 +29,12 @@ pub(crate) const LIVE_VALUES: [u32; 1] = [48];
 pub(crate) const CORNERS: [(u32, u32); 1] = [(32, 48)];
 
 /// `probe` with the default contexts, those it can hold: chains and counts it measures
-/// the base at, warps a context may have other than its own block's.
+/// the base at, warps a context may have other than its own block's; and with the default
+/// real accumulations ([`super::reductions::with_defaults`]).
 pub(crate) fn with_defaults(probe: &ProbeSettings) -> ProbeSettings {
     let mut p = probe.clone();
     let base_warps = p.block_threads / 32;
-    let warps_ok = |w: u32| CONTEXT_WARPS.contains(&w) && w != base_warps;
+    let warps_ok = |w: u32| other_warps(&WARPS, base_warps).any(|o| o == w);
     p.context_chains = CHAINS
         .into_iter()
         .filter(|c| p.chains.contains(c))
@@ -43,7 +44,7 @@ pub(crate) fn with_defaults(probe: &ProbeSettings) -> ProbeSettings {
         .filter(|k| p.accumulators.contains(k))
         .collect();
     let mut contexts: Vec<Context> = Vec::new();
-    contexts.extend(WARPS.into_iter().filter(|&w| warps_ok(w)).map(|w| Context {
+    contexts.extend(other_warps(&WARPS, base_warps).map(|w| Context {
         warps: Some(w),
         ..Context::BASE
     }));
@@ -73,6 +74,7 @@ pub(crate) fn with_defaults(probe: &ProbeSettings) -> ProbeSettings {
         p.context_accumulators.clear();
     }
     p.contexts = contexts;
+    super::reductions::with_defaults(&mut p);
     p
 }
 
@@ -85,8 +87,9 @@ pub fn measuring(study: &Profile, name: &str) -> Profile {
     p
 }
 
-/// `probe` keeping only the contexts `r` measured (holds a result for any variant of):
-/// what a draft from `r` can name. A context measured in part is kept, and refused with
+/// `probe` keeping only the contexts `r` measured (holds a result for any variant of),
+/// and the real accumulations it measured ([`super::reductions::measured`]): what a draft
+/// from `r` can name. A context measured in part is kept, and refused with
 /// the variants missing when the draft is blessed (`bless::check`).
 pub(crate) fn measured(probe: &ProbeSettings, r: &RunResults) -> ProbeSettings {
     let mut p = probe.clone();
@@ -100,6 +103,7 @@ pub(crate) fn measured(probe: &ProbeSettings, r: &RunResults) -> ProbeSettings {
         p.context_chains.clear();
         p.context_accumulators.clear();
     }
+    super::reductions::measured(&mut p, r);
     p
 }
 

@@ -21,6 +21,7 @@ pub(crate) mod deviations;
 mod draft;
 mod error;
 pub mod mode;
+pub(crate) mod reductions;
 mod render;
 pub mod steadiness;
 

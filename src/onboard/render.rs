@@ -46,6 +46,7 @@ pub(super) fn profile(p: &Parts) -> String {
         header(p),
         probe(p),
         super::contexts::section(p.probe),
+        super::reductions::section(p.probe, p.measured),
         invariants(p),
         policy_gate(p),
         compile_only(p),

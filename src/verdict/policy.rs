@@ -449,6 +449,13 @@ pub fn at_place<'a>(results: &'a RunResults, place: &Place) -> Vec<&'a VariantRe
         .collect()
 }
 
+/// The variant of `results` at `place` with the most progress: its best K.
+pub fn best_at<'a>(results: &'a RunResults, place: &Place) -> Option<&'a VariantResult> {
+    at_place(results, place)
+        .into_iter()
+        .max_by(|a, b| a.mean_progress.total_cmp(&b.mean_progress))
+}
+
 /// The main variants (sink A) of `results` at `chain`: what a pick there is judged among.
 pub fn main_at_chain(results: &RunResults, chain: u32) -> Vec<&VariantResult> {
     at_place(results, &Place::probe(chain, Sink::A, Context::BASE))

@@ -11,7 +11,7 @@ use accprobe::model::results::RunResults;
 use accprobe::model::variant::{Sink, Workload, REDUCTION_ITEMS};
 use accprobe::report::markdown_grid;
 use accprobe::text::markdown;
-use accprobe::verdict::{at_place, standing, Standing, Unjudged};
+use accprobe::verdict::{at_place, best_at, standing, Standing, Unjudged};
 
 /// The tolerance a profile without a policy gate is read with: the study's.
 const DEFAULT_TOLERANCE: f64 = 0.02;
@@ -56,10 +56,7 @@ fn probe_chain(results: &RunResults, context: Context) -> Option<u32> {
 
 /// The best K among the variants at `place`.
 fn best_k(results: &RunResults, place: &Place) -> Option<u32> {
-    at_place(results, place)
-        .into_iter()
-        .max_by(|a, b| a.mean_progress.total_cmp(&b.mean_progress))
-        .map(|r| r.accumulators)
+    best_at(results, place).map(|r| r.accumulators)
 }
 
 /// The table's rows for `input`: each kernel its profile measures in each of its
