@@ -6,7 +6,7 @@ use super::cuda;
 use super::engine::{Engine, Slot};
 use super::isolation::{each_its_own, without_refused};
 use super::memory::Regions;
-use super::waves::wave_sets;
+use super::waves::wave_plan;
 use crate::compile::Compiled;
 use crate::error::GpuError;
 use crate::measure::device::Device;
@@ -134,8 +134,8 @@ impl LoadedMatrix {
             .collect())
     }
 
-    /// Wave mode: the variants in wave sets (`wave_sets` on a GPU of `sms` SMs), the sets one
-    /// after another, each set's variants at once, one stream each, each launch timed by the
+    /// Wave mode: the variants (in `wave_order`) in the sets of `wave_plan` on a GPU of
+    /// `sms` SMs, the sets one after another, each set's variants at once, one stream each, each launch timed by the
     /// kernel. A variant the GPU refuses to load or launch gets its own error and the run
     /// goes again without it; any other failure is every variant's (see
     /// `without_refused`).
@@ -160,7 +160,7 @@ impl LoadedMatrix {
         s: &ProbeSettings,
         sms: u32,
     ) -> Result<Vec<VariantResult>, (Option<Variant>, GpuError)> {
-        let sets = wave_sets(vs.len(), s.blocks, sms);
+        let sets = wave_plan(vs, s.blocks, sms);
         crate::trace::mark(format!(
             "preparing {} variant(s) in {} wave set(s)",
             vs.len(),

@@ -36,7 +36,7 @@ mod waves;
 pub(crate) use engine::{OPERAND_A, OPERAND_B};
 pub(crate) use matrix::LoadedMatrix;
 pub(crate) use sm_sharing::own_sms_in_sets;
-pub use waves::wave_sets;
+pub use waves::{measured_alone, wave_order, wave_plan, wave_sets};
 
 use crate::error::GpuError;
 

@@ -86,17 +86,18 @@ pub(crate) fn own_sms(
 }
 
 /// [`own_sms`] for each wave set a run measured: `rs` are the run's results for `vs`, and
-/// `sets(n)` the wave sets of its `n` measured variants, in order (a variant the GPU
+/// `sets(measured)` the wave sets of its measured variants, in order (a variant the GPU
 /// refused has an error and took no place in them, so the sets are those of the others).
 pub(crate) fn own_sms_in_sets(
     vs: &[Variant],
     rs: Vec<Result<VariantResult, GpuError>>,
-    sets: impl FnOnce(usize) -> Vec<std::ops::Range<usize>>,
+    sets: impl FnOnce(&[Variant]) -> Vec<std::ops::Range<usize>>,
     mut rerun: impl FnMut(&[Variant]) -> Vec<Result<VariantResult, GpuError>>,
 ) -> Vec<Result<VariantResult, GpuError>> {
     let measured: Vec<usize> = (0..rs.len()).filter(|&i| rs[i].is_ok()).collect();
     let mut out: Vec<Option<Result<VariantResult, GpuError>>> = rs.into_iter().map(Some).collect();
-    for set in sets(measured.len()) {
+    let of_measured: Vec<Variant> = measured.iter().map(|&i| vs[i]).collect();
+    for set in sets(&of_measured) {
         let at = &measured[set];
         let of_set: Vec<Variant> = at.iter().map(|&i| vs[i]).collect();
         let results = at.iter().filter_map(|&i| out[i].take()).collect();
@@ -139,7 +140,8 @@ mod tests {
             on_sms(vs[2], &[&[1]]),
             on_sms(vs[3], &[&[1]]),
         ];
-        let halves = |n: usize| -> Vec<std::ops::Range<usize>> {
+        let halves = |m: &[Variant]| -> Vec<std::ops::Range<usize>> {
+            let n = m.len();
             let h = n.div_ceil(2);
             vec![0..h, h..n]
         };

@@ -275,15 +275,19 @@ impl Target for CudaTarget {
         match settings.mode {
             Mode::Wave => {
                 let sms = self.device.sm_count;
-                let rs = probe.measure_wave(variants, settings, sms);
+                // A kernel reading global memory is measured alone, after the waves.
+                let order = crate::measure::wave_order(variants);
+                let ordered: Vec<Variant> = order.iter().map(|&i| variants[i]).collect();
+                let rs = probe.measure_wave(&ordered, settings, sms);
                 // One block per SM is wave mode's premise: checked for each wave set the run
                 // measured, and what broke it measured again (see `own_sms`).
-                Ok(crate::measure::own_sms_in_sets(
-                    variants,
+                let rs = crate::measure::own_sms_in_sets(
+                    &ordered,
                     rs,
-                    |n| crate::measure::wave_sets(n, settings.blocks, sms),
+                    |measured| crate::measure::wave_plan(measured, settings.blocks, sms),
                     |again| probe.measure_wave(again, settings, sms),
-                ))
+                );
+                Ok(super::waves::in_given_order(&order, rs))
             }
             Mode::Serial => Ok(probe.measure_serial(variants, settings)),
         }

@@ -285,11 +285,22 @@ fn median(values: impl IntoIterator<Item = f64>) -> f64 {
 
 /// The GPU phase's floors, seconds, of `n` variants of `blocks` blocks each, `launches`
 /// launches of `per_launch` seconds each, on `sms` SMs: serially one launch after another;
-/// as waves, one launch time per wave, as many waves per launch as `wave_sets` makes of
+/// as waves, one launch time per wave, as many waves per launch as `wave_plan` makes of
 /// the variants (every context's variants included: a matrix past the SM count, or past
-/// the 128 kernels a GPU runs at once, takes two).
-fn floors(n: usize, blocks: u32, sms: u32, launches: u32, per_launch: f64) -> (f64, f64) {
-    let waves = accprobe::measure::wave_sets(n, blocks, sms).len();
+/// the 128 kernels a GPU runs at once, takes two; each kernel measured alone one more).
+fn floors(
+    vs: &[accprobe::model::variant::Variant],
+    blocks: u32,
+    sms: u32,
+    launches: u32,
+    per_launch: f64,
+) -> (f64, f64) {
+    let n = vs.len();
+    let ordered: Vec<_> = accprobe::measure::wave_order(vs)
+        .into_iter()
+        .map(|i| vs[i])
+        .collect();
+    let waves = accprobe::measure::wave_plan(&ordered, blocks, sms).len();
     (
         n as f64 * launches as f64 * per_launch,
         waves as f64 * launches as f64 * per_launch,
@@ -409,14 +420,15 @@ pub fn bench(dir: &Path, name: &str, runs: usize, out: &Path) -> crate::Done {
         .and_then(|e| e.sm_clock_rated_mhz)
         .ok_or("no SM clock")?;
     let launches = p.probe.launches();
-    let n = p.probe.variants().len();
+    let variants = p.probe.variants();
     let per_launch = p.probe.budget_cycles as f64 / (clock * 1e6);
     let sms = r.environment.as_ref().map_or(0, |e| e.sm_count);
-    let (serial_floor_s, wave_floor_s) = floors(n, p.probe.blocks, sms, launches, per_launch);
+    let (serial_floor_s, wave_floor_s) =
+        floors(&variants, p.probe.blocks, sms, launches, per_launch);
     let b = Bench {
         profile: p.name.clone(),
         environment: env_line(&r),
-        variants: n,
+        variants: variants.len(),
         launches_per_variant: launches,
         budget_cycles: p.probe.budget_cycles,
         sm_clock_mhz: clock,
@@ -440,15 +452,23 @@ mod tests {
 
     #[test]
     fn the_wave_floor_counts_the_waves_the_matrix_takes() {
+        use accprobe::model::variant::{Variant, Workload};
+        let probe = |n: usize| vec![Variant::new(7, 1); n];
         // 128 one-block variants fit one wave of an H200's 132 SMs; 129 take two, since
         // the GPU runs at most 128 kernels at once.
         assert_eq!(
-            floors(128, 1, 132, 11, 0.005),
+            floors(&probe(128), 1, 132, 11, 0.005),
             (128.0 * 11.0 * 0.005, 11.0 * 0.005)
         );
-        assert_eq!(floors(129, 1, 132, 11, 0.005).1, 2.0 * 11.0 * 0.005);
-        assert_eq!(floors(133, 1, 132, 11, 0.005).1, 2.0 * 11.0 * 0.005);
-        assert_eq!(floors(69, 2, 132, 11, 0.005).1, 2.0 * 11.0 * 0.005);
+        assert_eq!(floors(&probe(129), 1, 132, 11, 0.005).1, 2.0 * 11.0 * 0.005);
+        assert_eq!(floors(&probe(133), 1, 132, 11, 0.005).1, 2.0 * 11.0 * 0.005);
+        assert_eq!(floors(&probe(69), 2, 132, 11, 0.005).1, 2.0 * 11.0 * 0.005);
+        // Each GEMV is measured alone: one more launch time each, wherever it is listed.
+        let mut vs = probe(10);
+        vs.insert(3, Variant::reduction(Workload::Gemv, 1));
+        vs.push(Variant::reduction(Workload::Gemv, 2));
+        vs.push(Variant::reduction(Workload::Dot, 2));
+        assert_eq!(floors(&vs, 1, 132, 11, 0.005).1, 3.0 * 11.0 * 0.005);
     }
 
     #[test]
