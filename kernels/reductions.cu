@@ -5,9 +5,8 @@
 // %globaltimer nanoseconds and its SM). This file is compiled after probe.cu, in the same
 // NVRTC program, and uses its phased starts (accprobe_phase, ACCPROBE_PHASES) in every
 // context, the base one too: unphased, a latency-bound split (GEMV at K = 1 to 4, dot,
-// softmax and block reduction at K = 2) locks into one of several rates per process,
-// moving up to 3.7% between processes where phased it stays within 0.5% (H100, 2026-12-07;
-// docs/study.md, "Real reductions beside the probe"). The compile stage appends one
+// softmax and block reduction at K = 2) locks into one of several rates per process
+// (docs/study.md, "Real reductions beside the probe", gives the figures). The compile stage appends one
 // ACCPROBE_REDUCTION_VARIANT(NAME, KERNEL, E, WARPS, BOUNDS) line per variant, named
 // `kernel_accK` plus the context's suffix (`dot_acc4_w16`).
 //

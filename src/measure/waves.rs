@@ -80,9 +80,8 @@ pub fn wave_sets(n: usize, blocks: u32, sms: u32) -> Vec<std::ops::Range<usize>>
 
 /// Whether wave mode measures `v` alone, after the waves: a kernel that reads global
 /// memory shares the L2 and the memory with every variant of its wave, and its rate moves
-/// with what they do. On an H100 (2026-12-07, docs/study.md, "Real reductions beside the
-/// probe") the GEMV moved up to 3.97% over 30 wave processes and its wave medians differed
-/// from its serial ones by up to 6.5%; measured alone it held within 0.12% over 8.
+/// with what they do; measured alone it is steady (docs/study.md, "Real reductions beside
+/// the probe", gives the figures).
 pub fn measured_alone(v: &Variant) -> bool {
     v.workload.loads() == Loads::Global
 }
