@@ -194,7 +194,7 @@ fn case_row(run_id: &str, seq: usize, c: &CaseRecord) -> CaseRow {
         }
         .into(),
         kind: c.kind.clone(),
-        // The head a JUnit message carries (crate::report::junit::failure_message).
+        // The head a JUnit message carries (crate::report::message::failure_message).
         suspect: c
             .failure
             .as_ref()

@@ -1,12 +1,13 @@
 //! Stage 7 of the pipeline: report. The study's table as text and Markdown (here), the
-//! JUnit file (`junit`). Every text from a file or a device goes through
-//! [`crate::text`] on its way out.
+//! JUnit file (`junit`) and its one-line failure messages (`message`). Every text from a
+//! file or a device goes through [`crate::text`] on its way out.
 
 use crate::model::results::RunResults;
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::{Sink, Variant};
 
 pub mod junit;
+pub mod message;
 
 use crate::text;
 

@@ -3,7 +3,7 @@
 //! re-bless hint and the detail. Each output renders it: [`Failure::text`] is the whole
 //! text (the terminal, a JUnit body, the history's `message`), in the order its reader
 //! needs it (the verdict, its first suspect, what it was measured with, the re-bless
-//! hint, then the detail); `report::junit::failure_message` makes the one-line JUnit
+//! hint, then the detail); `report::message::failure_message` makes the one-line JUnit
 //! message of [`Failure::verdict`] and the suspect's head; the Markdown report's grid
 //! shows [`Failure::figures_text`]. A failure that judged no measurement (a result
 //! missing, a compile that failed) leaves the figures and the suspect out.

@@ -260,11 +260,11 @@ fn an_option_added_since_the_bless_is_named_in_the_suspect_and_the_message() {
         suspect.what,
         "SASS changed; options +--maxrregcount=16 ---std=c++17"
     );
-    let message = accprobe::report::junit::failure_message(&f);
+    let message = accprobe::report::message::failure_message(&f);
     assert!(
         message.ends_with(
             "; first suspect: the compiler (SASS changed; options +--maxrregcount=16 ---std=c++17)"
-        ) && message.chars().count() <= accprobe::report::junit::MESSAGE_CHARS,
+        ) && message.chars().count() <= accprobe::report::message::MESSAGE_CHARS,
         "{message}"
     );
     // With the same SASS, the options themselves.
@@ -403,7 +403,7 @@ fn a_program_that_gives_no_pick_suspects_the_policy_and_the_message_keeps_the_ca
             f.suspect.as_ref().map(|s| s.who),
             Some(accprobe::verdict::suspect::Who::Policy)
         );
-        let message = accprobe::report::junit::failure_message(&f);
+        let message = accprobe::report::message::failure_message(&f);
         assert!(
             message.contains(cause)
                 && message.ends_with("first suspect: the policy (it gave no pick)"),
