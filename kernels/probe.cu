@@ -85,6 +85,31 @@ __device__ __forceinline__ long long accprobe_phase(unsigned int warp, unsigned 
     return (long long)(h % ACCPROBE_PHASE_SPAN);
 }
 
+// The phased loop itself, the probe's and the real reductions' (reductions.cu): PHASES_
+// shares of BUDGET cycles, each after a barrier (but the first), warp WARP's wait and one
+// uncounted iteration (FIRST), then counted ones (STEP) until the share's deadline. A macro
+// like ACCPROBE_ITERATION, so that each kernel compiles to the loop as it is written out.
+#define ACCPROBE_PHASED(BUDGET, PHASES_, WARP, FIRST, STEP)                                \
+    {                                                                                      \
+        const long long share = (BUDGET) / (PHASES_);                                      \
+        const long long begin = clock64();                                                 \
+        for (int p = 0; p < (PHASES_); ++p) {                                              \
+            if (p > 0) {                                                                   \
+                __syncthreads();                                                           \
+            }                                                                              \
+            const long long wait = accprobe_phase((WARP), p);                              \
+            const long long waited = clock64();                                            \
+            while (clock64() - waited < wait) {                                            \
+            }                                                                              \
+            FIRST                                                                          \
+            const long long deadline = share * (p + 1);                                    \
+            while (clock64() - begin < deadline) {                                         \
+                STEP                                                                       \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+
 // Context inputs, both 0 in the base context (whose code they leave as it is):
 // S side chains, one FFMA each per iteration, independent of the partials and of each
 // other (surrounding ILP); V values before the loop, each a volatile read of %clock
@@ -146,23 +171,8 @@ __device__ __forceinline__ void accprobe_chain(float a, float b, long long budge
         // The budget in PHASES equal shares, each after a barrier, a wait and one uncounted
         // iteration (see "Phased starts" above).
         const unsigned int warp_in_block = threadIdx.x / 32;
-        const long long share = budget / PHASES;
-        const long long begin = clock64();
-        for (int p = 0; p < PHASES; ++p) {
-            if (p > 0) {
-                __syncthreads();
-            }
-            const long long wait = accprobe_phase(warp_in_block, p);
-            const long long waited = clock64();
-            while (clock64() - waited < wait) {
-            }
-            ACCPROBE_ITERATION
-            --iterations;
-            const long long deadline = share * (p + 1);
-            while (clock64() - begin < deadline) {
-                ACCPROBE_ITERATION
-            }
-        }
+        ACCPROBE_PHASED(budget, PHASES, warp_in_block, ACCPROBE_ITERATION --iterations;,
+                        ACCPROBE_ITERATION)
     }
     unsigned long long t1;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));

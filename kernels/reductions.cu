@@ -3,7 +3,7 @@
 // Five loops people write, each with its accumulator split K ways, timed as the probe is
 // (one block on one SM, a clock64() budget, lane 0 of each warp writes its iterations, its
 // %globaltimer nanoseconds and its SM). This file is compiled after probe.cu, in the same
-// NVRTC program, and uses its phased starts (accprobe_phase, ACCPROBE_PHASES) in every
+// NVRTC program, and uses its phased loop (ACCPROBE_PHASED, accprobe_phase) in every
 // context, the base one too: unphased, a latency-bound split (GEMV at K = 1 to 4, dot,
 // softmax and block reduction at K = 2) locks into one of several rates per process
 // (docs/study.md, "Real reductions beside the probe", gives the figures). The compile stage appends one
@@ -152,23 +152,8 @@ __device__ __forceinline__ void accprobe_reduction(float a, float b, long long b
     accprobe_reduction_step<KERNEL, E>(x, row, w, (unsigned int)((it) & 3) * 128 + lane,  \
                                        (unsigned int)((it) & 127) * 4, m, acc, acc2, total)
     // Phased starts, as the probe's (probe.cu, "Phased starts").
-    const long long share = budget / ACCPROBE_PHASES;
-    const long long begin = clock64();
-    for (int p = 0; p < ACCPROBE_PHASES; ++p) {
-        if (p > 0) {
-            __syncthreads();
-        }
-        const long long wait = accprobe_phase(warp_in_block, p);
-        const long long waited = clock64();
-        while (clock64() - waited < wait) {
-        }
-        ACCPROBE_REDUCTION_AT(iterations);
-        const long long deadline = share * (p + 1);
-        while (clock64() - begin < deadline) {
-            ACCPROBE_REDUCTION_AT(iterations);
-            ++iterations;
-        }
-    }
+    ACCPROBE_PHASED(budget, ACCPROBE_PHASES, warp_in_block, ACCPROBE_REDUCTION_AT(iterations);,
+                    ACCPROBE_REDUCTION_AT(iterations); ++iterations;)
 #undef ACCPROBE_REDUCTION_AT
     unsigned long long t1;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
