@@ -128,8 +128,15 @@ fn ask_program(
         input.push_str(&request_line(ctx));
         input.push('\n');
     }
+    // A program in the profile's folder is named from the working directory (the folder
+    // may be given relatively, `--expectations exp`); the child runs in that folder, so the
+    // path it starts is made absolute first, or it would be resolved a second time there.
+    let in_folder;
     let program = match &c.program {
-        Program::InFolder(p) => p.as_path(),
+        Program::InFolder(p) => {
+            in_folder = std::path::absolute(p).unwrap_or_else(|_| p.clone());
+            in_folder.as_path()
+        }
         Program::OnPath(n) => std::path::Path::new(n),
     };
     let ran = crate::child::Job::new(program, c.time_limit)

@@ -359,8 +359,12 @@ fn the_request_carries_the_protocol_and_every_field() {
 
 #[test]
 fn a_profile_names_its_program_and_it_runs_in_the_profiles_folder() {
-    // Loaded from YAML: a relative program resolves under the profile's folder.
-    let dir = tempfile::tempdir().unwrap();
+    // Loaded from YAML: a relative program resolves under the profile's folder, whether
+    // the profile is named absolutely or relatively to the working directory (the package
+    // root, where the folder is made).
+    let under = root().join("target/tmp");
+    std::fs::create_dir_all(&under).unwrap();
+    let dir = tempfile::tempdir_in(&under).unwrap();
     let h200 = std::fs::read_to_string(root().join("expectations/h200.yaml")).unwrap();
     let gate = "policy_gate:\n  file: policies/study.yaml\n  tolerance: 0.02\n";
     assert!(h200.contains(gate));
@@ -399,6 +403,12 @@ fn a_profile_names_its_program_and_it_runs_in_the_profiles_folder() {
     let p = accprobe::catalog::load(&file).unwrap();
     let asked = policy_contexts(&p, None).len();
     std::fs::write(dir.path().join("answers"), "2\n".repeat(asked)).unwrap();
+    let picks = ask(&p, None).unwrap();
+    assert_eq!(picks.of("chain29"), Ok(2), "{picks:?}");
+    let cwd = std::env::current_dir().unwrap();
+    let relative = file.strip_prefix(&cwd).unwrap();
+    assert!(relative.is_relative(), "{}", relative.display());
+    let p = accprobe::catalog::load(relative).unwrap();
     let picks = ask(&p, None).unwrap();
     assert_eq!(picks.of("chain29"), Ok(2), "{picks:?}");
 }
