@@ -44,27 +44,52 @@ fn case_names(profile: &Profile) -> Vec<String> {
 /// be read (a dangling symlink, a symlink loop, no permission, a folder) is such an error,
 /// never skipped: a profile that vanishes silently would weaken the gate without a word.
 pub fn load_dir(dir: &Path) -> (Vec<Profile>, Vec<Error>) {
+    let (ok, bad, _) = load_dir_naming(dir);
+    (ok, bad)
+}
+
+/// The profile called `name` in `dir`, as [`load_dir`] loads them; `Err` with every file
+/// that failed to load when none is, and with the clash alone when two files use the
+/// name (which one is meant cannot be told, so neither is).
+pub fn load_named(dir: &Path, name: &str) -> Result<Profile, Vec<Error>> {
+    let (ok, bad, clashes) = load_dir_naming(dir);
+    if let Some((_, e)) = clashes.into_iter().find(|(n, _)| n == name) {
+        return Err(vec![e]);
+    }
+    ok.into_iter().find(|p| p.name == name).ok_or(bad)
+}
+
+/// [`load_dir`], and beside the errors each name two files used, with its error.
+fn load_dir_naming(dir: &Path) -> (Vec<Profile>, Vec<Error>, Vec<(String, Error)>) {
     let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
         Ok(rd) => rd
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
             .collect(),
-        Err(e) => return (Vec::new(), vec![Error::io(dir, "list profiles", e)]),
+        Err(e) => {
+            return (
+                Vec::new(),
+                vec![Error::io(dir, "list profiles", e)],
+                Vec::new(),
+            )
+        }
     };
     files.sort();
-    let (mut ok, mut bad) = (Vec::new(), Vec::new());
+    let (mut ok, mut bad, mut clashes) = (Vec::new(), Vec::new(), Vec::new());
     for f in files {
         match load(&f) {
             Ok(p) => {
                 if let Some(first) = ok.iter().find(|q: &&Profile| q.name == p.name) {
-                    bad.push(Error::in_file(
+                    let e = Error::in_file(
                         &f,
                         format!(
                             "profile name {:?} is already used by {}",
                             p.name,
                             first.file.shown()
                         ),
-                    ));
+                    );
+                    clashes.push((p.name.clone(), e.clone()));
+                    bad.push(e);
                 } else {
                     ok.push(p);
                 }
@@ -72,7 +97,7 @@ pub fn load_dir(dir: &Path) -> (Vec<Profile>, Vec<Error>) {
             Err(e) => bad.push(e),
         }
     }
-    (ok, bad)
+    (ok, bad, clashes)
 }
 
 /// The profile chosen for a run, and a sentence saying why.

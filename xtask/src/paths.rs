@@ -21,9 +21,9 @@ pub enum WorkspaceError {
     NotFound { start: PathBuf },
 }
 
-/// No profile of that name, with what failed to load.
+/// No profile of that name loaded (or two files use it), with what failed to load.
 #[derive(Debug, thiserror::Error)]
-#[error("no profile named {name:?} in {}{}", dir.shown(), could_not_load(unloaded))]
+#[error("no profile named {name:?} could be loaded from {}{}", dir.shown(), could_not_load(unloaded))]
 pub struct NoProfile {
     pub name: String,
     pub dir: PathBuf,
@@ -83,13 +83,10 @@ pub fn or_workspace(given: &Option<PathBuf>, relative: &str) -> Result<PathBuf, 
     }
 }
 
-/// The profile called `name` in `dir`, or an error listing what failed to load.
+/// The profile called `name` in `dir`, or an error listing what failed to load; two files
+/// using the name are an error too (a backup copy must not stand in for the profile).
 pub fn find_profile(dir: &Path, name: &str) -> Result<Profile, NoProfile> {
-    let (profiles, unloaded) = catalog::load_dir(dir);
-    if let Some(p) = profiles.into_iter().find(|p| p.name == name) {
-        return Ok(p);
-    }
-    Err(NoProfile {
+    catalog::load_named(dir, name).map_err(|unloaded| NoProfile {
         name: name.to_string(),
         dir: dir.to_path_buf(),
         unloaded,
@@ -119,5 +116,35 @@ mod tests {
         if let Err(e) = workspace_from(bare).map_err(|e| e.to_string()) {
             assert!(e.contains("no accprobe workspace here"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_profile_name_two_files_use_is_refused_naming_both() {
+        let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let dir = tempfile::tempdir().unwrap();
+        let text = std::fs::read_to_string(root.join("expectations/documented.yaml")).unwrap();
+        std::fs::write(dir.path().join("documented.yaml"), &text).unwrap();
+        std::fs::create_dir(dir.path().join("policies")).unwrap();
+        std::fs::copy(
+            root.join("expectations/policies/study.yaml"),
+            dir.path().join("policies/study.yaml"),
+        )
+        .unwrap();
+        let p = find_profile(dir.path(), "documented").unwrap();
+        assert_eq!(p.name, "documented");
+        // A backup copy sorted before it, of the same name: neither is taken.
+        std::fs::write(dir.path().join("documented.orig.yaml"), &text).unwrap();
+        let e = find_profile(dir.path(), "documented")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no profile named \"documented\" could be loaded"),
+            "{e}"
+        );
+        assert!(e.contains("is already used by"), "{e}");
+        assert!(
+            e.contains("documented.orig.yaml") && e.contains("documented.yaml"),
+            "{e}"
+        );
     }
 }
