@@ -1,8 +1,9 @@
 //! Whether a results file is consistent with itself, before any verdict reads it.
 
+use super::REDUCTIONS_SCHEMA;
 use super::{loop_shape, sass_opcode, RunResults, SassSummary, Summary, VariantResult};
 use crate::model::settings::RunSettings;
-use crate::model::variant::Variant;
+use crate::model::variant::{Sink, Variant, REDUCTION_ITEMS};
 
 /// One thing wrong with a results file: the variant entry it is about (its index in
 /// `variants`, 0-based, and its name) and what is wrong with it, in words.
@@ -77,7 +78,30 @@ impl RunResults {
                     v.name()
                 ));
             }
-            if seen.contains(&v) {
+            if !v.workload.is_probe() {
+                // A real accumulation's name leaves chain and sink out: they are fixed, so
+                // the name check above cannot catch a wrong one.
+                if r.chain != REDUCTION_ITEMS || r.sink != Sink::A {
+                    say(format!(
+                        "a real accumulation has chain {REDUCTION_ITEMS} and sink A, not chain {} and sink {}",
+                        r.chain,
+                        r.sink.letter()
+                    ));
+                }
+                if r.accumulators > REDUCTION_ITEMS {
+                    say(format!(
+                        "accumulators {} is more than the {REDUCTION_ITEMS} elements a thread handles an iteration",
+                        r.accumulators
+                    ));
+                }
+                if self.schema < REDUCTIONS_SCHEMA {
+                    say(format!(
+                        "a real accumulation in a schema {} file: they exist from schema {REDUCTIONS_SCHEMA}",
+                        self.schema
+                    ));
+                }
+            }
+            if seen.iter().any(|s| s.name() == v.name()) {
                 say(format!("a second entry for {v}: each variant appears once"));
             }
             seen.push(v);
@@ -346,4 +370,81 @@ pub(super) fn variant_position(text: &str, index: usize) -> Option<(u64, u64)> {
         found += 1;
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::variant::Workload;
+
+    /// The committed H200 run, as a schema-5 file with one real accumulation: `dot_acc4`
+    /// carrying the first probe entry's samples (so that only what is changed can fail).
+    fn with_dot() -> RunResults {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut r = RunResults::load(
+            &root.join("expectations/recorded/h200-2026-12-04-contexts-wave.json"),
+        )
+        .unwrap();
+        r.schema = REDUCTIONS_SCHEMA;
+        let mut dot = r.variants[0].clone();
+        dot.workload = Workload::Dot;
+        (dot.chain, dot.accumulators, dot.effective) = (REDUCTION_ITEMS, 4, 4);
+        dot.name = "dot_acc4".into();
+        dot.sass = None;
+        r.variants.push(dot);
+        r
+    }
+
+    fn said(r: &RunResults) -> Vec<String> {
+        r.problems().into_iter().map(|p| p.to_string()).collect()
+    }
+
+    #[test]
+    fn a_real_accumulation_with_a_wrong_chain_sink_k_schema_or_twice_is_inconsistent() {
+        assert_eq!(said(&with_dot()), Vec::<String>::new());
+        let mut r = with_dot();
+        let dot = r.variants.last_mut().unwrap();
+        (dot.chain, dot.effective) = (7, 4);
+        let s = said(&r);
+        assert!(
+            s.len() == 1 && s[0].contains("\"dot_acc4\"") && s[0].contains("not chain 7"),
+            "{s:?}"
+        );
+        let mut r = with_dot();
+        r.variants.last_mut().unwrap().sink = Sink::B;
+        assert!(
+            said(&r).iter().any(|p| p.contains("and sink B")),
+            "{:?}",
+            said(&r)
+        );
+        let mut r = with_dot();
+        let dot = r.variants.last_mut().unwrap();
+        (dot.accumulators, dot.effective, dot.name) = (300, REDUCTION_ITEMS, "dot_acc300".into());
+        assert!(
+            said(&r)
+                .iter()
+                .any(|p| p.contains("accumulators 300 is more than the 16")),
+            "{:?}",
+            said(&r)
+        );
+        let mut r = with_dot();
+        r.schema = REDUCTIONS_SCHEMA - 1;
+        assert!(
+            said(&r).iter().any(|p| p.contains("in a schema 4 file")),
+            "{:?}",
+            said(&r)
+        );
+        // Two entries of one name, though one claims another chain: a second entry.
+        let mut r = with_dot();
+        let mut again = r.variants.last().unwrap().clone();
+        again.chain = 7;
+        r.variants.push(again);
+        assert!(
+            said(&r)
+                .iter()
+                .any(|p| p.contains("a second entry for dot_acc4")),
+            "{:?}",
+            said(&r)
+        );
+    }
 }
