@@ -146,6 +146,13 @@ pub(super) fn pick(
                 .at(place.name())
                 .into()
         }
+        Err(Unjudged::NoProgress) => {
+            return Failure::new(format!(
+                "no variant at {where_} made progress: policy {name}'s pick acc{k} cannot be judged"
+            ))
+            .at(place.name())
+            .into()
+        }
         Err(Unjudged::NotMeasured) => {
             return Failure::new(format!(
                 "policy {name} picks acc{k} at {where_}, which the profile does not measure (add {k} to {}; {})",
@@ -285,6 +292,7 @@ pub(super) fn not_the_deviation(
     match standing(k, found) {
         Err(Unjudged::NoResults) => return Some("nothing was measured there".into()),
         Err(Unjudged::NotMeasured) => return Some(format!("its pick acc{k} was not measured")),
+        Err(Unjudged::NoProgress) => return Some("no variant there made progress".into()),
         Ok(_) => {}
     }
     let blessed = profile
@@ -419,6 +427,9 @@ pub enum Unjudged {
     NoResults,
     /// The picked K was not measured there.
     NotMeasured,
+    /// Variants were measured there, but none made progress: no K can be called the
+    /// best, and a fraction of the best would be 0/0.
+    NoProgress,
 }
 
 /// Where pick `k` stands among `found` (the main variants of one chain).
@@ -427,6 +438,9 @@ pub fn standing(k: u32, found: &[&VariantResult]) -> Result<Standing, Unjudged> 
         .iter()
         .max_by(|a, b| a.mean_progress.total_cmp(&b.mean_progress))
         .ok_or(Unjudged::NoResults)?;
+    if best.mean_progress.is_nan() || best.mean_progress <= 0.0 {
+        return Err(Unjudged::NoProgress);
+    }
     let pick = found
         .iter()
         .find(|r| r.accumulators == k)

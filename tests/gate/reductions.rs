@@ -225,3 +225,13 @@ fn a_policy_right_on_the_probe_and_wrong_on_a_kernel_is_red_naming_the_kernel() 
         Outcome::Pass(_)
     ));
 }
+
+#[test]
+fn a_kernel_that_made_no_progress_at_any_k_is_red_not_judged_as_a_fraction_of_zero() {
+    let p = gated();
+    let r = results_with(&p, Workload::Dot, &[(1, 0), (2, 0), (4, 0), (8, 0)]);
+    let f = failed(outcome(&p, &r, "policy::study::dot"));
+    let text = f.text();
+    assert!(text.contains("progress 0"), "{text}");
+    assert!(!text.contains("NaN"), "{text}");
+}

@@ -54,9 +54,12 @@ fn probe_chain(results: &RunResults, context: Context) -> Option<u32> {
         .min_by_key(|&n| (n.abs_diff(REDUCTION_ITEMS), n))
 }
 
-/// The best K among the variants at `place`.
+/// The best K among the variants at `place`; `None` when none was measured there or
+/// none made progress (then no K is the best).
 fn best_k(results: &RunResults, place: &Place) -> Option<u32> {
-    best_at(results, place).map(|r| r.accumulators)
+    best_at(results, place)
+        .filter(|r| r.mean_progress > 0.0)
+        .map(|r| r.accumulators)
 }
 
 /// The table's rows for `input`: each kernel its profile measures in each of its
@@ -122,6 +125,7 @@ pub(super) fn section(input: &Input) -> String {
                     judged += 1;
                     "agree"
                 }
+                None if matches!(row.kernel_at_probe_k, Err(Unjudged::NoProgress)) => "no progress",
                 None => "not measured",
             };
             vec![
@@ -129,10 +133,14 @@ pub(super) fn section(input: &Input) -> String {
                 row.probe
                     .map_or("not measured".into(), |(n, k)| format!("acc{k} (N={n})")),
                 markdown(row.kernel.name()),
-                row.kernel_best
-                    .map_or("not measured".into(), |k| format!("acc{k}")),
+                match (row.kernel_best, &row.kernel_at_probe_k) {
+                    (Some(k), _) => format!("acc{k}"),
+                    (None, Err(Unjudged::NoProgress)) => "no progress".into(),
+                    (None, _) => "not measured".into(),
+                },
                 match &row.kernel_at_probe_k {
                     Ok(s) => format!("{:.2}% of its best", (1.0 - s.loss()) * 100.0),
+                    Err(Unjudged::NoProgress) => "no progress".into(),
                     Err(_) => "not measured".into(),
                 },
                 verdict.into(),

@@ -478,7 +478,7 @@ fn the_probe_stands_beside_each_real_kernel_and_disagreements_are_named() {
     let h200 = dir.join("h200.yaml");
     let text = std::fs::read_to_string(&h200).unwrap();
     let text = format!(
-        "{}\nreductions:\n  kernels: [dot, softmax]\n  accumulators: [1, 2, 4, 8]\n  warps: [16]\n",
+        "{}\nreductions:\n  kernels: [dot, softmax, blockreduce]\n  accumulators: [1, 2, 4, 8]\n  warps: [16]\n",
         text.trim_end()
     );
     std::fs::write(&h200, text).unwrap();
@@ -522,6 +522,12 @@ fn the_probe_stands_beside_each_real_kernel_and_disagreements_are_named() {
             &[(1, 400), (2, 800), (4, 1000), (8, 990)],
         ),
         (Workload::Softmax, w16, &[(1, 700), (2, 1000), (8, 990)]),
+        // Measured, but no K made progress: no best K, and no 0/0 share of it.
+        (
+            Workload::BlockReduce,
+            Context::BASE,
+            &[(1, 0), (2, 0), (4, 0), (8, 0)],
+        ),
     ] {
         r.variants
             .extend(rates.iter().map(|&(k, p)| rate(kernel(w, k, c), p)));
@@ -540,6 +546,8 @@ fn the_probe_stands_beside_each_real_kernel_and_disagreements_are_named() {
         "| base | acc2 (N=13) | softmax | acc2 | 100.00% of its best | agree |",
         "| w16 | acc4 (N=13) | dot | acc4 | 100.00% of its best | agree |",
         "| w16 | acc4 (N=13) | softmax | acc2 | not measured | not measured |",
+        "| base | acc2 (N=13) | blockreduce | no progress | no progress | no progress |",
+        "| w16 | acc4 (N=13) | blockreduce | not measured | not measured | not measured |",
     ] {
         assert!(md.contains(row), "lacks {row}:\n{md}");
     }
