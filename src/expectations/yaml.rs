@@ -71,6 +71,16 @@ pub(crate) fn parse_yaml<T: for<'de> Deserialize<'de>>(text: &str, file: &Path) 
     })
 }
 
+/// An optional section whose key, when written, must hold one (use with
+/// `#[serde(default)]`): `reductions:` with nothing after it is YAML's null, which a plain
+/// `Option` reads as the key left out, so a section written empty would silently measure
+/// and gate nothing. Absent stays `None`; null is refused where it stands.
+pub(crate) fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> std::result::Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
 /// Whether `name` may be part of a case's name (`replay::<profile>::...`,
 /// `policy::<name>::...`), which `--exact` takes and every output shows: letters, digits,
 /// '_' or '-', at least one.

@@ -559,3 +559,42 @@ fn a_contexts_section_adds_each_input_alone_and_each_corner() {
     assert_eq!(p.probe.block_threads_of(&w32), 1024);
     assert_eq!(p.probe.warps_of(&w32), 32);
 }
+
+#[test]
+fn a_section_written_with_no_value_is_refused_where_it_stands_not_read_as_left_out() {
+    let lines = GOOD.lines().count() + 1;
+    for key in [
+        "reductions",
+        "contexts",
+        "policy_gate",
+        "validity",
+        "sink_isolation",
+        "compile_only",
+        "baselines",
+        "recorded",
+    ] {
+        let text = format!("{GOOD}{key}:\n");
+        let e = catalog::parse(&text, Path::new("expectations/t.yaml"))
+            .err()
+            .unwrap_or_else(|| panic!("{key}: with no value was accepted"))
+            .to_string();
+        assert!(e.contains("expectations/t.yaml"), "{key}: {e}");
+        assert!(
+            e.contains(&format!(":{lines}:")),
+            "{key} (line {lines}): {e}"
+        );
+    }
+    // Left out, each is simply not there.
+    assert!(catalog::parse(GOOD, Path::new("expectations/t.yaml")).is_ok());
+}
+
+#[test]
+fn reductions_warps_written_empty_is_refused_naming_what_it_takes() {
+    let text =
+        format!("{GOOD}reductions:\n  kernels: [dot]\n  accumulators: [1, 2]\n  warps: []\n");
+    let e = catalog::parse(&text, Path::new("expectations/t.yaml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("reductions.warps is empty"), "{e}");
+    assert!(e.contains("left out"), "{e}");
+}

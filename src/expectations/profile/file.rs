@@ -6,7 +6,7 @@ use crate::expectations::baselines::Wider;
 use crate::expectations::compile_only::CompileOnlyFile;
 use crate::expectations::policy::Accumulation;
 use crate::expectations::recorded::RecordedFile;
-use crate::expectations::yaml::number;
+use crate::expectations::yaml::{number, present};
 use crate::model::settings::Mode;
 use crate::model::variant::Sink;
 use serde::Deserialize;
@@ -24,13 +24,21 @@ pub(super) struct ProfileFile {
     pub(super) invariants: Vec<InvariantFile>,
     #[serde(default)]
     pub(super) known_deviations: Vec<DeviationFile>,
+    #[serde(default, deserialize_with = "present")]
     pub(super) baselines: Option<BaselinesRef>,
+    #[serde(default, deserialize_with = "present")]
     pub(super) recorded: Option<RecordedFile>,
+    #[serde(default, deserialize_with = "present")]
     pub(super) validity: Option<Spanned<Validity>>,
+    #[serde(default, deserialize_with = "present")]
     pub(super) sink_isolation: Option<SinkFile>,
+    #[serde(default, deserialize_with = "present")]
     pub(super) contexts: Option<Spanned<ContextsFile>>,
+    #[serde(default, deserialize_with = "present")]
     pub(super) reductions: Option<Spanned<ReductionsFile>>,
+    #[serde(default, deserialize_with = "present")]
     pub(super) policy_gate: Option<Spanned<PolicyGateFile>>,
+    #[serde(default, deserialize_with = "present")]
     pub(super) compile_only: Option<CompileOnlyFile>,
 }
 

@@ -9,7 +9,7 @@ use super::probe::{counts, tolerance};
 use super::ReductionInvariant;
 use crate::error::Result;
 use crate::expectations::yaml::at;
-use crate::model::context::Context;
+use crate::model::context::{Context, CONTEXT_WARPS};
 use crate::model::settings::ProbeSettings;
 use crate::model::variant::{Workload, REDUCTION_ITEMS};
 use serde_saphyr::Spanned;
@@ -68,6 +68,15 @@ pub(super) fn reductions(
             format!(
                 "reductions.accumulators: {} is above {REDUCTION_ITEMS}, the elements a thread handles an iteration (element j feeds partial j % K: more partials than elements stay empty)",
                 k.value
+            ),
+        ));
+    }
+    if let Some(w) = s.warps.as_ref().filter(|w| w.value.is_empty()) {
+        return Err(at(
+            file,
+            w,
+            format!(
+                "reductions.warps is empty: expected one or more of {CONTEXT_WARPS:?}, or the key left out to measure only the profile's block"
             ),
         ));
     }
