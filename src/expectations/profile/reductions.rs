@@ -71,6 +71,17 @@ pub(super) fn reductions(
             ),
         ));
     }
+    let contexts = contexts(file, s, probe.block_threads / 32)?;
+    let invariants = invariants(file, &s.invariants, &kernels, &accumulators)?;
+    probe.reductions = kernels;
+    probe.reduction_accumulators = accumulators;
+    probe.reduction_contexts = contexts;
+    Ok(invariants)
+}
+
+/// The section's contexts: the base, then one per `warps` value (`base_warps` is the
+/// profile's block), each once; `warps: []` is refused.
+fn contexts(file: &Path, s: &ReductionsFile, base_warps: u32) -> Result<Vec<Context>> {
     if let Some(w) = s.warps.as_ref().filter(|w| w.value.is_empty()) {
         return Err(at(
             file,
@@ -80,7 +91,6 @@ pub(super) fn reductions(
             ),
         ));
     }
-    let base_warps = probe.block_threads / 32;
     let mut contexts = vec![Context::BASE];
     for w in s.warps.iter().flat_map(|w| &w.value) {
         let ctx = Context {
@@ -96,11 +106,7 @@ pub(super) fn reductions(
         }
         contexts.push(ctx);
     }
-    let invariants = invariants(file, &s.invariants, &kernels, &accumulators)?;
-    probe.reductions = kernels;
-    probe.reduction_accumulators = accumulators;
-    probe.reduction_contexts = contexts;
-    Ok(invariants)
+    Ok(contexts)
 }
 
 /// The section's invariants, each about one of `kernels` at one of `accumulators`; a
