@@ -33,7 +33,8 @@ pub use failure::Failure;
 pub use kind::FailureKind;
 pub(crate) use known_deviations::with_known_deviations;
 pub use policy::{
-    at_place, best_at, judged_standing, main_at_chain, standing, Basis, Standing, Unjudged,
+    at_place, best_at, judged_standing, main_at_chain, progressed, standing, Basis, Standing,
+    Unjudged,
 };
 pub(crate) use sass::shape;
 

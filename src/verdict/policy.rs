@@ -432,13 +432,18 @@ pub enum Unjudged {
     NoProgress,
 }
 
+/// Whether `r` made progress: a K with none (or a NaN) cannot be the best one.
+pub fn progressed(r: &VariantResult) -> bool {
+    r.mean_progress > 0.0
+}
+
 /// Where pick `k` stands among `found` (the main variants of one chain).
 pub fn standing(k: u32, found: &[&VariantResult]) -> Result<Standing, Unjudged> {
     let best = found
         .iter()
         .max_by(|a, b| a.mean_progress.total_cmp(&b.mean_progress))
         .ok_or(Unjudged::NoResults)?;
-    if best.mean_progress.is_nan() || best.mean_progress <= 0.0 {
+    if !progressed(best) {
         return Err(Unjudged::NoProgress);
     }
     let pick = found

@@ -11,7 +11,7 @@ use accprobe::model::results::RunResults;
 use accprobe::model::variant::{Sink, Workload, REDUCTION_ITEMS};
 use accprobe::report::markdown_grid;
 use accprobe::text::markdown;
-use accprobe::verdict::{at_place, best_at, standing, Standing, Unjudged};
+use accprobe::verdict::{at_place, best_at, progressed, standing, Standing, Unjudged};
 
 /// The tolerance a profile without a policy gate is read with: the study's.
 const DEFAULT_TOLERANCE: f64 = 0.02;
@@ -58,7 +58,7 @@ fn probe_chain(results: &RunResults, context: Context) -> Option<u32> {
 /// none made progress (then no K is the best).
 fn best_k(results: &RunResults, place: &Place) -> Option<u32> {
     best_at(results, place)
-        .filter(|r| r.mean_progress > 0.0)
+        .filter(|r| progressed(r))
         .map(|r| r.accumulators)
 }
 
