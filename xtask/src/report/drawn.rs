@@ -58,7 +58,13 @@ fn number(tag: &str, name: &str) -> f64 {
 
 /// The canvas size of an SVG.
 fn canvas(svg: &str) -> (f64, f64) {
-    let tag = svg.split_once('>').unwrap().0;
+    let tag = svg
+        .split_once("<svg ")
+        .unwrap()
+        .1
+        .split_once('>')
+        .unwrap()
+        .0;
     (number(tag, "width"), number(tag, "height"))
 }
 
