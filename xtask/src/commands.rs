@@ -103,6 +103,10 @@ pub(crate) fn report_history(
     asked: &[String],
 ) -> Result<Option<report::trends::History>, Failure> {
     let named = given.is_some() || matches!(accprobe::config::history(), Ok(Some(_)));
+    if !named && asked.is_empty() && crate::paths::workspace().is_err() {
+        // Outside a workspace there is no default history, and a report needs none.
+        return Ok(None);
+    }
     let store = history::store_of(given, "--history")?;
     if store == accprobe::config::HistoryStore::Off && !asked.is_empty() {
         return Err(format!(

@@ -101,6 +101,57 @@ fn outside_any_workspace_xtask_says_so() {
 }
 
 #[test]
+fn outside_any_workspace_a_report_with_every_path_given_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    if std::env::temp_dir()
+        .ancestors()
+        .any(|a| a.join("expectations").is_dir() || a.join("Cargo.toml").is_file())
+    {
+        return;
+    }
+    let exp = checkout().join("expectations");
+    let results = committed();
+    for (out, history) in [("plain", None), ("off", Some("off"))] {
+        let mut args = vec![
+            "--expectations",
+            exp.to_str().unwrap(),
+            "report",
+            results.to_str().unwrap(),
+            "--out",
+            out,
+        ];
+        if let Some(h) = history {
+            args.extend(["--history", h]);
+        }
+        let o = xtask(dir, &args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(dir.join(out).join("report.md").is_file(), "{}", text(&o));
+    }
+    // A history named but absent is that store's error, not the workspace's.
+    let o = xtask(
+        dir,
+        &[
+            "--expectations",
+            exp.to_str().unwrap(),
+            "report",
+            results.to_str().unwrap(),
+            "--out",
+            "named",
+            "--history",
+            "none.sqlite",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        stderr.contains("none.sqlite") && !stderr.contains("no accprobe workspace"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
 fn a_malformed_setting_is_a_configuration_error() {
     let results = committed();
     let results = results.to_str().unwrap();

@@ -197,7 +197,11 @@ pub(crate) fn store_of(given: Option<&str>, flag: &str) -> Result<HistoryStore, 
         .into());
     }
     let cwd = std::env::current_dir().unwrap_or_default();
-    let out = crate::paths::or_workspace(&None, "target/accprobe")?;
+    // A store that is named needs no workspace: only the default file lives in one.
+    let out = match text {
+        Some(_) => PathBuf::new(),
+        None => crate::paths::or_workspace(&None, "target/accprobe")?,
+    };
     Ok(history::resolve(text.as_deref(), &cwd, &out))
 }
 
