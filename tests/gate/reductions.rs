@@ -235,3 +235,52 @@ fn a_kernel_that_made_no_progress_at_any_k_is_red_not_judged_as_a_fraction_of_ze
     assert!(text.contains("progress 0"), "{text}");
     assert!(!text.contains("NaN"), "{text}");
 }
+
+/// The H200 profile with the `reductions:` section of the device run recorded on
+/// 2026-12-07 (its reductions are not blessed yet, so the policy is judged on that run's
+/// own progress).
+fn h200_with_reductions() -> (Profile, RunResults) {
+    let root = crate::common::root();
+    let path = root.join("expectations/h200.yaml");
+    let text = std::fs::read_to_string(&path).unwrap()
+        + "reductions:\n  kernels: [dot, gemv, softmax, layernorm, blockreduce]\n  \
+           accumulators: [1, 2, 4, 8, 16]\n  warps: [16, 32]\n";
+    let p = catalog::parse(&text, &path).unwrap();
+    let r =
+        RunResults::load(&root.join("expectations/recorded/h200-2026-12-07-reductions-wave.json"))
+            .unwrap();
+    (p, r)
+}
+
+#[test]
+fn on_the_recorded_h200_run_the_study_policy_right_on_the_probe_is_red_on_real_kernels() {
+    let (p, r) = h200_with_reductions();
+    // Right on the probe's base context at N=7 and N=29 (N=13 is a known deviation).
+    for name in ["policy::study::chain7", "policy::study::chain29"] {
+        assert!(
+            matches!(outcome(&p, &r, name), Outcome::Pass(_)),
+            "{name}: {:?}",
+            outcome(&p, &r, name)
+        );
+    }
+    // Wrong on the kernels people write: K = 2 where a wider split is far better.
+    for (name, says, best) in [
+        ("policy::study::dot", "at kernel dot:", "acc4"),
+        (
+            "policy::study::gemv_w16",
+            "at kernel gemv in context w16:",
+            "acc4",
+        ),
+        (
+            "policy::study::gemv_w32",
+            "at kernel gemv in context w32:",
+            "acc8",
+        ),
+        ("policy::study::layernorm", "at kernel layernorm:", "acc4"),
+    ] {
+        let text = fail_text(outcome(&p, &r, name));
+        assert!(text.contains(&format!("picks acc2 {says}")), "{text}");
+        assert!(text.contains(best), "{text}");
+        assert!(text.contains("clearly below the best K"), "{text}");
+    }
+}
