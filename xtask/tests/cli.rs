@@ -80,15 +80,19 @@ fn a_copy_of_the_checkout_is_read_from_where_xtask_runs_not_where_it_was_built()
     );
 }
 
+/// Whether a folder above the temp folder is a workspace: then no temp folder is outside
+/// one, and the tests that need that cannot run.
+fn temp_is_in_a_workspace() -> bool {
+    std::env::temp_dir()
+        .ancestors()
+        .any(|a| a.join("expectations").is_dir() || a.join("Cargo.toml").is_file())
+}
+
 #[test]
 fn outside_any_workspace_xtask_says_so() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    // Only where no folder above the temp folder is a workspace.
-    if std::env::temp_dir()
-        .ancestors()
-        .any(|a| a.join("expectations").is_dir() || a.join("Cargo.toml").is_file())
-    {
+    if temp_is_in_a_workspace() {
         return;
     }
     let o = xtask(dir, &["gate", "--results", "r.json"]);
@@ -104,10 +108,7 @@ fn outside_any_workspace_xtask_says_so() {
 fn outside_any_workspace_a_report_with_every_path_given_is_written() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    if std::env::temp_dir()
-        .ancestors()
-        .any(|a| a.join("expectations").is_dir() || a.join("Cargo.toml").is_file())
-    {
+    if temp_is_in_a_workspace() {
         return;
     }
     let exp = checkout().join("expectations");
