@@ -35,10 +35,26 @@ pub(super) fn without_sass(results: &RunResults) -> Outcome {
     ))
 }
 
+/// The outcome of a SASS case for `r`, which has no SASS: where the run disassembled other
+/// variants, `r`'s missing SASS is a failure (the disassembly lost a kernel, and its
+/// cases would otherwise be skipped as if the run had none); else [`without_sass`].
+fn without_variant_sass(r: &VariantResult, results: &RunResults) -> Outcome {
+    let others = results.variants.iter().filter(|v| v.sass.is_some()).count();
+    if others == 0 {
+        return without_sass(results);
+    }
+    Failure::new(format!(
+        "no SASS for {} in the results, although the run disassembled {others} other variant(s): \
+         its kernel is missing from the disassembly",
+        r.name.shown()
+    ))
+    .into()
+}
+
 /// The loop shape of `v`'s SASS in the results ([`shape`]).
 pub(super) fn measured_shape(v: Variant, r: &VariantResult, results: &RunResults) -> Outcome {
     let Some(s) = &r.sass else {
-        return without_sass(results);
+        return without_variant_sass(r, results);
     };
     shape(v, s)
 }
@@ -168,7 +184,7 @@ pub(super) fn unchanged(
         return Outcome::Skipped("the profile has no baselines".into());
     };
     let Some(s) = &r.sass else {
-        return without_sass(results);
+        return without_variant_sass(r, results);
     };
     let Some(base) = b.sass.get(&v.name()) else {
         return Failure::new(format!(
@@ -219,7 +235,7 @@ pub(super) fn schedule(
         return Outcome::Skipped("the profile has no baselines".into());
     };
     let Some(s) = &r.sass else {
-        return without_sass(results);
+        return without_variant_sass(r, results);
     };
     let Some(base) = b.sass.get(&v.name()) else {
         return Outcome::Skipped(format!(

@@ -546,3 +546,29 @@ fn context(
         .find(|c| c.to_string() == name)
         .unwrap_or_else(|| panic!("no context {name}"))
 }
+
+#[test]
+fn sass_missing_for_one_variant_of_a_disassembled_run_fails_its_sass_cases() {
+    // The run disassembled every kernel but one: that one's SASS cases must not be
+    // skipped as if the run carried no SASS.
+    let (p, mut r) = h200_with(&h200_sass());
+    variant(&mut r, "chain13_acc4_effective4").sass = None;
+    for case in [
+        "sass::chain13_acc4_effective4::shape",
+        "sass::chain13_acc4_effective4::unchanged",
+        "sass::chain13_acc4_effective4::schedule",
+    ] {
+        let text = fail_text(outcome(&p, &r, case));
+        let verdict = text.lines().next().unwrap();
+        assert!(
+            verdict.contains("no SASS for chain13_acc4_effective4")
+                && verdict.contains("disassembled 128 other variant(s)"),
+            "{case}: {text}"
+        );
+    }
+    // Its neighbours are judged as before.
+    assert!(matches!(
+        outcome(&p, &r, "sass::chain13_acc2_effective2::shape"),
+        Outcome::Pass(_)
+    ));
+}
