@@ -103,11 +103,12 @@ pub(crate) fn report_history(
     asked: &[String],
 ) -> Result<Option<report::trends::History>, Failure> {
     let named = given.is_some() || matches!(accprobe::config::history(), Ok(Some(_)));
-    if !named && asked.is_empty() && crate::paths::workspace().is_err() {
-        // Outside a workspace there is no default history, and a report needs none.
-        return Ok(None);
-    }
-    let store = history::store_of(given, "--history")?;
+    let store = match history::store_of(given, "--history") {
+        // Unnamed, the default history is only the workspace's file: outside a workspace
+        // there is none, and a report needs none.
+        Err(_) if !named && asked.is_empty() => return Ok(None),
+        store => store?,
+    };
     if store == accprobe::config::HistoryStore::Off && !asked.is_empty() {
         return Err(format!(
             "--trend {}: no history to chart it from (the history is off)",
