@@ -16,6 +16,8 @@ mod probe_vs_real;
 #[cfg(test)]
 mod tests;
 pub(crate) mod trends;
+#[cfg(test)]
+mod written;
 
 use crate::paths::{find_profile, NoProfile};
 use crate::Failure;
@@ -203,23 +205,19 @@ pub(crate) const GENERATED: &str =
 /// (only that many bytes are read).
 fn ours_or_absent(path: &Path) -> Result<(), ReportError> {
     use std::io::Read;
+    let cannot = |source| ReportError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(source) => {
-            return Err(ReportError::Write {
-                path: path.to_path_buf(),
-                source,
-            })
-        }
+        Err(source) => return Err(cannot(source)),
     };
     let mut head = Vec::with_capacity(GENERATED.len());
     file.take(GENERATED.len() as u64)
         .read_to_end(&mut head)
-        .map_err(|source| ReportError::Write {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        .map_err(cannot)?;
     if head == GENERATED.as_bytes() {
         Ok(())
     } else {
